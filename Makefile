@@ -1,0 +1,36 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# torch is installed first and pinned: any other request pulls a multi-GB CUDA build.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH := torch==2.13.0
+OUT ?= runs/quickstart
+
+.PHONY: demo test setup setup-dev lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH)
+
+setup: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+setup-dev: $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[dev]"
+
+demo: setup
+	$(BIN)/fgl-workbench run examples/quickstart.yaml --out $(OUT)
+	$(BIN)/fgl-workbench report $(OUT)
+
+test: setup-dev
+	$(BIN)/python -m pytest -q
+
+lint: setup-dev
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: setup
+	$(BIN)/python benchmarks/fedavg_round.py
+
+clean:
+	rm -rf $(VENV) runs

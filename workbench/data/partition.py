@@ -1,0 +1,201 @@
+"""A partition of a dataset across clients, with everything later stages need as ground truth.
+
+Pipeline (one seed drives all of it): carve the attacker's auxiliary pool out first (stratified
+by label, so it comes from the same distribution), hand the rest to a partitioner, split each
+client's share into stratified train/val/test, and record the edges the partition cut."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel
+
+from workbench.data.datasets import Dataset, Level, NodeDataset
+from workbench.errors import ConfigError, PartitionError
+from workbench.registry import Registry
+
+
+@dataclass(frozen=True)
+class ClientPart:
+    """One client's share, as global ids (node ids or graph indices)."""
+
+    client_id: int
+    ids: np.ndarray
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+
+
+@dataclass(frozen=True)
+class ClientStats:
+    client_id: int
+    size: int
+    num_train: int
+    num_val: int
+    num_test: int
+    label_histogram: list[int]
+    num_edges: int  # local (kept) undirected edges; 0 at graph level
+    edge_homophily: float | None  # fraction of local edges joining same-label nodes
+
+
+@dataclass(frozen=True)
+class Partition:
+    level: Level
+    method: str
+    clients: tuple[ClientPart, ...]
+    aux_ids: np.ndarray
+    cut_edges: np.ndarray = field(default_factory=lambda: np.zeros((2, 0), dtype=np.int64))
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.clients)
+
+    def owner(self, num_items: int) -> np.ndarray:
+        """Client of every item; -1 for the auxiliary pool."""
+        own = np.full(num_items, -1, dtype=np.int64)
+        for c in self.clients:
+            own[c.ids] = c.client_id
+        return own
+
+    def stats(self, dataset: Dataset) -> list[ClientStats]:
+        labels = dataset.labels
+        out = []
+        for c in self.clients:
+            hist = np.bincount(labels[c.ids], minlength=dataset.num_classes).tolist()
+            edges, homophily = 0, None
+            if isinstance(dataset, NodeDataset):
+                src, dst = local_edges(dataset, c.ids)
+                edges = int(src.size // 2)
+                homophily = float((labels[src] == labels[dst]).mean()) if src.size else None
+            out.append(
+                ClientStats(
+                    c.client_id,
+                    int(c.ids.size),
+                    int(c.train.size),
+                    int(c.val.size),
+                    int(c.test.size),
+                    hist,
+                    edges,
+                    homophily,
+                )
+            )
+        return out
+
+
+def local_edges(dataset: NodeDataset, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Directed edge list (global ids) of the subgraph induced by ``ids``."""
+    ei = dataset.data.edge_index.numpy()
+    inside = np.zeros(dataset.num_items, dtype=bool)
+    inside[ids] = True
+    keep = inside[ei[0]] & inside[ei[1]]
+    return ei[0, keep], ei[1, keep]
+
+
+# A partitioner maps (dataset, ids to share out, number of clients, rng, params) to one id
+# array per client. It sees only the non-auxiliary ids.
+Partitioner = Callable[[Dataset, np.ndarray, int, np.random.Generator, BaseModel], list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class PartitionerSpec:
+    name: str
+    level: Level
+    params: type[BaseModel]
+    split: Partitioner
+
+
+PARTITIONERS: Registry[PartitionerSpec] = Registry("partitioner")
+
+DEFAULT_SPLIT: dict[Level, tuple[float, float, float]] = {
+    "node": (0.2, 0.4, 0.4),
+    "graph": (0.7, 0.1, 0.2),
+}
+
+
+def make_partition(
+    dataset: Dataset,
+    method: str,
+    num_clients: int,
+    seed: int,
+    *,
+    params: dict | None = None,
+    split: Sequence[float] | None = None,
+    aux_fraction: float = 0.0,
+) -> Partition:
+    spec = PARTITIONERS.get(method, field="partition.method")
+    if spec.level != dataset.level:
+        raise ConfigError(
+            f"partition.method: '{method}' partitions {spec.level}-level data but dataset "
+            f"'{dataset.name}' is {dataset.level}-level; valid choices: "
+            + ", ".join(n for n in PARTITIONERS if PARTITIONERS.get(n).level == dataset.level)
+        )
+    if num_clients < 1:
+        raise ConfigError(f"partition.num_clients: must be >= 1 (got {num_clients})")
+    if not 0.0 <= aux_fraction < 1.0:
+        raise ConfigError(f"partition.aux_fraction: must be in [0, 1) (got {aux_fraction})")
+    ratios = tuple(split) if split is not None else DEFAULT_SPLIT[dataset.level]
+    rng = np.random.default_rng(seed)
+    labels = dataset.labels
+    all_ids = np.arange(dataset.num_items)
+    aux = stratified_sample(all_ids, labels, aux_fraction, rng)
+    rest = np.setdiff1d(all_ids, aux)
+    shares = spec.split(dataset, rest, num_clients, rng, spec.params(**(params or {})))
+    clients = []
+    for k, ids in enumerate(shares):
+        ids = np.sort(ids)
+        if ids.size == 0:
+            raise PartitionError(
+                f"partition '{method}' left client {k} empty ({dataset.num_items} items, "
+                f"{num_clients} clients); use fewer clients"
+            )
+        train, val, test = stratified_split(ids, labels, ratios, rng)
+        clients.append(ClientPart(k, ids, train, val, test))
+    part = Partition(dataset.level, method, tuple(clients), np.sort(aux))
+    if isinstance(dataset, NodeDataset):
+        part = Partition(part.level, method, part.clients, part.aux_ids, _cut_edges(dataset, part))
+    return part
+
+
+def stratified_sample(
+    ids: np.ndarray, labels: np.ndarray, fraction: float, rng: np.random.Generator
+) -> np.ndarray:
+    """``fraction`` of ``ids`` drawn per class, so the sample follows the label distribution."""
+    if fraction <= 0:
+        return np.zeros(0, dtype=np.int64)
+    picked = []
+    for c in np.unique(labels[ids]):
+        members = rng.permutation(ids[labels[ids] == c])
+        picked.append(members[: int(round(fraction * members.size))])
+    return np.sort(np.concatenate(picked)).astype(np.int64)
+
+
+def stratified_split(
+    ids: np.ndarray,
+    labels: np.ndarray,
+    ratios: tuple[float, ...],
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per class: floor(r_train·n) train, floor(r_val·n) val, the rest test (as FedTAD's code)."""
+    if len(ratios) != 3 or min(ratios) < 0 or abs(sum(ratios) - 1.0) > 1e-6:
+        raise ConfigError(
+            f"partition.split: expected 3 non-negative ratios summing to 1, got {ratios}"
+        )
+    parts: tuple[list, list, list] = ([], [], [])
+    for c in np.unique(labels[ids]):
+        members = rng.permutation(ids[labels[ids] == c])
+        n_train = int(ratios[0] * members.size)
+        n_val = int(ratios[1] * members.size)
+        parts[0].append(members[:n_train])
+        parts[1].append(members[n_train : n_train + n_val])
+        parts[2].append(members[n_train + n_val :])
+    return tuple(np.sort(np.concatenate(p)).astype(np.int64) for p in parts)  # type: ignore[return-value]
+
+
+def _cut_edges(dataset: NodeDataset, part: Partition) -> np.ndarray:
+    """Undirected edges (u < v) whose endpoints belong to two different clients."""
+    owner = part.owner(dataset.num_items)
+    src, dst = dataset.data.edge_index.numpy()
+    cut = (owner[src] >= 0) & (owner[dst] >= 0) & (owner[src] != owner[dst]) & (src < dst)
+    return np.stack([src[cut], dst[cut]]).astype(np.int64)

@@ -1,0 +1,107 @@
+"""Black-box query APIs of a released model: what an external querier can call.
+
+A node query names nodes of the population graph and a neighbourhood size: 0 hops sends the
+node alone, k hops sends its k-hop subgraph. Each query is answered on its own subgraph (the
+model never sees other queries' nodes); all subgraphs of a batch are stacked as one disjoint
+graph, so a batch costs one forward pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import nn
+from torch_geometric.data import Batch, Data
+
+
+def khop_batch(
+    edge_index: torch.Tensor, num_nodes: int, centers: np.ndarray, hops: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint union of the ``hops``-hop subgraphs around ``centers``.
+
+    Returns (global id of every batch node, batch edge_index [2, E'], batch position of each
+    center). Reachability is a sparse boolean product; edge membership of subgraph q is
+    R[q, u] · R[q, v], so no Python loop runs over queries."""
+    src, dst = edge_index.numpy()
+    q = centers.size
+    adj = sp.csr_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(num_nodes,) * 2)
+    reach = sp.csr_matrix(
+        (np.ones(q, dtype=np.int8), (np.arange(q), centers)), shape=(q, num_nodes)
+    )
+    for _ in range(hops):
+        reach = reach + reach @ adj
+        reach.data[:] = 1
+    reach = reach.tocsr()
+    reach.sort_indices()
+    rows, cols = reach.nonzero()
+    keys = rows.astype(np.int64) * num_nodes + cols  # sorted: csr is row-major
+    csc = reach.tocsc()
+    both = csc[:, src].multiply(csc[:, dst]).tocoo()
+    qe, e = both.row.astype(np.int64), both.col
+    b_src = np.searchsorted(keys, qe * num_nodes + src[e])
+    b_dst = np.searchsorted(keys, qe * num_nodes + dst[e])
+    center_pos = np.searchsorted(keys, np.arange(q, dtype=np.int64) * num_nodes + centers)
+    return cols, np.stack([b_src, b_dst]), center_pos
+
+
+class NodeQueryAPI:
+    def __init__(self, model: nn.Module, graph: Data, chunk: int = 1024) -> None:
+        self._model = model
+        self._x = graph.x
+        self._edge_index = graph.edge_index
+        self._num_nodes = int(graph.num_nodes)
+        self._chunk = chunk
+
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
+
+    @torch.no_grad()
+    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return self._answer(node_ids, hops, embed=False)
+
+    @torch.no_grad()
+    def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return self._answer(node_ids, hops, embed=True)
+
+    def _answer(self, node_ids: np.ndarray, hops: int, embed: bool) -> torch.Tensor:
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        if hops < 0:
+            raise ValueError(f"hops: must be >= 0 (got {hops})")
+        if node_ids.size and (node_ids.min() < 0 or node_ids.max() >= self._num_nodes):
+            raise ValueError(f"node_ids: must lie in [0, {self._num_nodes})")
+        self._model.eval()
+        out = []
+        for start in range(0, node_ids.size, self._chunk):
+            centers = node_ids[start : start + self._chunk]
+            nodes, ei, pos = khop_batch(self._edge_index, self._num_nodes, centers, hops)
+            x, ei_t = self._x[torch.from_numpy(nodes)], torch.from_numpy(ei)
+            h = self._model.embed(x, ei_t) if embed else self._model(x, ei_t)
+            out.append(h[torch.from_numpy(pos)])
+        return torch.cat(out) if out else torch.zeros(0)
+
+
+class GraphQueryAPI:
+    def __init__(self, model: nn.Module, batch_size: int = 256) -> None:
+        self._model = model
+        self._batch_size = batch_size
+
+    @torch.no_grad()
+    def logits(self, graphs: list[Data]) -> torch.Tensor:
+        return self._answer(graphs, embed=False)
+
+    @torch.no_grad()
+    def embeddings(self, graphs: list[Data]) -> torch.Tensor:
+        return self._answer(graphs, embed=True)
+
+    def _answer(self, graphs: list[Data], embed: bool) -> torch.Tensor:
+        self._model.eval()
+        out = []
+        for start in range(0, len(graphs), self._batch_size):
+            b = Batch.from_data_list(graphs[start : start + self._batch_size])
+            fn = self._model.embed if embed else self._model
+            out.append(fn(b.x, b.edge_index, b.batch))
+        return torch.cat(out) if out else torch.zeros(0)
+
+
+QueryAPI = NodeQueryAPI | GraphQueryAPI

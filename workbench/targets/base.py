@@ -1,0 +1,48 @@
+"""The target interface: ``Target.fit(federation, config, defenses, seed) -> TrainedTarget``.
+
+A trained target bundles everything an adversary might observe (released models behind a
+query API, the transcript) with what only the evaluator sees (utility, per-client models),
+and the privacy ledger its defenses wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+from torch import nn
+
+from accountants import PrivacyLedger
+from workbench.data.datasets import Level
+from workbench.data.federation import Federation
+from workbench.query import QueryAPI
+from workbench.registry import Registry
+from workbench.transcript import Transcript
+
+
+@dataclass
+class TrainedTarget:
+    name: str
+    level: Level
+    global_model: nn.Module
+    client_models: dict[int, nn.Module]
+    make_model: Callable[[], nn.Module]  # a fresh model of the released architecture
+    query: QueryAPI
+    transcript: Transcript
+    ledger: PrivacyLedger
+    utility: dict[str, float]
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+class Target(Protocol):
+    name: str
+    level: Level
+    Config: type[BaseModel]
+
+    def fit(
+        self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
+    ) -> TrainedTarget: ...
+
+
+TARGETS: Registry[Target] = Registry("target")

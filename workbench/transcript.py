@@ -1,0 +1,118 @@
+"""Every message a federated method sends, recorded as it is sent.
+
+Communication cost is read from here, never from formulas, and adversary views are cut from
+it: an honest-but-curious server sees exactly the messages whose receiver is the server.
+Payloads are kept for the final round only by default (``keep_payloads``): the metadata of
+every message is always kept, but 100 rounds of full weights would dominate memory."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+SERVER = "server"
+
+# Kinds named by the architecture note; methods may add their own strings.
+MODEL_WEIGHTS = "model_weights"
+UPDATE = "update"
+GRADIENTS = "gradients"
+CLASS_STATISTICS = "class_statistics"
+EMBEDDINGS = "embeddings"
+GENERATIVE_MODEL = "generative_model"
+CONDENSED_GRAPH = "condensed_graph"
+CIPHERTEXT = "ciphertext"
+
+
+def client(k: int) -> str:
+    return f"client:{k}"
+
+
+@dataclass(frozen=True)
+class Message:
+    round: int
+    sender: str
+    receiver: str
+    kind: str
+    nbytes: int
+    payload: Any = None
+
+    @property
+    def direction(self) -> str:
+        if self.receiver == SERVER:
+            return "up"
+        if self.sender == SERVER:
+            return "down"
+        return "peer"
+
+
+def payload_nbytes(payload: Any) -> int:
+    """Bytes on the wire: raw tensor/array bytes, summed through containers. Objects that know
+    their serialised size (ciphertexts) expose ``nbytes``."""
+    if isinstance(payload, torch.Tensor):
+        return payload.numel() * payload.element_size()
+    if isinstance(payload, np.ndarray | bytes | bytearray):
+        return payload.nbytes if isinstance(payload, np.ndarray) else len(payload)
+    if isinstance(payload, Mapping):
+        return sum(payload_nbytes(v) for v in payload.values())
+    if isinstance(payload, Sequence) and not isinstance(payload, str):
+        return sum(payload_nbytes(v) for v in payload)
+    if hasattr(payload, "nbytes"):
+        return int(payload.nbytes)
+    raise TypeError(f"cannot size a payload of type {type(payload).__name__}")
+
+
+class Transcript:
+    def __init__(self, keep_payloads: Literal["all", "last_round", "none"] = "last_round") -> None:
+        self.keep_payloads = keep_payloads
+        self._messages: list[Message] = []
+
+    def send(self, round: int, sender: str, receiver: str, kind: str, payload: Any) -> Message:
+        """Record one message. Tensors are detached and copied, so later training cannot
+        change what was observed."""
+        stored = _snapshot(payload) if self.keep_payloads != "none" else None
+        msg = Message(round, sender, receiver, kind, payload_nbytes(payload), stored)
+        if self.keep_payloads == "last_round" and self._messages:
+            if self._messages[-1].round != round:
+                self._messages = [_strip(m) for m in self._messages]
+        self._messages.append(msg)
+        return msg
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return tuple(self._messages)
+
+    def received_by(self, party: str) -> tuple[Message, ...]:
+        return tuple(m for m in self._messages if m.receiver == party)
+
+    def total_bytes(self) -> dict[str, int]:
+        out = {"up": 0, "down": 0, "peer": 0}
+        for m in self._messages:
+            out[m.direction] += m.nbytes
+        return out
+
+    def bytes_per_round(self) -> dict[int, dict[str, int]]:
+        out: dict[int, dict[str, int]] = defaultdict(lambda: {"up": 0, "down": 0, "peer": 0})
+        for m in self._messages:
+            out[m.round][m.direction] += m.nbytes
+        return dict(out)
+
+
+def _snapshot(payload: Any) -> Any:
+    if isinstance(payload, torch.Tensor):
+        return payload.detach().clone()
+    if isinstance(payload, Mapping):
+        return {k: _snapshot(v) for k, v in payload.items()}
+    if isinstance(payload, list | tuple):
+        return type(payload)(_snapshot(v) for v in payload)
+    return payload
+
+
+def _strip(m: Message) -> Message:
+    if m.payload is None:
+        return m
+    return Message(m.round, m.sender, m.receiver, m.kind, m.nbytes, None)
