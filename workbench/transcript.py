@@ -76,9 +76,9 @@ class Transcript:
         change what was observed."""
         stored = _snapshot(payload) if self.keep_payloads != "none" else None
         msg = Message(round, sender, receiver, kind, payload_nbytes(payload), stored)
-        if self.keep_payloads == "last_round" and self._messages:
-            if self._messages[-1].round != round:
-                self._messages = [_strip(m) for m in self._messages]
+        new_round = bool(self._messages) and self._messages[-1].round != round
+        if self.keep_payloads == "last_round" and new_round:
+            self._messages = [_strip(m) for m in self._messages]
         self._messages.append(msg)
         return msg
 

@@ -22,7 +22,7 @@ class CSBMParams(BaseModel):
     num_features: int = Field(32, ge=1, le=10_000)
     homophily: float = Field(0.8, ge=0.0, le=1.0)
     avg_degree: float = Field(6.0, gt=0.0, le=1000.0)
-    signal: float = Field(1.0, ge=0.0, description="class-mean separation in noise units")
+    signal: float = Field(0.5, ge=0.0, description="class-mean separation in noise units")
     seed: int = 0
 
 
@@ -58,7 +58,7 @@ class SyntheticGraphsParams(BaseModel):
     num_features: int = Field(8, ge=1, le=1000)
     min_nodes: int = Field(10, ge=2)
     max_nodes: int = Field(30, ge=2)
-    signal: float = Field(0.5, ge=0.0, description="class-dependent feature shift")
+    signal: float = Field(0.15, ge=0.0, description="class-dependent feature shift")
     seed: int = 0
 
 
@@ -74,7 +74,7 @@ def synthetic_graphs(params: SyntheticGraphsParams) -> GraphDataset:
     labels = rng.permutation(np.arange(params.num_graphs) % c)
     for label in labels:
         n = int(rng.integers(params.min_nodes, params.max_nodes + 1))
-        density = 0.1 + 0.3 * label / (c - 1)
+        density = 0.15 + 0.05 * label / (c - 1)
         upper = np.triu(rng.random((n, n)) < density, k=1)
         src, dst = np.nonzero(upper)
         edge_index = to_undirected(torch.from_numpy(np.stack([src, dst])), num_nodes=n)

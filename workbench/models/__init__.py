@@ -7,27 +7,39 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from workbench.errors import ConfigError
 from workbench.models.graph import GIN
 from workbench.models.node import MLP, NodeGNN
 
-NodeArch = Literal["gcn", "sage", "gat", "mlp"]
+NODE_ARCHS = ("gcn", "sage", "gat", "mlp")
+GRAPH_ARCHS = ("gin",)
 
 
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    arch: Literal["gcn", "sage", "gat", "mlp", "gin"] = "gcn"
+    arch: Literal["gcn", "sage", "gat", "mlp", "gin"] | None = Field(
+        None, description="default: gcn for node-level data, gin for graph-level data"
+    )
     hidden: int = Field(64, ge=1, le=4096)
-    layers: int = Field(2, ge=1, le=8)
+    layers: int | None = Field(None, ge=1, le=8, description="default: 2 (node), 3 (graph)")
     dropout: float = Field(0.5, ge=0.0, lt=1.0)
     heads: int = Field(4, ge=1, le=16, description="attention heads (GAT only)")
 
 
-def build_model(cfg: ModelConfig, in_dim: int, num_classes: int) -> nn.Module:
-    if cfg.arch == "gin":
-        return GIN(in_dim, cfg.hidden, num_classes, cfg.layers, cfg.dropout)
-    if cfg.arch == "mlp":
-        return MLP(in_dim, cfg.hidden, num_classes, cfg.layers, cfg.dropout)
-    return NodeGNN(cfg.arch, in_dim, cfg.hidden, num_classes, cfg.layers, cfg.dropout, cfg.heads)
+def build_model(cfg: ModelConfig, in_dim: int, num_classes: int, level: str) -> nn.Module:
+    valid = NODE_ARCHS if level == "node" else GRAPH_ARCHS
+    arch = cfg.arch or valid[0]
+    if arch not in valid:
+        raise ConfigError(
+            f"model.arch: '{arch}' does not fit {level}-level data; "
+            f"valid choices: {', '.join(valid)}"
+        )
+    layers = cfg.layers or (2 if level == "node" else 3)
+    if arch == "gin":
+        return GIN(in_dim, cfg.hidden, num_classes, layers, cfg.dropout)
+    if arch == "mlp":
+        return MLP(in_dim, cfg.hidden, num_classes, layers, cfg.dropout)
+    return NodeGNN(arch, in_dim, cfg.hidden, num_classes, layers, cfg.dropout, cfg.heads)
 
 
 def num_parameters(model: nn.Module) -> int:

@@ -68,7 +68,7 @@ class _FedAvg:
         cfg = config if isinstance(config, FedAvgConfig) else FedAvgConfig(**(config or {}))
         rng = seed_everything(derive_seed(seed, "fedavg"))
         ds = federation.dataset
-        make = lambda: build_model(cfg.model, ds.num_features, ds.num_classes)  # noqa: E731
+        make = lambda: build_model(cfg.model, ds.num_features, ds.num_classes, ds.level)  # noqa: E731
         global_model = make()
         clients = federation.clients
         local = [make() for _ in clients]

@@ -1,0 +1,51 @@
+"""The attack interface. An attack receives one ``AttackInput`` (the adversary's view, its
+background knowledge and the candidate records) and returns one ``AttackOutput``. Nothing in
+the input carries membership labels, hidden attributes or cut edges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel
+from torch_geometric.data import Data
+
+from workbench.data.datasets import Level
+from workbench.registry import Registry
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Records the adversary is asked about, with the class labels it is assumed to know."""
+
+    level: Level
+    ids: np.ndarray
+    labels: np.ndarray
+    graphs: tuple[Data, ...] = ()
+
+
+@dataclass(frozen=True)
+class AttackInput:
+    view: Any  # a workbench.threat view
+    knowledge: Any  # workbench.threat.BackgroundKnowledge
+    candidates: Candidates
+
+
+@dataclass(frozen=True)
+class AttackOutput:
+    scores: np.ndarray  # one per candidate; higher = more likely a member
+    threshold: float | None = None  # decision threshold the adversary chose, if any
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Attack(Protocol):
+    name: str
+    family: Literal["membership"]
+    view: Literal["querier", "server", "client"]
+    Config: type[BaseModel]
+
+    def run(self, inp: AttackInput, config: Any, seed: int) -> AttackOutput: ...
+
+
+ATTACKS: Registry[Attack] = Registry("attack")

@@ -1,0 +1,157 @@
+"""The self-contained HTML report of a results folder: setup, utility, communication, attack
+results and ROC curves. Everything shown is read from the results store."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from reports.plots import roc_figure
+from workbench.errors import WorkbenchError
+from workbench.store import STORE_FILE, ResultsStore
+
+REPORT_FILE = "report.html"
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:0.9em}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
+th{background:#f3f3f3} td.l,th.l{text-align:left}
+code{background:#f6f6f6;padding:1px 4px}
+"""
+
+
+def build_report(out_dir: str | Path) -> Path:
+    out_dir = Path(out_dir)
+    if not (out_dir / STORE_FILE).is_file():
+        raise WorkbenchError(
+            f"no results store in {out_dir} (expected {out_dir / STORE_FILE}); "
+            "run `fgl-workbench run SUITE.yaml --out DIR` first"
+        )
+    store = ResultsStore(out_dir)
+    cells, attacks = store.cells(), store.attacks()
+    labels = {c.cell_id: c.label for c in cells}
+    curves = [
+        (f"{labels.get(a.cell_id, a.cell_id)} · {a.attack_key}", *store.load_roc(a.artifact))
+        for a in attacks
+        if a.artifact
+    ]
+    name = store.meta("suite_name") or out_dir.name
+    suite_json = store.meta("suite_json") or "{}"
+    store.close()
+
+    parts = [
+        f"<h1>fgl-workbench report: {_e(name)}</h1>",
+        "<h2>Setup</h2>",
+        _table(
+            ["cell", "dataset", "partition", "clients", "aux pool", "target", "seed"],
+            [
+                [
+                    c.label,
+                    c.config["dataset"]["name"],
+                    c.config["partition"]["method"],
+                    c.config["partition"]["num_clients"],
+                    c.config["partition"]["aux_fraction"],
+                    c.config["target"]["name"],
+                    c.config["seed"],
+                ]
+                for c in cells
+            ],
+        ),
+        f"<details><summary>Suite configuration</summary><pre>"
+        f"{_e(json.dumps(json.loads(suite_json), indent=2))}</pre></details>",
+        "<h2>Utility and cost</h2>",
+        "<p>Accuracy and macro-F1 of the released global model on the clients' test sets "
+        "(weighted by test size), at the round selected on validation. Bytes come from the "
+        "transcript. ε is shown only when the privacy ledger holds DP events.</p>",
+        _table(
+            [
+                "cell",
+                "accuracy",
+                "macro-F1",
+                "best round",
+                "rounds",
+                "MB up",
+                "MB down",
+                "ε",
+                "train s",
+            ],
+            [
+                [
+                    c.label,
+                    _f(c.utility.get("accuracy")),
+                    _f(c.utility.get("macro_f1")),
+                    _f(c.utility.get("best_round"), 0),
+                    c.comm["rounds"],
+                    _f(c.comm["bytes"]["up"] / 1e6, 2),
+                    _f(c.comm["bytes"]["down"] / 1e6, 2),
+                    "no DP" if c.epsilon is None else _f(c.epsilon, 2),
+                    _f(c.seconds_train, 1),
+                ]
+                for c in cells
+            ],
+        ),
+        "<h2>Attacks</h2>",
+        "<p>TPR at a fixed FPR is <i>n/a</i> when there are fewer than 1/FPR non-members.</p>",
+        _table(
+            [
+                "cell",
+                "attack",
+                "status",
+                "AUC",
+                "advantage",
+                "TPR@10%",
+                "TPR@1%",
+                "TPR@0.1%",
+                "bal. acc.",
+            ],
+            [
+                [
+                    labels.get(a.cell_id, a.cell_id),
+                    a.attack_key,
+                    a.status if a.status == "ok" else f"n/a: {a.reason}",
+                    *(
+                        _f((a.metrics or {}).get(k))
+                        for k in (
+                            "auc",
+                            "advantage",
+                            "tpr@0.1",
+                            "tpr@0.01",
+                            "tpr@0.001",
+                            "balanced_accuracy",
+                        )
+                    ),
+                ]
+                for a in attacks
+            ],
+        ),
+    ]
+    if curves:
+        parts.append(f'<img alt="ROC curves" src="data:image/png;base64,{roc_figure(curves)}">')
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(name)}</title>"
+        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
+    )
+    path = out_dir / REPORT_FILE
+    path.write_text(page)
+    return path
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x))
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[object]]) -> str:
+    head = "".join(f"<th{' class=l' if i == 0 else ''}>{_e(h)}</th>" for i, h in enumerate(header))
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=l' if i < 2 else ''}>{_e(v)}</td>" for i, v in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"

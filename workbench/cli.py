@@ -1,0 +1,73 @@
+"""Command line: ``fgl-workbench run | report | list``. A thin layer over the Python API;
+user errors print one line naming what is wrong and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from workbench.errors import WorkbenchError
+
+LIST_KINDS = ("targets", "attacks", "datasets", "partitioners")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fgl-workbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a suite YAML into an output folder")
+    run.add_argument("suite")
+    run.add_argument("--out", required=True, help="output folder (results.sqlite, artifacts)")
+    run.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    rep = sub.add_parser("report", help="write report.html from an output folder")
+    rep.add_argument("out")
+    lst = sub.add_parser("list", help="list registered components")
+    lst.add_argument("kind", nargs="?", choices=LIST_KINDS)
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except WorkbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        from reports import build_report
+        from workbench.runner import run_suite
+        from workbench.suite import load_suite
+
+        summary = run_suite(load_suite(args.suite), args.out, args.data_root, args.quiet)
+        print(
+            f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "
+            f"results in {summary.out_dir / 'results.sqlite'}"
+        )
+        print(f"report: {build_report(args.out)}")
+        return 0
+    if args.command == "report":
+        from reports import build_report
+
+        print(f"report: {build_report(args.out)}")
+        return 0
+    for kind in [args.kind] if args.kind else LIST_KINDS:
+        print(f"{kind}:")
+        for line in _listing(kind):
+            print(f"  {line}")
+    return 0
+
+
+def _listing(kind: str) -> list[str]:
+    import workbench.data  # noqa: F401
+    from attacks import ATTACKS
+    from workbench.data.catalog import DATASETS
+    from workbench.data.partition import PARTITIONERS
+    from workbench.targets import TARGETS
+
+    if kind == "targets":
+        return [f"{n}" for n in TARGETS]
+    if kind == "attacks":
+        return [f"{n} (view: {ATTACKS.get(n).view})" for n in ATTACKS]
+    if kind == "datasets":
+        return [f"{n} ({DATASETS.get(n).level})" for n in DATASETS]
+    return [f"{n} ({PARTITIONERS.get(n).level})" for n in PARTITIONERS]

@@ -1,0 +1,195 @@
+"""The results store: one SQLite file per output folder.
+
+A ``cells`` row per trained cell (config, utility, communication, partition statistics, ε,
+timings) and an ``attacks`` row per cell × attack (metrics or the not-applicable reason).
+Each row is committed as soon as it exists, in WAL mode, so a crash mid-suite loses only the
+cell in flight and a re-run skips what is finished. ROC arrays go to ``artifacts/``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+    cell_id TEXT PRIMARY KEY,
+    label TEXT NOT NULL,
+    config_hash TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    utility_json TEXT NOT NULL,
+    comm_json TEXT NOT NULL,
+    partition_json TEXT NOT NULL,
+    epsilon REAL,
+    seconds_partition REAL NOT NULL,
+    seconds_train REAL NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attacks (
+    cell_id TEXT NOT NULL REFERENCES cells(cell_id),
+    attack_key TEXT NOT NULL,
+    attack TEXT NOT NULL,
+    config_hash TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'not_applicable')),
+    reason TEXT,
+    metrics_json TEXT,
+    artifact TEXT,
+    seconds REAL NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (cell_id, attack_key)
+);
+"""
+
+STORE_FILE = "results.sqlite"
+
+
+@dataclass(frozen=True)
+class CellRow:
+    cell_id: str
+    label: str
+    config: dict[str, Any]
+    utility: dict[str, Any]
+    comm: dict[str, Any]
+    partition: list[dict[str, Any]]
+    epsilon: float | None
+    seconds_partition: float
+    seconds_train: float
+
+
+@dataclass(frozen=True)
+class AttackRow:
+    cell_id: str
+    attack_key: str
+    attack: str
+    params: dict[str, Any]
+    status: str
+    reason: str | None
+    metrics: dict[str, Any] | None
+    artifact: str | None
+    seconds: float
+
+
+class ResultsStore:
+    def __init__(self, out_dir: str | Path) -> None:
+        self.root = Path(out_dir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.path = self.root / STORE_FILE
+        self._db = sqlite3.connect(self.path)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def has_cell(self, cell_id: str) -> bool:
+        q = "SELECT 1 FROM cells WHERE cell_id = ?"
+        return self._db.execute(q, (cell_id,)).fetchone() is not None
+
+    def done_attacks(self, cell_id: str) -> set[str]:
+        rows = self._db.execute("SELECT attack_key FROM attacks WHERE cell_id = ?", (cell_id,))
+        return {r[0] for r in rows}
+
+    def put_cell(self, row: CellRow, config_hash: str) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    row.cell_id,
+                    row.label,
+                    config_hash,
+                    _dump(row.config),
+                    _dump(row.utility),
+                    _dump(row.comm),
+                    _dump(row.partition),
+                    row.epsilon,
+                    row.seconds_partition,
+                    row.seconds_train,
+                    time.time(),
+                ),
+            )
+
+    def put_attack(self, row: AttackRow, config_hash: str) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO attacks VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    row.cell_id,
+                    row.attack_key,
+                    row.attack,
+                    config_hash,
+                    _dump(row.params),
+                    row.status,
+                    row.reason,
+                    _dump(row.metrics) if row.metrics is not None else None,
+                    row.artifact,
+                    row.seconds,
+                    time.time(),
+                ),
+            )
+
+    def save_roc(self, cell_id: str, attack_key: str, fpr: np.ndarray, tpr: np.ndarray) -> str:
+        rel = Path("artifacts") / cell_id / f"{attack_key}.npz"
+        (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(self.root / rel, fpr=fpr, tpr=tpr)
+        return str(rel)
+
+    def load_roc(self, rel: str) -> tuple[np.ndarray, np.ndarray]:
+        with np.load(self.root / rel, allow_pickle=False) as z:
+            return z["fpr"], z["tpr"]
+
+    def cells(self) -> list[CellRow]:
+        q = (
+            "SELECT cell_id, label, config_json, utility_json, comm_json, partition_json, "
+            "epsilon, seconds_partition, seconds_train FROM cells ORDER BY label"
+        )
+        return [
+            CellRow(r[0], r[1], *(json.loads(x) for x in r[2:6]), r[6], r[7], r[8])
+            for r in self._db.execute(q)
+        ]
+
+    def attacks(self) -> list[AttackRow]:
+        q = (
+            "SELECT cell_id, attack_key, attack, params_json, status, reason, metrics_json, "
+            "artifact, seconds FROM attacks ORDER BY cell_id, attack_key"
+        )
+        return [
+            AttackRow(
+                r[0],
+                r[1],
+                r[2],
+                json.loads(r[3]),
+                r[4],
+                r[5],
+                json.loads(r[6]) if r[6] else None,
+                r[7],
+                r[8],
+            )
+            for r in self._db.execute(q)
+        ]
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, default=_jsonable)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON-serialisable: {type(x).__name__}")

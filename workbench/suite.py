@@ -1,0 +1,185 @@
+"""Suite YAML: a grid of (dataset, partition, target, seed) cells × the attacks to run on each.
+
+The file is validated in two passes, both ending in a ``ConfigError`` whose lines name the
+field (``targets[0].params.rounds``) and what was expected: pydantic checks the structure and
+unknown keys; then every component's ``params`` is checked against that component's own
+config model, and every name against its registry (the error lists the valid choices)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+import workbench.data  # noqa: F401  (registers partitioners)
+from attacks import ATTACKS
+from workbench.data.catalog import DATASETS
+from workbench.data.partition import PARTITIONERS
+from workbench.errors import ConfigError
+from workbench.targets import TARGETS
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetEntry(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+
+
+class PartitionEntry(_Strict):
+    method: str
+    num_clients: int = Field(ge=1, le=10_000)
+    params: dict[str, Any] = {}
+    split: tuple[float, float, float] | None = Field(
+        None, description="train/val/test ratios; default 0.2/0.4/0.4 (nodes), 0.7/0.1/0.2 (graphs)"
+    )
+    aux_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="attacker's auxiliary pool")
+
+
+class TargetEntry(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+
+
+class AttackEntry(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+
+    @property
+    def key(self) -> str:
+        """Row key in the results store: the name plus a short hash of the params."""
+        return f"{self.name}-{config_hash(self.params)[:8]}" if self.params else self.name
+
+
+class Suite(_Strict):
+    name: str
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    data_root: str | None = None
+    datasets: list[DatasetEntry] = Field(min_length=1)
+    partitions: list[PartitionEntry] = Field(min_length=1)
+    targets: list[TargetEntry] = Field(min_length=1)
+    attacks: list[AttackEntry] = []
+
+
+@dataclass(frozen=True)
+class Cell:
+    dataset: DatasetEntry
+    partition: PartitionEntry
+    target: TargetEntry
+    seed: int
+    attacks: tuple[AttackEntry, ...]
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset.model_dump(),
+            "partition": self.partition.model_dump(),
+            "target": self.target.model_dump(),
+            "seed": self.seed,
+        }
+
+    @property
+    def cell_id(self) -> str:
+        return config_hash(self.config())[:16]
+
+    @property
+    def label(self) -> str:
+        p = self.partition
+        return f"{self.dataset.name}/{p.method}-{p.num_clients}/{self.target.name}/seed{self.seed}"
+
+
+def config_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def load_suite(path: str | Path) -> Suite:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"suite file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_suite(raw, source=str(path))
+
+
+def parse_suite(raw: Any, source: str = "suite") -> Suite:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    try:
+        suite = Suite(**raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid suite\n{format_errors(exc)}") from None
+    problems = _check_components(suite)
+    if problems:
+        raise ConfigError(f"{source}: invalid suite\n" + "\n".join(problems))
+    return suite
+
+
+def format_errors(exc: ValidationError, prefix: str = "") -> str:
+    lines = []
+    for err in exc.errors():
+        loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+        lines.append(f"  {loc.lstrip('.')}: {err['msg']}{got}")
+    return "\n".join(lines)
+
+
+def _check_components(suite: Suite) -> list[str]:
+    problems: list[str] = []
+
+    def check(field: str, registry: Any, name: str, params: dict, config_of: Any) -> None:
+        if name not in registry:
+            problems.append(
+                f"  {field}: unknown {registry.kind} '{name}'; valid choices: "
+                + ", ".join(registry.names())
+            )
+            return
+        try:
+            config_of(registry.get(name))(**params)
+        except ValidationError as exc:
+            problems.append(format_errors(exc, prefix=field.rsplit(".", 1)[0] + ".params"))
+
+    for i, d in enumerate(suite.datasets):
+        check(f"datasets[{i}].name", DATASETS, d.name, d.params, lambda s: s.params)
+    for i, p in enumerate(suite.partitions):
+        check(f"partitions[{i}].method", PARTITIONERS, p.method, p.params, lambda s: s.params)
+        if p.split is not None and (min(p.split) < 0 or abs(sum(p.split) - 1) > 1e-6):
+            problems.append(
+                f"  partitions[{i}].split: ratios must be >= 0 and sum to 1 (got {list(p.split)})"
+            )
+    for i, t in enumerate(suite.targets):
+        check(f"targets[{i}].name", TARGETS, t.name, t.params, lambda t: t.Config)
+    for i, a in enumerate(suite.attacks):
+        check(f"attacks[{i}].name", ATTACKS, a.name, a.params, lambda a: a.Config)
+    if problems:
+        return problems
+    for i, d in enumerate(suite.datasets):
+        level = DATASETS.get(d.name).level
+        fits = [n for n in PARTITIONERS if PARTITIONERS.get(n).level == level]
+        if not any(p.method in fits for p in suite.partitions):
+            problems.append(
+                f"  datasets[{i}]: '{d.name}' is {level}-level but no partition fits it; "
+                f"add one of: {', '.join(fits)}"
+            )
+    return problems
+
+
+def expand(suite: Suite) -> list[Cell]:
+    """The grid: every dataset × every partition of the same level × target × seed."""
+    cells = []
+    for d in suite.datasets:
+        level = DATASETS.get(d.name).level
+        for p in suite.partitions:
+            if PARTITIONERS.get(p.method).level != level:
+                continue
+            for t in suite.targets:
+                for s in suite.seeds:
+                    cells.append(Cell(d, p, t, s, tuple(suite.attacks)))
+    return cells
