@@ -83,7 +83,8 @@ def metis(
     src, dst = src[order], dst[order]
     xadj = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=ids.size))])
     options = pymetis.Options(seed=int(rng.integers(2**31)))
-    _, membership = pymetis.part_graph(k, xadj=xadj, adjncy=dst, options=options)
+    adjacency = pymetis.CSRAdjacency(xadj, dst)
+    _, membership = pymetis.part_graph(k, adjacency, options=options)
     membership = np.asarray(membership)
     return [ids[membership == c] for c in range(k)]
 

@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GINConv, global_mean_pool
 
+from workbench.models.functional import dropout as fast_dropout
+
 
 class GIN(nn.Module):
     """Linear input projection, ``layers`` GINConv(MLP) blocks, mean pooling, linear head."""
@@ -26,7 +28,7 @@ class GIN(nn.Module):
     def embed(self, x: torch.Tensor, edge_index: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
         x = self.project(x)
         for conv in self.convs:
-            x = F.dropout(F.relu(conv(x, edge_index)), self.dropout, self.training)
+            x = fast_dropout(F.relu(conv(x, edge_index)), self.dropout, self.training)
         return global_mean_pool(x, batch)
 
     def forward(

@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
+from workbench.models.functional import dropout as fast_dropout
+
 
 class NodeGNN(nn.Module):
     """``layers`` message-passing layers (GCN, GraphSAGE-mean or GAT) with ReLU, dropout between."""
@@ -33,12 +35,12 @@ class NodeGNN(nn.Module):
         # Dropout between layers only, not on the input features (as FedTAD's reference GCN).
         for i, conv in enumerate(self.convs[:-1]):
             if i:
-                x = F.dropout(x, self.dropout, self.training)
+                x = fast_dropout(x, self.dropout, self.training)
             x = F.relu(conv(x, edge_index))
         return x
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        h = F.dropout(self.embed(x, edge_index), self.dropout, self.training)
+        h = fast_dropout(self.embed(x, edge_index), self.dropout, self.training)
         return self.convs[-1](h, edge_index)
 
 
@@ -71,9 +73,9 @@ class MLP(nn.Module):
     def embed(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
         for i, lin in enumerate(self.lins[:-1]):
             if i:
-                x = F.dropout(x, self.dropout, self.training)
+                x = fast_dropout(x, self.dropout, self.training)
             x = F.relu(lin(x))
         return x
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor | None = None) -> torch.Tensor:
-        return self.lins[-1](F.dropout(self.embed(x), self.dropout, self.training))
+        return self.lins[-1](fast_dropout(self.embed(x), self.dropout, self.training))

@@ -1,0 +1,60 @@
+"""Shared fixtures. Real datasets come from ../shared/data (or $FGLWB_DATA); PyG's processed
+files go to a per-session temporary cache so the raw folder is never written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_data() -> Path:
+    env = os.environ.get("FGLWB_DATA")
+    return Path(env) if env else REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    os.environ["FGLWB_CACHE"] = str(tmp_path_factory.mktemp("fglwb-cache"))
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    root = _shared_data()
+    if not (root / "Cora" / "raw").is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"real datasets missing in CI: expected {root}/Cora/raw")
+        pytest.skip(f"real datasets not found at {root} (set FGLWB_DATA)")
+    os.environ["FGLWB_DATA"] = str(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def cora(data_root: Path):
+    from workbench.data.catalog import load_dataset
+
+    return load_dataset("Cora", root=data_root)
+
+
+@pytest.fixture(scope="session")
+def proteins(data_root: Path):
+    from workbench.data.catalog import load_dataset
+
+    return load_dataset("PROTEINS", root=data_root)
+
+
+@pytest.fixture(scope="session")
+def small_csbm():
+    from workbench.data.synthetic import CSBMParams, csbm
+
+    return csbm(CSBMParams(num_nodes=400, num_classes=4, num_features=16, seed=3))
+
+
+@pytest.fixture(scope="session")
+def small_graphs():
+    from workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
+
+    return synthetic_graphs(SyntheticGraphsParams(num_graphs=120, seed=3))

@@ -1,0 +1,94 @@
+from pathlib import Path
+
+import pytest
+import torch_geometric.datasets as pyg_datasets
+
+from workbench.data.catalog import DATASETS, load_dataset
+from workbench.errors import ConfigError, DatasetNotFoundError
+
+
+@pytest.mark.parametrize(
+    ("name", "items", "features", "classes", "edges"),
+    [("Cora", 2708, 1433, 7, 10556), ("CiteSeer", 3327, 3703, 6, 9104)],
+)
+def test_planetoid_statistics(data_root: Path, name, items, features, classes, edges):
+    ds = load_dataset(name, root=data_root)
+    assert (ds.num_items, ds.num_features, ds.num_classes) == (items, features, classes)
+    assert ds.data.edge_index.size(1) == edges
+
+
+@pytest.mark.parametrize(
+    ("name", "graphs", "nodes", "classes"),
+    [("MUTAG", 188, 3371, 2), ("PROTEINS", 1113, 43471, 2)],
+)
+def test_tu_statistics(data_root: Path, name, graphs, nodes, classes):
+    ds = load_dataset(name, root=data_root)
+    assert ds.num_items == graphs
+    assert sum(g.num_nodes for g in ds.graphs) == nodes
+    assert ds.num_classes == classes
+
+
+def test_imdb_gets_one_hot_degree_features(data_root: Path):
+    ds = load_dataset("IMDB-BINARY", {"max_degree": 32}, root=data_root)
+    g = ds.graphs[0]
+    assert g.x.shape == (g.num_nodes, 33)
+    assert (g.x.sum(1) == 1).all()
+
+
+def test_node_graphs_are_symmetrised(data_root: Path):
+    ds = load_dataset("Cornell", root=data_root)
+    ei = ds.data.edge_index
+    pairs = set(zip(ei[0].tolist(), ei[1].tolist(), strict=True))
+    assert all((v, u) in pairs for u, v in pairs)
+
+
+def test_raw_folder_is_never_written(data_root: Path):
+    load_dataset("Cora", root=data_root)
+    assert not (data_root / "Cora" / "processed").exists()
+
+
+def test_missing_dataset_error_names_dataset_folder_and_files(tmp_path, monkeypatch):
+    def offline(self):
+        raise OSError("network unreachable")
+
+    monkeypatch.setattr(pyg_datasets.Planetoid, "download", offline)
+    with pytest.raises(DatasetNotFoundError) as err:
+        load_dataset("PubMed", root=tmp_path)
+    msg = str(err.value)
+    assert "PubMed" in msg and str(tmp_path / "PubMed" / "raw") in msg
+    assert "ind.pubmed.allx" in msg
+
+
+def test_unknown_dataset_lists_choices():
+    with pytest.raises(ConfigError, match="valid choices: .*Cora"):
+        load_dataset("Coraa")
+
+
+def test_bad_params_name_the_dataset():
+    with pytest.raises(ConfigError, match="csbm"):
+        load_dataset("csbm", {"num_nodes": -5})
+
+
+def test_catalog_has_the_issue_datasets():
+    wanted = {
+        "Cora",
+        "CiteSeer",
+        "PubMed",
+        "MUTAG",
+        "PROTEINS",
+        "ENZYMES",
+        "IMDB-BINARY",
+        "IMDB-MULTI",
+        "NCI1",
+        "PTC_MR",
+        "AIDS",
+        "BZR",
+        "COX2",
+        "Actor",
+        "Cornell",
+        "Texas",
+        "Wisconsin",
+        "csbm",
+        "synthetic-graphs",
+    }
+    assert wanted <= set(DATASETS.names())

@@ -1,0 +1,139 @@
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import workbench.data  # noqa: F401
+from workbench.data.datasets import GraphDataset
+from workbench.data.partition import make_partition
+from workbench.errors import ConfigError, PartitionError
+
+NODE_METHODS = ["louvain", "metis", "label-dirichlet"]
+
+
+def check_invariants(ds, part):
+    n = ds.num_items
+    ids = np.concatenate([c.ids for c in part.clients] + [part.aux_ids])
+    assert np.array_equal(np.sort(ids), np.arange(n)), "every item assigned exactly once"
+    for c in part.clients:
+        assert np.intersect1d(c.ids, part.aux_ids).size == 0
+        splits = np.concatenate([c.train, c.val, c.test])
+        assert np.array_equal(np.sort(splits), c.ids), "splits cover the client exactly once"
+
+
+def expected_cut(ds, part):
+    owner = part.owner(ds.num_items)
+    src, dst = ds.data.edge_index.numpy()
+    keep = (owner[src] >= 0) & (owner[dst] >= 0) & (owner[src] != owner[dst]) & (src < dst)
+    return {(int(u), int(v)) for u, v in zip(src[keep], dst[keep], strict=True)}
+
+
+@pytest.mark.parametrize("method", NODE_METHODS)
+def test_node_partition_invariants_on_cora(cora, method):
+    part = make_partition(cora, method, 10, seed=0, aux_fraction=0.1)
+    check_invariants(cora, part)
+    cut = {(int(u), int(v)) for u, v in part.cut_edges.T}
+    assert cut == expected_cut(cora, part)
+    assert part.cut_edges.shape[1] > 0
+
+
+def test_cut_edges_and_kept_edges_cover_every_client_edge(cora):
+    part = make_partition(cora, "louvain", 5, seed=1)
+    stats = part.stats(cora)
+    undirected = cora.data.edge_index.size(1) // 2
+    assert sum(s.num_edges for s in stats) + part.cut_edges.shape[1] == undirected
+
+
+@pytest.mark.parametrize("delta", [5, 20, 60])
+def test_louvain_balance_within_delta(cora, delta):
+    k = 10
+    part = make_partition(cora, "louvain", k, seed=0, params={"delta": delta})
+    sizes = [c.ids.size for c in part.clients]
+    assert max(sizes) <= cora.num_items // k + delta
+
+
+def test_auxiliary_pool_is_stratified_and_disjoint(cora):
+    part = make_partition(cora, "metis", 5, seed=0, aux_fraction=0.2)
+    assert abs(part.aux_ids.size / cora.num_items - 0.2) < 0.01
+    aux_hist = np.bincount(cora.labels[part.aux_ids], minlength=7) / part.aux_ids.size
+    all_hist = np.bincount(cora.labels, minlength=7) / cora.num_items
+    assert np.abs(aux_hist - all_hist).max() < 0.01
+
+
+def test_split_is_stratified_per_client(cora):
+    part = make_partition(cora, "louvain", 5, seed=0, split=(0.2, 0.4, 0.4))
+    for c in part.clients:
+        for label in np.unique(cora.labels[c.ids]):
+            n = int((cora.labels[c.ids] == label).sum())
+            assert int((cora.labels[c.train] == label).sum()) == int(0.2 * n)
+            assert int((cora.labels[c.val] == label).sum()) == int(0.4 * n)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    method=st.sampled_from(NODE_METHODS),
+    k=st.integers(1, 8),
+    seed=st.integers(0, 2**16),
+    aux=st.sampled_from([0.0, 0.1, 0.3]),
+)
+def test_node_partitions_are_deterministic_and_complete(small_csbm, method, k, seed, aux):
+    params = {"min_size": 5} if method == "label-dirichlet" else {}
+    a = make_partition(small_csbm, method, k, seed, params=params, aux_fraction=aux)
+    b = make_partition(small_csbm, method, k, seed, params=params, aux_fraction=aux)
+    check_invariants(small_csbm, a)
+    assert len(a.clients) == k
+    for x, y in zip(a.clients, b.clients, strict=True):
+        assert np.array_equal(x.ids, y.ids) and np.array_equal(x.train, y.train)
+    assert np.array_equal(a.cut_edges, b.cut_edges)
+
+
+def test_graph_partitions(small_graphs):
+    for method, params in [("iid", {}), ("graph-dirichlet", {"alpha": 0.5, "min_size": 10})]:
+        part = make_partition(small_graphs, method, 3, seed=0, params=params, aux_fraction=0.1)
+        check_invariants(small_graphs, part)
+        assert part.cut_edges.shape == (2, 0)
+
+
+def test_dirichlet_raises_when_minimum_cannot_be_met(small_graphs):
+    with pytest.raises(PartitionError, match="min_size"):
+        make_partition(small_graphs, "graph-dirichlet", 10, 0, params={"min_size": 50})
+    with pytest.raises(PartitionError, match="raise alpha"):
+        make_partition(
+            small_graphs,
+            "graph-dirichlet",
+            6,
+            0,
+            params={"alpha": 0.01, "min_size": 15, "max_tries": 3},
+        )
+
+
+def test_cross_dataset_gives_each_source_its_own_clients(small_graphs):
+    graphs = []
+    for source, g in enumerate(small_graphs.graphs):
+        g = g.clone()
+        g.source = source % 2
+        graphs.append(g)
+    mixed = GraphDataset("mix", graphs, 2, ("a", "b"))
+    part = make_partition(mixed, "cross-dataset", 4, seed=0)
+    check_invariants(mixed, part)
+    for c in part.clients:
+        assert np.unique(mixed.source[c.ids]).size == 1
+    with pytest.raises(PartitionError, match="multiple"):
+        make_partition(mixed, "cross-dataset", 3, seed=0)
+
+
+def test_level_mismatch_is_a_config_error(small_graphs, small_csbm):
+    with pytest.raises(ConfigError, match="graph-level"):
+        make_partition(small_graphs, "louvain", 3, 0)
+    with pytest.raises(ConfigError, match="valid choices"):
+        make_partition(small_csbm, "louvian", 3, 0)
+
+
+def test_stats_report_sizes_histograms_and_homophily(cora):
+    part = make_partition(cora, "louvain", 5, seed=0)
+    stats = part.stats(cora)
+    assert [s.size for s in stats] == [c.ids.size for c in part.clients]
+    assert all(sum(s.label_histogram) == s.size for s in stats)
+    assert all(0.5 < s.edge_homophily <= 1.0 for s in stats)  # Cora is homophilous

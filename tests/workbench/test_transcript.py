@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+import torch
+
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.models import num_parameters
+from workbench.targets import TARGETS
+from workbench.transcript import SERVER, Transcript, client, payload_nbytes
+
+
+@pytest.mark.parametrize(("fraction", "per_round"), [(1.0, 4), (0.5, 2)])
+def test_fedavg_bytes_equal_parameters_times_four_times_messages(small_csbm, fraction, per_round):
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 4, seed=0))
+    trained = TARGETS.get("fedavg").fit(fed, {"rounds": 3, "client_fraction": fraction}, [], 0)
+    params = num_parameters(trained.global_model)
+    messages = trained.transcript.messages
+    assert len(messages) == 3 * per_round * 2
+    assert all(m.nbytes == params * 4 for m in messages)
+    totals = trained.transcript.total_bytes()
+    assert totals == {
+        "up": params * 4 * 3 * per_round,
+        "down": params * 4 * 3 * per_round,
+        "peer": 0,
+    }
+    assert len(trained.transcript.received_by(SERVER)) == 3 * per_round
+    per_round_bytes = trained.transcript.bytes_per_round()
+    assert sorted(per_round_bytes) == [0, 1, 2]
+
+
+def test_last_round_retention_keeps_metadata_and_final_payloads():
+    t = Transcript("last_round")
+    for r in range(3):
+        t.send(r, client(0), SERVER, "update", torch.ones(5))
+    assert [m.payload is None for m in t.messages] == [True, True, False]
+    assert [m.nbytes for m in t.messages] == [20, 20, 20]
+
+
+def test_payloads_are_snapshots():
+    t = Transcript("all")
+    w = torch.zeros(3)
+    t.send(0, client(1), SERVER, "update", {"w": w})
+    w += 1
+    assert torch.equal(t.messages[0].payload["w"], torch.zeros(3))
+
+
+def test_payload_sizes():
+    assert payload_nbytes({"a": torch.zeros(3, dtype=torch.float64), "b": [np.zeros(2)]}) == 40
+    assert payload_nbytes(b"abcd") == 4
+    with pytest.raises(TypeError):
+        payload_nbytes(object())
