@@ -29,7 +29,9 @@ def test_csbm_labels_are_balanced():
 def test_synthetic_graphs_are_deterministic_and_undirected():
     a = synthetic_graphs(SyntheticGraphsParams(num_graphs=30, seed=2))
     b = synthetic_graphs(SyntheticGraphsParams(num_graphs=30, seed=2))
-    assert all(torch.equal(x.edge_index, y.edge_index) for x, y in zip(a.graphs, b.graphs))
+    assert all(
+        torch.equal(x.edge_index, y.edge_index) for x, y in zip(a.graphs, b.graphs, strict=True)
+    )
     g = a.graphs[0]
     pairs = set(zip(*g.edge_index.tolist(), strict=True))
     assert all((v, u) in pairs for u, v in pairs)
