@@ -33,7 +33,7 @@ def build_report(out_dir: str | Path) -> Path:
     cells, attacks = store.cells(), store.attacks()
     labels = {c.cell_id: c.label for c in cells}
     curves = [
-        (f"{labels.get(a.cell_id, a.cell_id)} · {a.attack_key}", *store.load_roc(a.artifact))
+        (f"{labels.get(a.cell_id, a.cell_id)} · {a.label}", *store.load_roc(a.artifact))
         for a in attacks
         if a.artifact
     ]
@@ -109,7 +109,7 @@ def build_report(out_dir: str | Path) -> Path:
             [
                 [
                     labels.get(a.cell_id, a.cell_id),
-                    a.attack_key,
+                    a.label,
                     a.status if a.status == "ok" else f"n/a: {a.reason}",
                     *(
                         _f((a.metrics or {}).get(k))

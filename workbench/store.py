@@ -75,6 +75,12 @@ class AttackRow:
     artifact: str | None
     seconds: float
 
+    @property
+    def label(self) -> str:
+        """Human-readable name: the attack with its parameters, e.g. ``mia-threshold(hops=2)``."""
+        args = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.attack}({args})" if args else self.attack
+
 
 class ResultsStore:
     def __init__(self, out_dir: str | Path) -> None:

@@ -1,0 +1,81 @@
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from workbench.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quickstart_end_to_end(tmp_path, capsys):
+    """`make demo`'s job: embedded data, both levels, attacks, store and report."""
+    out = tmp_path / "qs"
+    assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 cell(s) run" in printed and "report.html" in printed
+    db = sqlite3.connect(out / "results.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM cells").fetchone()[0] == 2
+    metrics = [json.loads(m) for (m,) in db.execute("SELECT metrics_json FROM attacks")]
+    assert len(metrics) == 6 and all(0 <= m["auc"] <= 1 for m in metrics)
+    assert (out / "report.html").stat().st_size > 10_000
+    assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
+    assert "0 cell(s) run, 2 already done" in capsys.readouterr().out
+
+
+def test_cora_example_on_real_data(tmp_path, data_root):
+    out = tmp_path / "cora"
+    argv = [
+        "run",
+        str(REPO / "examples/cora-fedavg.yaml"),
+        "--out",
+        str(out),
+        "--quiet",
+        "--data-root",
+        str(data_root),
+    ]
+    assert main(argv) == 0
+    db = sqlite3.connect(out / "results.sqlite")
+    (utility,) = db.execute("SELECT utility_json FROM cells").fetchone()
+    assert json.loads(utility)["accuracy"] > 0.65
+    aucs = [json.loads(m)["auc"] for (m,) in db.execute("SELECT metrics_json FROM attacks")]
+    assert len(aucs) == 3 and all(a > 0.5 for a in aucs)
+
+
+def test_bad_suite_prints_one_line_error_and_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: x\ndatasets: [{name: csbm}]\npartitions: [{method: louvain, num_clients: 2}]\n"
+        "targets: [{name: fedavg, params: {rounds: -1}}]\n"
+    )
+    assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "targets[0].params.rounds" in err
+    assert "Traceback" not in err
+
+
+def test_report_of_missing_folder_is_a_clear_error(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "no results store" in capsys.readouterr().err
+
+
+def test_list(capsys):
+    assert main(["list", "datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "Cora (node)" in out and "PROTEINS (graph)" in out
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for section in ("targets:", "attacks:", "datasets:", "partitioners:"):
+        assert section in out
+    assert "mia-threshold (view: querier)" in out and "louvain (node)" in out
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench", "list", "targets"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "fedavg" in proc.stdout

@@ -1,0 +1,83 @@
+import sqlite3
+
+import pytest
+
+import workbench.runner as runner
+from workbench.runner import run_suite
+from workbench.store import ResultsStore
+from workbench.suite import parse_suite
+
+RAW = {
+    "name": "resume",
+    "seeds": [0, 1],
+    "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
+    "partitions": [{"method": "metis", "num_clients": 3}],
+    "targets": [{"name": "fedavg", "params": {"rounds": 3}}],
+    "attacks": [
+        {"name": "mia-threshold", "params": {"signal": "loss"}},
+        {"name": "mia-threshold", "params": {"signal": "loss", "hops": 1}},
+    ],
+}
+
+
+def rows(out):
+    db = sqlite3.connect(out / "results.sqlite")
+    cells = db.execute("SELECT cell_id, utility_json, comm_json FROM cells ORDER BY 1").fetchall()
+    attacks = db.execute(
+        "SELECT cell_id, attack_key, status, metrics_json FROM attacks ORDER BY 1, 2"
+    ).fetchall()
+    return cells, attacks
+
+
+def test_rerun_skips_finished_cells(tmp_path):
+    suite = parse_suite(RAW)
+    first = run_suite(suite, tmp_path, quiet=True)
+    assert (first.cells_run, first.cells_skipped) == (2, 0)
+    before = rows(tmp_path)
+    second = run_suite(suite, tmp_path, quiet=True)
+    assert (second.cells_run, second.cells_skipped) == (0, 2)
+    assert rows(tmp_path) == before
+    assert len(before[1]) == 4
+
+
+def test_crash_mid_suite_loses_nothing_and_resume_equals_uninterrupted(tmp_path, monkeypatch):
+    suite = parse_suite(RAW)
+    calls = {"n": 0}
+    real = runner.run_attack
+
+    def crash_on_third(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # as if the user pressed Ctrl-C in cell 2
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_attack", crash_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(suite, tmp_path / "crashed", quiet=True)
+    cells, attacks = rows(tmp_path / "crashed")
+    assert len(attacks) == 2 and len(cells) == 2  # cell 1 complete, cell 2 trained only
+    monkeypatch.setattr(runner, "run_attack", real)
+    resumed = run_suite(suite, tmp_path / "crashed", quiet=True)
+    assert resumed.cells_run == 1
+    run_suite(suite, tmp_path / "clean", quiet=True)
+    assert rows(tmp_path / "crashed") == rows(tmp_path / "clean")
+
+
+def test_same_seed_same_numbers_across_runs(tmp_path):
+    suite = parse_suite({**RAW, "seeds": [4]})
+    run_suite(suite, tmp_path / "a", quiet=True)
+    run_suite(suite, tmp_path / "b", quiet=True)
+    assert rows(tmp_path / "a") == rows(tmp_path / "b")
+
+
+def test_store_keeps_roc_artifacts(tmp_path):
+    run_suite(parse_suite({**RAW, "seeds": [0]}), tmp_path, quiet=True)
+    store = ResultsStore(tmp_path)
+    for row in store.attacks():
+        fpr, tpr = store.load_roc(row.artifact)
+        assert fpr[0] == 0 and fpr[-1] == 1 and tpr[-1] == 1
+        assert row.metrics["members"] > 0
+    cell = store.cells()[0]
+    assert cell.comm["messages"] == 3 * 3 * 2
+    assert cell.epsilon is None
+    assert len(cell.partition) == 3
