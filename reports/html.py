@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from reports.plots import roc_figure
+from reports.summary import across_seeds, format_pm
 from workbench.errors import WorkbenchError
 from workbench.store import STORE_FILE, ResultsStore
 
@@ -63,7 +64,8 @@ def build_report(out_dir: str | Path) -> Path:
         f"{_e(json.dumps(json.loads(suite_json), indent=2))}</pre></details>",
         "<h2>Utility and cost</h2>",
         "<p>Accuracy and macro-F1 of the released global model on the clients' test sets "
-        "(weighted by test size), at the round selected on validation. Bytes come from the "
+        "(weighted by test size) and ROC AUC pooled over them, at the round selected on "
+        "validation. Bytes come from the "
         "transcript. ε is shown only when the privacy ledger holds DP events.</p>",
         _table(
             [
@@ -82,6 +84,7 @@ def build_report(out_dir: str | Path) -> Path:
                     c.label,
                     _f(c.utility.get("accuracy")),
                     _f(c.utility.get("macro_f1")),
+                    _f(c.utility.get("auc")),
                     _f(c.utility.get("best_round"), 0),
                     c.comm["rounds"],
                     _f(c.comm["bytes"]["up"] / 1e6, 2),
@@ -92,6 +95,7 @@ def build_report(out_dir: str | Path) -> Path:
                 for c in cells
             ],
         ),
+        *_seed_table(cells),
         "<h2>Attacks</h2>",
         "<p>TPR at a fixed FPR is <i>n/a</i> when there are fewer than 1/FPR non-members.</p>",
         _table(
@@ -136,6 +140,23 @@ def build_report(out_dir: str | Path) -> Path:
     path = out_dir / REPORT_FILE
     path.write_text(page)
     return path
+
+
+def _seed_table(cells: list) -> list[str]:
+    summary = across_seeds(cells)
+    if all(len(s.seeds) == 1 for s in summary):
+        return []
+    return [
+        "<h3>Across seeds (mean ± std, %)</h3>",
+        _table(
+            ["configuration", "seeds", "accuracy", "macro-F1", "AUC"],
+            [
+                [s.label, ",".join(map(str, s.seeds)), format_pm(s.accuracy),
+                 format_pm(s.macro_f1), format_pm(s.auc, 1.0, 3)]
+                for s in summary
+            ],
+        ),
+    ]
 
 
 def _e(x: object) -> str:

@@ -47,8 +47,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "report":
         from reports import build_report
+        from reports.summary import across_seeds, format_pm
+        from workbench.store import ResultsStore
 
-        print(f"report: {build_report(args.out)}")
+        path = build_report(args.out)
+        store = ResultsStore(args.out)
+        for s in across_seeds(store.cells()):
+            seeds = ",".join(map(str, s.seeds))
+            print(f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)}  "
+                  f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}")
+        store.close()
+        print(f"report: {path}")
         return 0
     for kind in [args.kind] if args.kind else LIST_KINDS:
         print(f"{kind}:")

@@ -41,3 +41,24 @@ def test_no_aux_pool_means_no_threshold(results):
 def test_missing_store(tmp_path):
     with pytest.raises(WorkbenchError, match="no results store"):
         build_report(tmp_path)
+
+
+def test_summary_across_seeds(tmp_path):
+    from reports.summary import across_seeds
+    from workbench.store import ResultsStore
+
+    raw = {
+        "name": "seeds",
+        "seeds": [0, 1, 2],
+        "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
+        "partitions": [{"method": "metis", "num_clients": 2}],
+        "targets": [{"name": "fedavg", "params": {"rounds": 2}}],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    cells = ResultsStore(tmp_path).cells()
+    (summary,) = across_seeds(cells)
+    accs = [c.utility["accuracy"] for c in cells]
+    assert summary.seeds == [0, 1, 2]
+    assert summary.accuracy[0] == pytest.approx(sum(accs) / 3)
+    assert summary.label == "csbm/metis-2/fedavg"
+    assert "Across seeds" in build_report(tmp_path).read_text()

@@ -30,7 +30,7 @@ from workbench.targets.training import (
     node_logits,
     train_graph_epochs,
     train_node_epochs,
-    weighted_scores,
+    utility_scores,
 )
 from workbench.transcript import MODEL_WEIGHTS, SERVER, Transcript, client
 
@@ -103,6 +103,7 @@ class _FedAvg:
         utility = {
             "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"],
+            "auc": test["auc"],
             "val_accuracy": best[0],
             "best_round": float(best[1]),
         }
@@ -136,9 +137,8 @@ class NodeFedAvg(_FedAvg):
         pairs = []
         for c in clients:
             mask = c.data[f"{split}_mask"]
-            pred = node_logits(model, c.data).argmax(1)[mask]
-            pairs.append((c.data.y[mask].numpy(), pred.numpy()))
-        return weighted_scores(pairs, macro_f1=split == "test")
+            pairs.append((c.data.y[mask].numpy(), node_logits(model, c.data)[mask]))
+        return utility_scores(pairs, full=split == "test")
 
     @staticmethod
     def query_api(model: nn.Module, federation: Federation) -> NodeQueryAPI:
@@ -163,9 +163,8 @@ class GraphFedAvg(_FedAvg):
         for c in clients:
             graphs = getattr(c, split)
             y = np.array([int(g.y.view(-1)[0]) for g in graphs], dtype=np.int64)
-            pred = graph_logits(model, graphs).argmax(1).numpy() if graphs else y
-            pairs.append((y, pred))
-        return weighted_scores(pairs, macro_f1=split == "test")
+            pairs.append((y, graph_logits(model, graphs)))
+        return utility_scores(pairs, full=split == "test")
 
     @staticmethod
     def query_api(model: nn.Module, federation: Federation) -> GraphQueryAPI:

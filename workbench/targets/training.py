@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import f1_score
+from sklearn.metrics import f1_score, roc_auc_score
 from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
@@ -57,24 +57,42 @@ def graph_logits(model: nn.Module, graphs: list[Data], batch_size: int = 256) ->
     return torch.cat(out) if out else torch.zeros(0)
 
 
-def weighted_scores(
-    per_client: Sequence[tuple[np.ndarray, np.ndarray]], macro_f1: bool = True
+def utility_scores(
+    per_client: Sequence[tuple[np.ndarray, torch.Tensor]], full: bool = True
 ) -> dict[str, float]:
-    """Accuracy (and macro-F1) per client from (true labels, predictions), averaged with
-    weights equal to each client's number of evaluated items."""
+    """Scores of one model from each client's (true labels, logits).
+
+    Accuracy and macro-F1 are computed per client and averaged with weights equal to each
+    client's number of evaluated items. With ``full``, also the ROC AUC pooled over all clients'
+    items (binary: positive-class probability; multiclass: one-vs-rest macro), the figure
+    graph-level FL papers report; NaN when a class is absent from the pooled labels."""
+    per_client = [(y, logits) for y, logits in per_client if y.size]  # weight 0 anyway
+    if not per_client:
+        return {"accuracy": float("nan"), "macro_f1": float("nan"), "auc": float("nan")}
     sizes = np.array([y.size for y, _ in per_client], dtype=float)
-    if sizes.sum() == 0:
-        return {"accuracy": float("nan"), "macro_f1": float("nan")}
     w = sizes / sizes.sum()
-    acc = [float((y == p).mean()) if y.size else 0.0 for y, p in per_client]
+    preds = [logits.argmax(1).numpy() for _, logits in per_client]
+    acc = [float((y == p).mean()) for (y, _), p in zip(per_client, preds, strict=True)]
     out = {"accuracy": float(w @ acc)}
-    if macro_f1:
+    if full:
         f1 = [
-            float(f1_score(y, p, average="macro", zero_division=0)) if y.size else 0.0
-            for y, p in per_client
+            float(f1_score(y, p, average="macro", zero_division=0))
+            for (y, _), p in zip(per_client, preds, strict=True)
         ]
         out["macro_f1"] = float(w @ f1)
+        out["auc"] = pooled_auc(per_client)
     return out
+
+
+def pooled_auc(per_client: Sequence[tuple[np.ndarray, torch.Tensor]]) -> float:
+    y = np.concatenate([y for y, _ in per_client])
+    prob = torch.cat([logits for _, logits in per_client]).softmax(1).numpy()
+    classes = prob.shape[1]
+    if np.unique(y).size < classes:
+        return float("nan")
+    if classes == 2:
+        return float(roc_auc_score(y, prob[:, 1]))
+    return float(roc_auc_score(y, prob, multi_class="ovr", average="macro"))
 
 
 def make_optimizer(name: str, model: nn.Module, lr: float, wd: float) -> torch.optim.Optimizer:

@@ -66,3 +66,15 @@ def test_wrong_architecture_for_level_is_a_config_error(small_graphs):
     fed = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, seed=0))
     with pytest.raises(ConfigError, match="model.arch: 'gcn'.*valid choices: gin"):
         FEDAVG.fit(fed, {"rounds": 1, "model": {"arch": "gcn"}}, [], 0)
+
+
+def test_utility_scores_weight_clients_by_size_and_pool_auc():
+    from workbench.targets.training import utility_scores
+
+    big = (np.array([0, 0, 1, 1]), torch.tensor([[2.0, 0], [2, 0], [0, 2], [2, 0]]))
+    small = (np.array([1]), torch.tensor([[0.0, 3]]))
+    empty = (np.zeros(0, dtype=np.int64), torch.zeros(0, 2))
+    out = utility_scores([big, small, empty])
+    assert out["accuracy"] == pytest.approx(0.75 * 4 / 5 + 1.0 / 5)
+    assert out["auc"] == pytest.approx(5 / 6)  # pooled: 3 positives, 2 negatives
+    assert utility_scores([empty])["accuracy"] != utility_scores([empty])["accuracy"]  # NaN
