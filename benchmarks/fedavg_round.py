@@ -32,7 +32,9 @@ SETTINGS = [
 
 def floor_seconds(fed, cfg: FedAvgConfig) -> float:
     ds = fed.dataset
-    models = [build_model(cfg.model, ds.num_features, ds.num_classes, ds.level) for _ in fed.clients]
+    models = [
+        build_model(cfg.model, ds.num_features, ds.num_classes, ds.level) for _ in fed.clients
+    ]
     opts = [make_optimizer(cfg.optimizer, m, cfg.lr, cfg.weight_decay) for m in models]
     gen = torch.Generator().manual_seed(0)
     start = time.perf_counter()

@@ -151,8 +151,13 @@ def _seed_table(cells: list) -> list[str]:
         _table(
             ["configuration", "seeds", "accuracy", "macro-F1", "AUC"],
             [
-                [s.label, ",".join(map(str, s.seeds)), format_pm(s.accuracy),
-                 format_pm(s.macro_f1), format_pm(s.auc, 1.0, 3)]
+                [
+                    s.label,
+                    ",".join(map(str, s.seeds)),
+                    format_pm(s.accuracy),
+                    format_pm(s.macro_f1),
+                    format_pm(s.auc, 1.0, 3),
+                ]
                 for s in summary
             ],
         ),

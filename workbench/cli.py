@@ -54,8 +54,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         store = ResultsStore(args.out)
         for s in across_seeds(store.cells()):
             seeds = ",".join(map(str, s.seeds))
-            print(f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)}  "
-                  f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}")
+            print(
+                f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)}  "
+                f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
+            )
         store.close()
         print(f"report: {path}")
         return 0

@@ -49,6 +49,11 @@ class FedAvgConfig(BaseModel):
     client_fraction: float = Field(1.0, gt=0.0, le=1.0)
     batch_size: int = Field(32, ge=1, description="graph level only")
     keep_payloads: Literal["all", "last_round", "none"] = "last_round"
+    eval_dropout: bool = Field(
+        False,
+        description="official-compat: keep dropout on when scoring (FedTAD's code does; it "
+        "explains most of the gap to that paper's FedAvg figures, see docs/reproduction.md)",
+    )
 
 
 def average_states(states: Sequence[dict[str, torch.Tensor]], weights: np.ndarray) -> dict:
@@ -93,13 +98,13 @@ class _FedAvg:
                 msg = transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, local[k].state_dict())
                 uploads.append(local[k].state_dict() if msg.payload is None else msg.payload)
             global_model.load_state_dict(average_states(uploads, weights[chosen]))
-            val = self.score(global_model, clients, "val")
+            val = self.score(global_model, clients, "val", cfg.eval_dropout)
             history.append({"round": r, "val_accuracy": val["accuracy"]})
             if val["accuracy"] > best[0]:
                 best = (val["accuracy"], r, copy.deepcopy(global_model.state_dict()))
 
         global_model.load_state_dict(best[2])
-        test = self.score(global_model, clients, "test")
+        test = self.score(global_model, clients, "test", cfg.eval_dropout)
         utility = {
             "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"],
@@ -137,7 +142,7 @@ class NodeFedAvg(_FedAvg):
         pairs = []
         for c in clients:
             mask = c.data[f"{split}_mask"]
-            pairs.append((c.data.y[mask].numpy(), node_logits(model, c.data)[mask]))
+            pairs.append((c.data.y[mask].numpy(), node_logits(model, c.data, dropout)[mask]))
         return utility_scores(pairs, full=split == "test")
 
     @staticmethod
@@ -163,7 +168,7 @@ class GraphFedAvg(_FedAvg):
         for c in clients:
             graphs = getattr(c, split)
             y = np.array([int(g.y.view(-1)[0]) for g in graphs], dtype=np.int64)
-            pairs.append((y, graph_logits(model, graphs)))
+            pairs.append((y, graph_logits(model, graphs, dropout=dropout)))
         return utility_scores(pairs, full=split == "test")
 
     @staticmethod

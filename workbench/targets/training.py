@@ -45,14 +45,18 @@ def train_graph_epochs(
 
 
 @torch.no_grad()
-def node_logits(model: nn.Module, data: Data) -> torch.Tensor:
-    model.eval()
+def node_logits(model: nn.Module, data: Data, dropout: bool = False) -> torch.Tensor:
+    """Logits of every node. ``dropout=True`` keeps dropout active, reproducing FedTAD's
+    official code, whose evaluation forgets ``training=self.training``."""
+    model.train(dropout)
     return model(data.x, data.edge_index)
 
 
 @torch.no_grad()
-def graph_logits(model: nn.Module, graphs: list[Data], batch_size: int = 256) -> torch.Tensor:
-    model.eval()
+def graph_logits(
+    model: nn.Module, graphs: list[Data], batch_size: int = 256, dropout: bool = False
+) -> torch.Tensor:
+    model.train(dropout)
     out = [model(b.x, b.edge_index, b.batch) for b in DataLoader(graphs, batch_size=batch_size)]
     return torch.cat(out) if out else torch.zeros(0)
 
