@@ -138,7 +138,9 @@ class NodeFedAvg(_FedAvg):
         train_node_epochs(model, c.data, opt, cfg.local_epochs)
 
     @staticmethod
-    def score(model: nn.Module, clients: Sequence[NodeClient], split: str) -> dict[str, float]:
+    def score(
+        model: nn.Module, clients: Sequence[NodeClient], split: str, dropout: bool = False
+    ) -> dict[str, float]:
         pairs = []
         for c in clients:
             mask = c.data[f"{split}_mask"]
@@ -163,7 +165,9 @@ class GraphFedAvg(_FedAvg):
         train_graph_epochs(model, c.train, opt, cfg.local_epochs, cfg.batch_size, gen)
 
     @staticmethod
-    def score(model: nn.Module, clients: Sequence[GraphClient], split: str) -> dict[str, float]:
+    def score(
+        model: nn.Module, clients: Sequence[GraphClient], split: str, dropout: bool = False
+    ) -> dict[str, float]:
         pairs = []
         for c in clients:
             graphs = getattr(c, split)
