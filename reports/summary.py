@@ -47,4 +47,6 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
 
 
 def format_pm(mean_std: tuple[float, float], scale: float = 100.0, digits: int = 1) -> str:
+    if np.isnan(mean_std[0]):
+        return "n/a"
     return f"{mean_std[0] * scale:.{digits}f} ± {mean_std[1] * scale:.{digits}f}"

@@ -39,8 +39,8 @@ class NodeDataset:
 class GraphDataset:
     """Graphs with node features ``x`` and a graph label ``y`` of shape [1].
 
-    ``source`` tells which original dataset each graph came from (cross-dataset settings);
-    it is all zeros for a single dataset."""
+    ``source`` tells which member dataset each graph came from (``graph-mixture``, for
+    cross-dataset settings); it is all zeros for a single dataset."""
 
     name: str
     graphs: list[Data]

@@ -74,3 +74,17 @@ def test_catalog_has_the_issue_datasets():
     tu = {"MUTAG", "PROTEINS", "ENZYMES", "IMDB-BINARY", "IMDB-MULTI", "NCI1", "PTC_MR", "AIDS"}
     wanted = node | tu | {"BZR", "COX2", "synthetic-graphs"}
     assert wanted <= set(DATASETS.names())
+
+
+def test_graph_mixture_pads_features_and_separates_labels(data_root: Path):
+    from workbench.data.partition import make_partition
+
+    mix = load_dataset("graph-mixture", {"members": ["MUTAG", "PTC_MR"]}, root=data_root)
+    assert mix.num_items == 188 + 344 and mix.num_classes == 4
+    assert mix.num_features == 18  # PTC_MR's width; MUTAG's 7 columns are zero-padded
+    assert set(mix.labels[mix.source == 0]) == {0, 1}
+    assert set(mix.labels[mix.source == 1]) == {2, 3}
+    part = make_partition(mix, "cross-dataset", 4, seed=0)
+    assert [len(set(mix.source[c.ids])) for c in part.clients] == [1, 1, 1, 1]
+    with pytest.raises(ConfigError, match="not a graph dataset"):
+        load_dataset("graph-mixture", {"members": ["MUTAG", "Cora"]}, root=data_root)

@@ -78,3 +78,16 @@ def test_utility_scores_weight_clients_by_size_and_pool_auc():
     assert out["accuracy"] == pytest.approx(0.75 * 4 / 5 + 1.0 / 5)
     assert out["auc"] == pytest.approx(5 / 6)  # pooled: 3 positives, 2 negatives
     assert utility_scores([empty])["accuracy"] != utility_scores([empty])["accuracy"]  # NaN
+
+
+def test_eval_dropout_switch_keeps_dropout_on_when_scoring(small_csbm):
+    from workbench.targets.training import node_logits
+
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, seed=0))
+    trained = FEDAVG.fit(fed, {"rounds": 2}, [], 0)
+    data = fed.clients[0].data
+    model = trained.global_model
+    assert torch.equal(node_logits(model, data), node_logits(model, data))
+    assert not torch.equal(node_logits(model, data, True), node_logits(model, data, True))
+    compat = FEDAVG.fit(fed, {"rounds": 2, "eval_dropout": True}, [], 0)
+    assert compat.utility != trained.utility
