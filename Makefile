@@ -21,7 +21,6 @@ setup-dev: $(BIN)/python
 
 demo: setup
 	$(BIN)/fgl-workbench run examples/quickstart.yaml --out $(OUT)
-	$(BIN)/fgl-workbench report $(OUT)
 
 test: setup-dev
 	$(BIN)/python -m pytest -q

@@ -38,7 +38,35 @@ def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
                 auc=_mean_std([c.utility.get("auc", float("nan")) for c in members]),
             )
         )
-    return sorted(out, key=lambda s: s.label)
+    return sorted(_disambiguate(out, list(groups.values())), key=lambda s: s.label)
+
+
+def _disambiguate(rows: list[SeedSummary], groups: list[list[CellRow]]) -> list[SeedSummary]:
+    """Where configurations share a label (a sweep over parameters), append the settings
+    that tell them apart, e.g. ``PROTEINS/iid-3/fedavg [target.params.lr=0.01]``."""
+    flat = [_flatten({k: v for k, v in g[0].config.items() if k != "seed"}) for g in groups]
+    out = []
+    for i, row in enumerate(rows):
+        twins = [j for j, r in enumerate(rows) if r.label == row.label]
+        if len(twins) == 1:
+            out.append(row)
+            continue
+        keys = sorted({k for j in twins for k in flat[j]})
+        differ = [k for k in keys if len({repr(flat[j].get(k)) for j in twins}) > 1]
+        tag = ", ".join(f"{k}={flat[i].get(k, '-')}" for k in differ)
+        out.append(SeedSummary(f"{row.label} [{tag}]", row.seeds, row.accuracy, row.macro_f1,
+                               row.auc))
+    return out
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:

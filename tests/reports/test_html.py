@@ -62,3 +62,25 @@ def test_summary_across_seeds(tmp_path):
     assert summary.accuracy[0] == pytest.approx(sum(accs) / 3)
     assert summary.label == "csbm/metis-2/fedavg"
     assert "Across seeds" in build_report(tmp_path).read_text()
+
+
+def test_sweep_configurations_get_distinct_labels(tmp_path):
+    from reports.summary import across_seeds
+    from workbench.store import ResultsStore
+
+    raw = {
+        "name": "sweep",
+        "seeds": [0],
+        "datasets": [{"name": "csbm", "params": {"num_nodes": 200}}],
+        "partitions": [{"method": "metis", "num_clients": 2}],
+        "targets": [
+            {"name": "fedavg", "params": {"rounds": 1, "lr": 0.01}},
+            {"name": "fedavg", "params": {"rounds": 1, "lr": 0.1}},
+        ],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    labels = [s.label for s in across_seeds(ResultsStore(tmp_path).cells())]
+    assert labels == [
+        "csbm/metis-2/fedavg [target.params.lr=0.01]",
+        "csbm/metis-2/fedavg [target.params.lr=0.1]",
+    ]
