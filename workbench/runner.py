@@ -123,7 +123,7 @@ def run_attack(
     views = {
         "querier": lambda: querier_view(trained, federation),
         "server": lambda: server_view(trained, federation),
-        "client": lambda: client_view(trained, federation, 0),
+        "client": lambda: client_view(trained, federation, getattr(cfg, "client", 0)),
     }
     challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
     inp = AttackInput(views[attack.view](), background_knowledge(federation), challenge.candidates)

@@ -3,6 +3,7 @@ scatter-adds (GNN message passing) otherwise vary with the thread count."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import numpy as np
@@ -27,4 +28,4 @@ def derive_seed(seed: int, *labels: str | int) -> int:
 def _label_int(label: str | int) -> int:
     if isinstance(label, int):
         return label
-    return int.from_bytes(label.encode()[:8].ljust(8, b"\0"), "little") ^ len(label)
+    return int.from_bytes(hashlib.sha256(label.encode()).digest()[:8], "little")
