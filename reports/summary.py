@@ -54,8 +54,9 @@ def _disambiguate(rows: list[SeedSummary], groups: list[list[CellRow]]) -> list[
         keys = sorted({k for j in twins for k in flat[j]})
         differ = [k for k in keys if len({repr(flat[j].get(k)) for j in twins}) > 1]
         tag = ", ".join(f"{k}={flat[i].get(k, '-')}" for k in differ)
-        out.append(SeedSummary(f"{row.label} [{tag}]", row.seeds, row.accuracy, row.macro_f1,
-                               row.auc))
+        out.append(
+            SeedSummary(f"{row.label} [{tag}]", row.seeds, row.accuracy, row.macro_f1, row.auc)
+        )
     return out
 
 

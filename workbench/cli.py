@@ -76,7 +76,7 @@ def _listing(kind: str) -> list[str]:
     from workbench.targets import TARGETS
 
     if kind == "targets":
-        return [f"{n}" for n in TARGETS]
+        return [f"{n} ({TARGETS.get(n).level})" for n in TARGETS]
     if kind == "attacks":
         return [f"{n} (view: {ATTACKS.get(n).view})" for n in ATTACKS]
     if kind == "datasets":

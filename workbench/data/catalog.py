@@ -211,6 +211,7 @@ for _name in (
 ):
     _register_tu(_name)
 
+
 class MixtureParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     members: list[str] = Field(min_length=2, description="graph datasets to combine")

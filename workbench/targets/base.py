@@ -37,7 +37,7 @@ class TrainedTarget:
 
 class Target(Protocol):
     name: str
-    level: Level
+    level: str  # "node", "graph", or "any" for methods with both variants
     Config: type[BaseModel]
 
     def fit(

@@ -20,6 +20,7 @@ from torch import nn
 from accountants import PrivacyLedger
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
+from workbench.errors import ConfigError
 from workbench.models import ModelConfig, build_model
 from workbench.query import GraphQueryAPI, NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
@@ -191,6 +192,11 @@ class FedAvg:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
+        if defenses:
+            raise ConfigError(
+                f"fedavg: defenses are not supported yet (got {len(defenses)}); "
+                "run without defenses"
+            )
         impl = NodeFedAvg() if federation.level == "node" else GraphFedAvg()
         return impl.fit(federation, config, defenses, seed)
 

@@ -91,3 +91,9 @@ def test_eval_dropout_switch_keeps_dropout_on_when_scoring(small_csbm):
     assert not torch.equal(node_logits(model, data, True), node_logits(model, data, True))
     compat = FEDAVG.fit(fed, {"rounds": 2, "eval_dropout": True}, [], 0)
     assert compat.utility != trained.utility
+
+
+def test_defenses_are_refused_not_ignored(small_csbm):
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, seed=0))
+    with pytest.raises(ConfigError, match="defenses are not supported"):
+        FEDAVG.fit(fed, {"rounds": 1}, ["dp"], 0)
