@@ -1,5 +1,33 @@
-"""Privacy accounting: pure math in ``analysis`` apart from the stateful ledger."""
+"""Privacy accounting. Pure math lives in ``accountants.analysis``; the ledger, events and
+accountant functions here are the stateful-looking (but immutable) layer on top."""
 
+from accountants.accountant import (
+    PrivacyReport,
+    calibrate,
+    calibrate_sigma,
+    delta,
+    epsilon,
+    max_steps,
+    subsampled_gaussian_grid,
+)
+from accountants.events import Composed, Gaussian, Laplace, MetricGaussian, SubsampledGaussian
 from accountants.ledger import PrivacyLedger
+from accountants.metric import metric_epsilon, rho_knn_percentile
 
-__all__ = ["PrivacyLedger"]
+__all__ = [
+    "Composed",
+    "Gaussian",
+    "Laplace",
+    "MetricGaussian",
+    "PrivacyLedger",
+    "PrivacyReport",
+    "SubsampledGaussian",
+    "calibrate",
+    "calibrate_sigma",
+    "delta",
+    "epsilon",
+    "max_steps",
+    "metric_epsilon",
+    "rho_knn_percentile",
+    "subsampled_gaussian_grid",
+]

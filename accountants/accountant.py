@@ -1,0 +1,234 @@
+"""ε and δ of a ledger, and calibration of noise or steps to a budget.
+
+The best order is searched on a grid (``"extended"`` by default, ``"opacus"`` to reproduce
+Opacus exactly) and then refined: ε(α) is minimised continuously between the grid neighbours of
+the best order, using fractional-order RDP. A warning says when the grid optimum sits at the
+grid's edge, since the true optimum may lie beyond it."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from accountants.analysis import conversion
+from accountants.analysis import rdp as analysis
+from accountants.analysis.orders import resolve_orders
+from accountants.events import SubsampledGaussian
+from accountants.ledger import PrivacyLedger
+
+
+class OrderGridWarning(UserWarning):
+    """The optimal order is the smallest or largest of the grid."""
+
+
+class InfiniteEpsilonWarning(UserWarning):
+    """No order gives a finite bound: the mechanism gives no useful privacy guarantee."""
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    epsilon: float
+    delta: float
+    order: float
+    orders: str
+    conversion: str
+
+
+def epsilon(
+    ledger: PrivacyLedger,
+    delta: float,
+    *,
+    orders: str | list[float] = "extended",
+    conversion_kind: conversion.Conversion = "improved",
+    rho: float | None = None,
+    refine: bool = True,
+) -> PrivacyReport:
+    """(ε, δ)-DP of the composed ledger (metric-DP at distance ``rho`` for metric events)."""
+    _check_delta(delta)
+    grid = resolve_orders(orders)
+    curve = lambda a: ledger.rdp(np.atleast_1d(a), rho)  # noqa: E731
+    eps_of = lambda a: conversion.epsilon_per_order(curve(a), a, delta, conversion_kind)  # noqa: E731
+    values = eps_of(grid)
+    best, idx = conversion.best(values)
+    eps, order = float(best), float(grid[int(idx)])
+    if math.isfinite(eps):
+        _warn_edge(int(idx), grid.size, order)
+        if refine:
+            eps, order = _refine(
+                lambda a: float(eps_of(np.array([a]))[0]), grid, int(idx), eps, order
+            )
+    else:
+        warnings.warn(
+            "ε is infinite at every order: no privacy guarantee",
+            InfiniteEpsilonWarning,
+            stacklevel=2,
+        )
+    return PrivacyReport(max(eps, 0.0), delta, order, _name(orders), conversion_kind)
+
+
+def delta(
+    ledger: PrivacyLedger,
+    epsilon_value: float,
+    *,
+    orders: str | list[float] = "extended",
+    rho: float | None = None,
+    refine: bool = True,
+) -> PrivacyReport:
+    """Smallest δ such that the ledger is (ε, δ)-DP (improved conversion), the inverse of
+    ``epsilon``: δ(ε(δ₀)) = δ₀ with the same orders and refinement."""
+    if (
+        not isinstance(epsilon_value, int | float)
+        or not math.isfinite(epsilon_value)
+        or (epsilon_value < 0)
+    ):
+        raise ValueError(f"epsilon: expected a finite number >= 0 (got {epsilon_value!r})")
+    grid = resolve_orders(orders)
+    log_d = lambda a: conversion.log_delta_per_order(  # noqa: E731
+        ledger.rdp(np.atleast_1d(a), rho), np.atleast_1d(a), epsilon_value
+    )
+    best, idx = conversion.best(log_d(grid))
+    value, order = float(best), float(grid[int(idx)])
+    if math.isfinite(value):
+        _warn_edge(int(idx), grid.size, order)
+        if refine:
+            value, order = _refine(lambda a: float(log_d(a)[0]), grid, int(idx), value, order)
+    return PrivacyReport(
+        epsilon_value, float(math.exp(min(value, 0.0))), order, _name(orders), "improved"
+    )
+
+
+def subsampled_gaussian_grid(
+    q: np.ndarray,
+    sigma: np.ndarray,
+    steps: np.ndarray,
+    delta: float,
+    *,
+    orders: str | list[float] = "extended",
+    conversion_kind: conversion.Conversion = "improved",
+) -> tuple[np.ndarray, np.ndarray]:
+    """ε and best order for many DP-SGD configurations at once, without refinement.
+
+    RDP depends on (q, σ) only, so each distinct pair is computed once and scaled by its
+    steps; all orders and configurations are handled as arrays."""
+    _check_delta(delta)
+    grid = resolve_orders(orders)
+    q, sigma, steps = np.broadcast_arrays(
+        np.asarray(q, float), np.asarray(sigma, float), np.asarray(steps, float)
+    )
+    pairs, inverse = np.unique(np.stack([q.ravel(), sigma.ravel()], 1), axis=0, return_inverse=True)
+    per_step = analysis.subsampled_gaussian(pairs[:, 0], pairs[:, 1], grid)
+    with np.errstate(invalid="ignore"):
+        curves = per_step[inverse.ravel()] * steps.ravel()[:, None]
+    curves = np.where(steps.ravel()[:, None] == 0, 0.0, curves)
+    eps, idx = conversion.best(conversion.epsilon_per_order(curves, grid, delta, conversion_kind))
+    return np.maximum(eps, 0.0).reshape(q.shape), grid[idx].reshape(q.shape)
+
+
+def calibrate(
+    make_ledger: Callable[[float], PrivacyLedger],
+    target_epsilon: float,
+    delta: float,
+    *,
+    lower: float = 1e-3,
+    upper: float = 1e4,
+    rtol: float = 1e-6,
+    **kwargs,
+) -> float:
+    """Smallest noise parameter x in [lower, upper] with ε(make_ledger(x)) ≤ target.
+
+    ε decreases in the noise, so a bisection on log x finds it; the answer is the upper end of
+    the final bracket, which always meets the budget."""
+    _positive("target_epsilon", target_epsilon)
+    eps = lambda x: epsilon(make_ledger(x), delta, **kwargs).epsilon  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderGridWarning)
+        if eps(upper) > target_epsilon:
+            raise ValueError(
+                f"target_epsilon={target_epsilon} is out of reach with noise ≤ {upper}"
+            )
+        if eps(lower) <= target_epsilon:
+            return lower
+        lo, hi = math.log(lower), math.log(upper)
+        while hi - lo > rtol:
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if eps(math.exp(mid)) <= target_epsilon else (mid, hi)
+    return math.exp(hi)
+
+
+def calibrate_sigma(target_epsilon: float, delta: float, q: float, steps: int, **kwargs) -> float:
+    """Noise multiplier σ of DP-SGD meeting (ε, δ) for sampling rate q over ``steps`` steps."""
+    return calibrate(
+        lambda s: PrivacyLedger((SubsampledGaussian(q, s, steps),)), target_epsilon, delta, **kwargs
+    )
+
+
+def max_steps(target_epsilon: float, delta: float, q: float, sigma: float, **kwargs) -> int:
+    """Largest number of DP-SGD steps whose ε stays within the budget (0 if none does)."""
+    _positive("target_epsilon", target_epsilon)
+    eps = lambda n: (
+        epsilon(  # noqa: E731
+            PrivacyLedger((SubsampledGaussian(q, sigma, n),)), delta, **kwargs
+        ).epsilon
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderGridWarning)
+        if eps(1) > target_epsilon:
+            return 0
+        lo, hi = 1, 2
+        while eps(hi) <= target_epsilon:
+            lo, hi = hi, hi * 2
+            if hi > 10**15:
+                return hi  # the budget is never exhausted at any practical step count
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if eps(mid) <= target_epsilon else (lo, mid)
+    return lo
+
+
+def _refine(
+    value_at: Callable[[float], float], grid: np.ndarray, idx: int, value: float, order: float
+) -> tuple[float, float]:
+    """Continuous minimisation between the grid neighbours of the best order; never worse
+    than the grid value."""
+    lo = grid[idx - 1] if idx > 0 else 1 + (grid[0] - 1) / 2
+    hi = grid[idx + 1] if idx < grid.size - 1 else grid[-1] * 2
+    with np.errstate(all="ignore"):
+        res = minimize_scalar(
+            value_at,
+            bounds=(float(lo), float(hi)),
+            method="bounded",
+            options={"xatol": 1e-6 * float(hi)},
+        )
+    if res.success and math.isfinite(res.fun) and res.fun < value:
+        return float(res.fun), float(res.x)
+    return value, order
+
+
+def _warn_edge(idx: int, size: int, order: float) -> None:
+    if idx in (0, size - 1):
+        side = "smallest" if idx == 0 else "largest"
+        warnings.warn(
+            f"the optimal order α={order:g} is the {side} of the grid; the bound may be loose "
+            "(extend the orders)",
+            OrderGridWarning,
+            stacklevel=3,
+        )
+
+
+def _check_delta(delta: float) -> None:
+    if not isinstance(delta, int | float) or not 0 < delta < 1:
+        raise ValueError(f"delta: expected a number in (0, 1) (got {delta!r})")
+
+
+def _positive(name: str, value: float) -> None:
+    if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a finite number > 0 (got {value!r})")
+
+
+def _name(orders: str | list[float]) -> str:
+    return orders if isinstance(orders, str) else "custom"

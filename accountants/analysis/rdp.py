@@ -1,0 +1,136 @@
+"""RDP curves ε_RDP(α) of the Gaussian, Poisson-subsampled Gaussian and Laplace mechanisms.
+
+Every function broadcasts: parameters of shape (B,) against orders of shape (K,) give (B, K).
+The subsampled Gaussian follows Mironov, Talwar & Zhang (2019), the analysis Opacus implements:
+an exact finite sum for integer α and a convergent series for fractional α, both in log space,
+so tiny q, large σ and huge step counts stay finite. Agreement with Opacus is tested to 1e-9."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import binom, gammaln, log_ndtr, logsumexp
+
+_STOP = -30.0  # Opacus stops the fractional series after the first term below e^-30
+_MAX_TERMS = 10_000_000
+_FIRST_BLOCK = 8  # most series end within ~10 terms; the long tail gets doubling blocks
+
+
+def gaussian(noise_multiplier: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """One Gaussian release with noise std = noise_multiplier × L2 sensitivity: α / (2 z²)."""
+    z = np.asarray(noise_multiplier, dtype=float)[..., None]
+    with np.errstate(divide="ignore"):
+        return np.asarray(orders, dtype=float) / (2 * z**2)
+
+
+def laplace(scale_ratio: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """One Laplace release with scale b = scale_ratio × L1 sensitivity (Mironov 2017, Prop. 6):
+    1/(α−1) · log( α/(2α−1) e^{(α−1)/λ} + (α−1)/(2α−1) e^{−α/λ} )."""
+    lam = np.asarray(scale_ratio, dtype=float)[..., None]
+    a = np.asarray(orders, dtype=float)
+    with np.errstate(divide="ignore"):
+        first = np.log(a / (2 * a - 1)) + (a - 1) / lam
+        second = np.log((a - 1) / (2 * a - 1)) - a / lam
+    return np.logaddexp(first, second) / (a - 1)
+
+
+def subsampled_gaussian(
+    q: np.ndarray, noise_multiplier: np.ndarray, orders: np.ndarray
+) -> np.ndarray:
+    """One step of the Poisson-subsampled Gaussian mechanism (sampling rate q)."""
+    q = np.atleast_1d(np.asarray(q, dtype=float))
+    z = np.atleast_1d(np.asarray(noise_multiplier, dtype=float))
+    q, z = np.broadcast_arrays(q, z)
+    orders = np.asarray(orders, dtype=float)
+    out = np.empty(q.shape + orders.shape)
+    full = q == 1.0
+    with np.errstate(divide="ignore"):
+        out[full] = orders / (2 * z[full, None] ** 2)
+    out[q == 0] = 0.0
+    out[(z == 0) & (q > 0)] = np.inf
+    sub = (q > 0) & (q < 1) & (z > 0)
+    if sub.any():
+        is_int = orders == np.round(orders)
+        log_a = np.empty((int(sub.sum()), orders.size))
+        if is_int.any():
+            log_a[:, is_int] = _log_a_int(q[sub], z[sub], orders[is_int].astype(np.int64))
+        if (~is_int).any():
+            log_a[:, ~is_int] = _log_a_frac(q[sub], z[sub], orders[~is_int])
+        out[sub] = log_a / (orders - 1)
+    return out
+
+
+def _log_a_int(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """log A_α = log Σ_{i=0..α} C(α,i) q^i (1−q)^{α−i} e^{(i²−i)/(2z²)}, one order at a time
+    so memory stays (B × α)."""
+    lq, l1q = np.log(q)[:, None], np.log1p(-q)[:, None]
+    inv = 1.0 / (2 * z[:, None] ** 2)
+    out = np.empty((q.size, orders.size))
+    for k, a in enumerate(orders.tolist()):
+        i = np.arange(a + 1, dtype=float)
+        log_c = gammaln(a + 1) - gammaln(i + 1) - gammaln(a - i + 1)
+        terms = log_c + i * lq + (a - i) * l1q + (i * i - i) * inv
+        out[:, k] = logsumexp(terms, axis=1)
+    return out
+
+
+def _log_a_frac(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """The two-sided erfc series for fractional α (Mironov et al. 2019, Sec. 3.3).
+
+    Terms are computed in growing blocks along i for the pairs still running; a pair's
+    series ends after its first term below e^-30, exactly where Opacus stops. Positive- and
+    negative-coefficient terms are summed apart and combined once, so the sum is the same as
+    Opacus's term-by-term additions up to rounding."""
+    b, k = q.size, orders.size
+    order_of = np.tile(np.arange(k), b)
+    pa = orders[order_of]
+    lq, l1q = np.repeat(np.log(q), k), np.repeat(np.log1p(-q), k)
+    half_inv_var = np.repeat(1 / (2 * z**2), k)
+    scale = np.repeat(np.sqrt(2) * z, k)
+    z0 = np.repeat(z**2 * np.log(1 / q - 1) + 0.5, k)
+    sums = {key: np.full(b * k, -np.inf) for key in ("p0", "n0", "p1", "n1")}
+    active = np.arange(b * k)
+    start, width = 0, _FIRST_BLOCK
+    while active.size:
+        if start >= _MAX_TERMS:
+            raise ArithmeticError("fractional-order RDP series did not converge")
+        i = np.arange(start, start + width, dtype=float)
+        coef = binom(orders[:, None], i[None, :])  # (K, width), shared by all configurations
+        log_c, pos = np.log(np.abs(coef))[order_of[active]], (coef > 0)[order_of[active]]
+        aa, lqa, l1qa = pa[active, None], lq[active, None], l1q[active, None]
+        hv, sc, z0a = half_inv_var[active, None], scale[active, None], z0[active, None]
+        j = aa - i
+        s0 = log_c + i * lqa + j * l1qa + (i * i - i) * hv + _log_erfc((i - z0a) / sc)
+        s1 = log_c + j * lqa + i * l1qa + (j * j - j) * hv + _log_erfc((z0a - j) / sc)
+        below = np.maximum(s0, s1) < _STOP
+        done = below.any(axis=1)
+        last = np.where(done, below.argmax(axis=1), width - 1)
+        keep = np.arange(width)[None, :] <= last[:, None]
+        for side, s in (("0", s0), ("1", s1)):
+            s = np.where(keep, s, -np.inf)  # terms past a series' end may be NaN
+            shift = s.max(axis=1)
+            shift = np.where(np.isfinite(shift), shift, 0.0)
+            e = np.exp(s - shift[:, None])
+            with np.errstate(divide="ignore"):
+                for key, w in (("p" + side, pos), ("n" + side, ~pos)):
+                    block = np.log(np.where(w, e, 0.0).sum(axis=1)) + shift
+                    sums[key][active] = np.logaddexp(sums[key][active], block)
+        active = active[~done]
+        start += width
+        width = min(2 * width, 1024)
+    log_a0 = _log_diff(sums["p0"], sums["n0"])
+    log_a1 = _log_diff(sums["p1"], sums["n1"])
+    return np.logaddexp(log_a0, log_a1).reshape(b, k)
+
+
+def _log_diff(log_pos: np.ndarray, log_neg: np.ndarray) -> np.ndarray:
+    """log(e^pos − e^neg); NaN if negative (Opacus raises there; it does not happen for valid
+    q, σ, α)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = log_pos + np.log1p(-np.exp(log_neg - log_pos))
+    out = np.where(log_neg == -np.inf, log_pos, out)
+    return np.where(log_neg > log_pos, np.nan, out)
+
+
+def _log_erfc(x: np.ndarray) -> np.ndarray:
+    """log(erfc(x)) + log(1/2), the form the series uses: log Φ(−√2 x)."""
+    return log_ndtr(-x * np.sqrt(2))
