@@ -51,8 +51,10 @@ def epsilon(
     """(ε, δ)-DP of the composed ledger (metric-DP at distance ``rho`` for metric events)."""
     _check_delta(delta)
     grid = resolve_orders(orders)
-    curve = lambda a: ledger.rdp(np.atleast_1d(a), rho)  # noqa: E731
-    eps_of = lambda a: conversion.epsilon_per_order(curve(a), a, delta, conversion_kind)  # noqa: E731
+
+    def eps_of(a: np.ndarray) -> np.ndarray:
+        return conversion.epsilon_per_order(ledger.rdp(a, rho), a, delta, conversion_kind)
+
     values = eps_of(grid)
     best, idx = conversion.best(values)
     eps, order = float(best), float(grid[int(idx)])
@@ -88,15 +90,18 @@ def delta(
     ):
         raise ValueError(f"epsilon: expected a finite number >= 0 (got {epsilon_value!r})")
     grid = resolve_orders(orders)
-    log_d = lambda a: conversion.log_delta_per_order(  # noqa: E731
-        ledger.rdp(np.atleast_1d(a), rho), np.atleast_1d(a), epsilon_value
-    )
+
+    def log_d(a: np.ndarray) -> np.ndarray:
+        return conversion.log_delta_per_order(ledger.rdp(a, rho), a, epsilon_value)
+
     best, idx = conversion.best(log_d(grid))
     value, order = float(best), float(grid[int(idx)])
     if math.isfinite(value):
         _warn_edge(int(idx), grid.size, order)
         if refine:
-            value, order = _refine(lambda a: float(log_d(a)[0]), grid, int(idx), value, order)
+            value, order = _refine(
+                lambda a: float(log_d(np.array([a]))[0]), grid, int(idx), value, order
+            )
     return PrivacyReport(
         epsilon_value, float(math.exp(min(value, 0.0))), order, _name(orders), "improved"
     )
@@ -144,7 +149,10 @@ def calibrate(
     ε decreases in the noise, so a bisection on log x finds it; the answer is the upper end of
     the final bracket, which always meets the budget."""
     _positive("target_epsilon", target_epsilon)
-    eps = lambda x: epsilon(make_ledger(x), delta, **kwargs).epsilon  # noqa: E731
+
+    def eps(x: float) -> float:
+        return epsilon(make_ledger(x), delta, **kwargs).epsilon
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         if eps(upper) > target_epsilon:
@@ -170,11 +178,10 @@ def calibrate_sigma(target_epsilon: float, delta: float, q: float, steps: int, *
 def max_steps(target_epsilon: float, delta: float, q: float, sigma: float, **kwargs) -> int:
     """Largest number of DP-SGD steps whose ε stays within the budget (0 if none does)."""
     _positive("target_epsilon", target_epsilon)
-    eps = lambda n: (
-        epsilon(  # noqa: E731
-            PrivacyLedger((SubsampledGaussian(q, sigma, n),)), delta, **kwargs
-        ).epsilon
-    )
+
+    def eps(n: int) -> float:
+        return epsilon(PrivacyLedger((SubsampledGaussian(q, sigma, n),)), delta, **kwargs).epsilon
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         if eps(1) > target_epsilon:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from workbench import cli_epsilon
 from workbench.errors import WorkbenchError
 
 LIST_KINDS = ("targets", "attacks", "datasets", "partitioners")
@@ -24,6 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("out")
     lst = sub.add_parser("list", help="list registered components")
     lst.add_argument("kind", nargs="?", choices=LIST_KINDS)
+    cli_epsilon.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
@@ -33,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "epsilon":
+        return cli_epsilon.run(args)
     if args.command == "run":
         from reports import build_report
         from workbench.runner import run_suite

@@ -1,0 +1,326 @@
+"""``fgl-workbench epsilon``: ε for a mechanism configuration, before training anything.
+
+Every numeric flag takes one value, a comma list (``1,2,4``) or an inclusive range
+``start:stop:step``; more than one value anywhere makes a grid, written as a CSV with an
+ε plot beside it. ``--grid FILE.yaml`` gives the same settings as a mapping."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from workbench.errors import ConfigError
+
+MECHANISMS = {
+    "subsampled-gaussian": ("sigma", "q", "steps"),
+    "gaussian": ("sigma", "sensitivity", "count"),
+    "laplace": ("b", "sensitivity", "count"),
+    "metric-gaussian": ("sigma0", "releases", "rho"),
+}
+NOISE = {
+    "subsampled-gaussian": "sigma",
+    "gaussian": "sigma",
+    "laplace": "b",
+    "metric-gaussian": "sigma0",
+}
+DEFAULTS = {"sensitivity": 1.0, "count": 1}
+INTEGER = {"steps", "count", "releases"}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("epsilon", help="compute or calibrate ε for a DP mechanism")
+    p.add_argument("--mechanism", choices=sorted(MECHANISMS))
+    for name in ("sigma", "q", "steps", "sensitivity", "count", "b", "sigma0", "releases", "rho"):
+        p.add_argument(f"--{name}", help="a value, a list a,b,c or a range start:stop:step")
+    p.add_argument("--delta", default="1e-5")
+    p.add_argument(
+        "--target-epsilon",
+        help="calibrate instead: the noise (or, with --solve "
+        "steps, the largest step count) meeting this ε",
+    )
+    p.add_argument("--solve", choices=("noise", "steps"), default="noise")
+    p.add_argument("--orders", choices=("extended", "opacus"), default="extended")
+    p.add_argument("--conversion", choices=("improved", "classic"), default="improved")
+    p.add_argument(
+        "--no-refine",
+        action="store_true",
+        help="grid orders only (with --orders opacus: Opacus's exact ε)",
+    )
+    p.add_argument("--grid", help="YAML file with the settings (mechanism, parameters, delta)")
+    p.add_argument("--out", default="epsilon-grid.csv", help="grid mode: CSV path (plot beside)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+@dataclass(frozen=True)
+class Row:
+    params: dict[str, float]
+    epsilon: float
+    delta: float
+    order: float
+    solved: dict[str, float]
+    warnings: list[str]
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    mechanism = settings.pop("mechanism", None)
+    if mechanism not in MECHANISMS:
+        raise ConfigError(
+            f"--mechanism: expected one of {', '.join(sorted(MECHANISMS))} (got {mechanism!r})"
+        )
+    delta = _values("delta", settings.pop("delta", "1e-5"))
+    if len(delta) != 1:
+        raise ConfigError("--delta: give one value")
+    target = settings.pop("target_epsilon", None)
+    target_eps = _values("target-epsilon", target)[0] if target is not None else None
+    needed = [n for n in MECHANISMS[mechanism] if not (target_eps and _solved(mechanism, n, args))]
+    grids = {}
+    for name in needed:
+        raw = settings.get(name, DEFAULTS.get(name))
+        if raw is None:
+            raise ConfigError(f"--{name}: required for --mechanism {mechanism}")
+        grids[name] = _values(name, raw)
+    combos = [dict(zip(grids, vals, strict=True)) for vals in itertools.product(*grids.values())]
+    rows = [_compute(mechanism, c, delta[0], target_eps, args) for c in combos]
+    if len(rows) > 1:
+        return _write_grid(rows, mechanism, args)
+    _print(rows[0], mechanism, args)
+    return 0
+
+
+def _solved(mechanism: str, name: str, args: argparse.Namespace) -> bool:
+    return name == ("steps" if args.solve == "steps" else NOISE[mechanism])
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.grid:
+        path = Path(args.grid)
+        if not path.is_file():
+            raise ConfigError(f"--grid: file not found: {path}")
+        loaded = yaml.safe_load(path.read_text())
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"--grid: {path} must hold a mapping of settings")
+        known = {
+            "mechanism",
+            "delta",
+            "target_epsilon",
+            *DEFAULTS,
+            *NOISE.values(),
+            *(n for names in MECHANISMS.values() for n in names),
+        }
+        unknown = set(loaded) - known
+        if unknown:
+            raise ConfigError(f"--grid: unknown keys {sorted(unknown)}; valid: {sorted(known)}")
+        out.update({k: _yaml_value(v) for k, v in loaded.items()})
+    for name in (
+        "mechanism",
+        "sigma",
+        "q",
+        "steps",
+        "sensitivity",
+        "count",
+        "b",
+        "sigma0",
+        "releases",
+        "rho",
+        "target_epsilon",
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            out[name] = value
+    if args.delta != "1e-5" or "delta" not in out:
+        out["delta"] = args.delta
+    return out
+
+
+def _yaml_value(v: Any) -> Any:
+    return ",".join(map(str, v)) if isinstance(v, list) else v
+
+
+def _values(name: str, raw: Any) -> list[float]:
+    """Parse and validate one flag: a number, a comma list or start:stop:step."""
+    text = str(raw).strip()
+    try:
+        if ":" in text:
+            start, stop, step = (float(x) for x in text.split(":"))
+            if step <= 0 or stop < start:
+                raise ValueError
+            n = int(math.floor((stop - start) / step + 1e-9)) + 1
+            values = [round(start + i * step, 12) for i in range(n)]
+        else:
+            values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise ConfigError(
+            f"--{name}: expected a number, a list a,b,c or a range start:stop:step (got {text!r})"
+        ) from None
+    for v in values:
+        _check(name, v)
+    return values
+
+
+def _check(name: str, v: float) -> None:
+    if not math.isfinite(v):
+        raise ConfigError(f"--{name}: expected a finite number (got {v})")
+    if name == "q" and not 0 < v <= 1:
+        raise ConfigError(f"--q: expected a sampling rate in (0, 1] (got {v:g})")
+    elif name == "delta" and not 0 < v < 1:
+        raise ConfigError(f"--delta: expected a number in (0, 1) (got {v:g})")
+    elif name in INTEGER and (v < 0 or v != int(v)):
+        raise ConfigError(f"--{name}: expected a whole number >= 0 (got {v:g})")
+    elif name not in INTEGER and name not in ("q", "delta") and v <= 0:
+        raise ConfigError(f"--{name}: expected a number > 0 (got {v:g})")
+
+
+def _ledger(mechanism: str, p: dict[str, float]):
+    from accountants import Gaussian, Laplace, MetricGaussian, PrivacyLedger, SubsampledGaussian
+
+    if mechanism == "subsampled-gaussian":
+        event = SubsampledGaussian(p["q"], p["sigma"], int(p["steps"]))
+    elif mechanism == "gaussian":
+        event = Gaussian(p["sigma"], p["sensitivity"], int(p["count"]))
+    elif mechanism == "laplace":
+        event = Laplace(p["b"], p["sensitivity"], int(p["count"]))
+    else:
+        event = MetricGaussian(p["sigma0"], int(p["releases"]))
+    return PrivacyLedger((event,))
+
+
+def _compute(
+    mechanism: str,
+    p: dict[str, float],
+    delta: float,
+    target: float | None,
+    args: argparse.Namespace,
+) -> Row:
+    from accountants import calibrate, epsilon, max_steps
+
+    p = {k: int(v) if k in INTEGER else v for k, v in p.items()}
+    kw = {
+        "orders": args.orders,
+        "conversion_kind": args.conversion,
+        "rho": p.get("rho"),
+        "refine": not args.no_refine,
+    }
+    solved: dict[str, float] = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if target is not None and args.solve == "steps":
+                if mechanism != "subsampled-gaussian":
+                    raise ConfigError("--solve steps: only for --mechanism subsampled-gaussian")
+                steps = max_steps(
+                    target,
+                    delta,
+                    p["q"],
+                    p["sigma"],
+                    orders=args.orders,
+                    conversion_kind=args.conversion,
+                    refine=not args.no_refine,
+                )
+                p = {**p, "steps": steps}
+                solved = {"steps": p["steps"]}
+            elif target is not None:
+                noise = NOISE[mechanism]
+                x = calibrate(lambda v: _ledger(mechanism, {**p, noise: v}), target, delta, **kw)
+                p = {**p, noise: x}
+                solved = {noise: x}
+            report = epsilon(_ledger(mechanism, p), delta, **kw)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    notes = sorted({str(w.message) for w in caught})
+    return Row(p, report.epsilon, delta, report.order, solved, notes)
+
+
+def _print(row: Row, mechanism: str, args: argparse.Namespace) -> None:
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "mechanism": mechanism,
+                    **row.params,
+                    "epsilon": row.epsilon,
+                    "delta": row.delta,
+                    "order": row.order,
+                    "orders": args.orders,
+                    "conversion": args.conversion,
+                    "solved": row.solved,
+                    "warnings": row.warnings,
+                }
+            )
+        )
+        return
+    for w in row.warnings:
+        print(f"warning: {w}")
+    params = ", ".join(f"{k}={_fmt(v)}" for k, v in row.params.items())
+    if row.solved:
+        print("calibrated: " + ", ".join(f"{k} = {_fmt(v)}" for k, v in row.solved.items()))
+    print(
+        f"{mechanism}({params}): epsilon = {_fmt(row.epsilon)} at delta = {row.delta:g} "
+        f"(best order {row.order:.4g}; {args.orders} orders, {args.conversion} conversion)"
+    )
+
+
+def _fmt(v: float) -> str:
+    return "inf" if math.isinf(v) else f"{v:.6g}"
+
+
+def _write_grid(rows: list[Row], mechanism: str, args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = list(rows[0].params)
+    with out.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*names, "epsilon", "delta", "order", "warnings"])
+        for r in rows:
+            w.writerow(
+                [*(r.params[n] for n in names), r.epsilon, r.delta, r.order, " | ".join(r.warnings)]
+            )
+    varying = [n for n in names if len({r.params[n] for r in rows}) > 1]
+    plot = out.with_suffix(".png")
+    _plot(rows, varying, mechanism, plot)
+    if args.json:
+        print(json.dumps({"csv": str(out), "plot": str(plot), "rows": len(rows)}))
+    else:
+        print(f"{len(rows)} configurations: {out}  plot: {plot}")
+    return 0
+
+
+def _plot(rows: list[Row], varying: list[str], mechanism: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_name = varying[0] if varying else next(iter(rows[0].params))
+    groups: dict[tuple, list[Row]] = {}
+    for r in rows:
+        key = tuple((n, r.params[n]) for n in varying[1:])
+        groups.setdefault(key, []).append(r)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, members in groups.items():
+        members.sort(key=lambda r: r.params[x_name])
+        label = ", ".join(f"{n}={_fmt(v)}" for n, v in key) or None
+        ax.plot(
+            [r.params[x_name] for r in members],
+            [r.epsilon for r in members],
+            marker=".",
+            label=label,
+        )
+    ax.set(
+        xlabel=x_name, ylabel="ε", yscale="log", title=f"{mechanism}: ε at δ = {rows[0].delta:g}"
+    )
+    if len(groups) > 1:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
