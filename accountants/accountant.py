@@ -55,6 +55,8 @@ def epsilon(
     def eps_of(a: np.ndarray) -> np.ndarray:
         return conversion.epsilon_per_order(ledger.rdp(a, rho), a, delta, conversion_kind)
 
+    if not ledger.rdp(grid, rho).any():  # no privacy loss at all (e.g. zero steps)
+        return PrivacyReport(0.0, delta, float(grid[0]), _name(orders), conversion_kind)
     values = eps_of(grid)
     best, idx = conversion.best(values)
     eps, order = float(best), float(grid[int(idx)])
@@ -131,7 +133,8 @@ def subsampled_gaussian_grid(
         curves = per_step[inverse.ravel()] * steps.ravel()[:, None]
     curves = np.where(steps.ravel()[:, None] == 0, 0.0, curves)
     eps, idx = conversion.best(conversion.epsilon_per_order(curves, grid, delta, conversion_kind))
-    return np.maximum(eps, 0.0).reshape(q.shape), grid[idx].reshape(q.shape)
+    eps = np.where(curves.any(axis=1), np.maximum(eps, 0.0), 0.0)  # zero loss: ε = 0
+    return eps.reshape(q.shape), grid[idx].reshape(q.shape)
 
 
 def calibrate(
