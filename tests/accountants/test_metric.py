@@ -23,8 +23,11 @@ TABLE7 = {  # HI-Medium, R′ = 100
     0.2988: [90.373, 41.868, 26.045, 16.128, 6.741, 4.156, 2.303],
     0.7724: [441.083, 183.477, 106.161, 61.256, 22.713, 13.291, 7.020],
 }
-CELLS = [(rho, s, want, 200) for rho, row in TABLE6.items() for s, want in zip(SIGMA0, row)] + [
-    (rho, s, want, 100) for rho, row in TABLE7.items() for s, want in zip(SIGMA0, row)
+CELLS = [
+    (rho, s, want, releases)
+    for table, releases in ((TABLE6, 200), (TABLE7, 100))
+    for rho, row in table.items()
+    for s, want in zip(SIGMA0, row, strict=True)
 ]
 
 

@@ -1,0 +1,194 @@
+import csv
+import json
+import math
+
+import pytest
+
+from workbench.cli import main
+
+
+def run(capsys, *argv):
+    code = main(["epsilon", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_subsampled_gaussian_prints_epsilon_and_order(capsys):
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "subsampled-gaussian",
+        "--sigma",
+        "1.1",
+        "--q",
+        "0.01",
+        "--steps",
+        "1000",
+        "--delta",
+        "1e-5",
+    )
+    assert code == 0
+    assert "epsilon = 1.71" in out and "best order" in out
+
+
+def test_json_matches_the_api(capsys):
+    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "subsampled-gaussian",
+        "--sigma",
+        "1.5",
+        "--q",
+        "0.04",
+        "--steps",
+        "2250",
+        "--orders",
+        "opacus",
+        "--no-refine",
+        "--json",
+    )
+    data = json.loads(out)
+    want = epsilon(
+        PrivacyLedger((SubsampledGaussian(0.04, 1.5, 2250),)), 1e-5, orders="opacus", refine=False
+    )
+    assert code == 0 and data["epsilon"] == want.epsilon and data["order"] == 3.9
+    assert data["steps"] == 2250 and isinstance(data["steps"], int)
+
+
+def test_target_epsilon_calibrates_sigma_and_steps(capsys):
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "subsampled-gaussian",
+        "--q",
+        "0.01",
+        "--steps",
+        "1000",
+        "--target-epsilon",
+        "2",
+        "--json",
+    )
+    data = json.loads(out)
+    assert code == 0 and data["epsilon"] <= 2.0 and data["epsilon"] > 1.999
+    assert data["solved"]["sigma"] == pytest.approx(1.0223, abs=1e-3)
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "subsampled-gaussian",
+        "--q",
+        "0.01",
+        "--sigma",
+        "1.0",
+        "--target-epsilon",
+        "2",
+        "--solve",
+        "steps",
+        "--json",
+    )
+    assert json.loads(out)["solved"]["steps"] == 881
+
+
+def test_metric_gaussian_reproduces_the_headline_cell(capsys):
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "metric-gaussian",
+        "--sigma0",
+        "1",
+        "--releases",
+        "200",
+        "--rho",
+        "0.1466",
+        "--delta",
+        "1e-4",
+        "--orders",
+        "opacus",
+        "--no-refine",
+        "--json",
+    )
+    assert code == 0 and round(json.loads(out)["epsilon"], 3) == 10.097
+
+
+def test_grid_writes_csv_and_plot(tmp_path, capsys):
+    target = tmp_path / "grid.csv"
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "subsampled-gaussian",
+        "--sigma",
+        "0.5:3:0.5",
+        "--q",
+        "0.01,0.05",
+        "--steps",
+        "1000",
+        "--out",
+        str(target),
+    )
+    assert code == 0 and "12 configurations" in out
+    rows = list(csv.DictReader(target.open()))
+    assert len(rows) == 12
+    by_q = {}
+    for r in rows:
+        by_q.setdefault(r["q"], []).append((float(r["sigma"]), float(r["epsilon"])))
+    for series in by_q.values():  # ε falls as σ grows
+        eps = [e for _, e in sorted(series)]
+        assert eps == sorted(eps, reverse=True)
+    assert target.with_suffix(".png").stat().st_size > 5000
+
+
+def test_grid_from_yaml(tmp_path, capsys):
+    spec = tmp_path / "grid.yaml"
+    spec.write_text("mechanism: gaussian\nsigma: [1, 2, 4]\ncount: 10\n")
+    code, out, _ = run(capsys, "--grid", str(spec), "--out", str(tmp_path / "g.csv"), "--json")
+    assert code == 0 and json.loads(out)["rows"] == 3
+    spec.write_text("mechanism: gaussian\nsigmaa: 1\n")
+    code, _, err = run(capsys, "--grid", str(spec))
+    assert code == 2 and "unknown keys ['sigmaa']" in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--sigma", "0", "--sigma: expected a number > 0"),
+        ("--sigma", "abc", "--sigma: expected a number"),
+        ("--q", "1.5", "--q: expected a sampling rate in (0, 1]"),
+        ("--q", "0", "--q: expected a sampling rate in (0, 1]"),
+        ("--delta", "1", "--delta: expected a number in (0, 1)"),
+        ("--steps", "-3", "--steps: expected a whole number >= 0"),
+        ("--steps", "2.5", "--steps: expected a whole number >= 0"),
+    ],
+)
+def test_bad_input_is_rejected_clearly(capsys, flag, value, message):
+    args = {"--sigma": "1", "--q": "0.1", "--steps": "10", "--delta": "1e-5", flag: value}
+    argv = ["--mechanism", "subsampled-gaussian"]
+    for k, v in args.items():
+        argv += [k, v]
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_missing_parameter_is_named(capsys):
+    code, _, err = run(capsys, "--mechanism", "laplace")
+    assert code == 2 and "--b: required" in err
+
+
+def test_extreme_inputs_give_finite_or_inf_with_warning(capsys):
+    code, out, _ = run(capsys, "--mechanism", "gaussian", "--sigma", "1e-200", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["epsilon"] == math.inf and data["warnings"]
+    code, out, _ = run(
+        capsys,
+        "--mechanism",
+        "subsampled-gaussian",
+        "--sigma",
+        "100",
+        "--q",
+        "1e-12",
+        "--steps",
+        "1000000000",
+        "--json",
+    )
+    data = json.loads(out)
+    assert math.isfinite(data["epsilon"]) and data["epsilon"] >= 0
