@@ -8,12 +8,15 @@ runs agree."""
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from accountants import PrivacyLedger, epsilon
+from accountants.accountant import OrderGridWarning
 from attacks import ATTACKS, AttackInput
 from attacks.metrics import membership_metrics
 from workbench.challenges import membership_challenge
@@ -58,13 +61,19 @@ def run_suite(
             datasets[key] = load_dataset(
                 cell.dataset.name, cell.dataset.params, data_root or suite.data_root
             )
-        run_cell(cell, pending, datasets[key], store)
+        run_cell(cell, pending, datasets[key], store, suite.delta)
         ran += 1
     store.close()
     return RunSummary(Path(out_dir), len(cells), ran, skipped)
 
 
-def run_cell(cell: Cell, attacks: list[AttackEntry], dataset: Dataset, store: ResultsStore) -> None:
+def run_cell(
+    cell: Cell,
+    attacks: list[AttackEntry],
+    dataset: Dataset,
+    store: ResultsStore,
+    delta: float = 1e-5,
+) -> None:
     p = cell.partition
     t0 = time.perf_counter()
     partition = make_partition(
@@ -88,13 +97,23 @@ def run_cell(cell: Cell, attacks: list[AttackEntry], dataset: Dataset, store: Re
         trained.utility,
         communication(trained),
         [vars(s) for s in partition.stats(dataset)],
-        None,  # ε comes from the ledger once defenses record events; empty ledger = no DP
+        ledger_epsilon(trained.ledger, delta),
         t1 - t0,
         t2 - t1,
     )
     store.put_cell(row, config_hash(cell.config()))
     for entry in attacks:
         store.put_attack(*run_attack(cell, entry, trained, federation, store))
+
+
+def ledger_epsilon(ledger: PrivacyLedger, delta: float) -> float | None:
+    """ε of the run's standard-DP events at ``delta``; None when nothing was made DP."""
+    standard = ledger.standard()
+    if standard.is_empty:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderGridWarning)
+        return epsilon(standard, delta).epsilon
 
 
 def communication(trained: TrainedTarget) -> dict[str, Any]:

@@ -61,6 +61,7 @@ class AttackEntry(_Strict):
 class Suite(_Strict):
     name: str
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    delta: float = Field(1e-5, gt=0.0, lt=1.0, description="δ at which ε is reported")
     data_root: str | None = None
     datasets: list[DatasetEntry] = Field(min_length=1)
     partitions: list[PartitionEntry] = Field(min_length=1)

@@ -81,3 +81,32 @@ def test_store_keeps_roc_artifacts(tmp_path):
     assert cell.comm["messages"] == 3 * 3 * 2
     assert cell.epsilon is None
     assert len(cell.partition) == 3
+
+
+def test_cell_epsilon_comes_from_the_ledger(tmp_path, monkeypatch):
+    """A target whose ledger holds DP-SGD events gets ε from the accountant, at the suite's δ."""
+    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+    from workbench.targets import TARGETS
+
+    fedavg = TARGETS.get("fedavg")
+    event = SubsampledGaussian(0.05, 1.2, 300)
+
+    class RecordsEvents:
+        name, level, Config = "dp-test", "any", fedavg.Config
+
+        def fit(self, federation, config, defenses, seed):
+            trained = fedavg.fit(federation, config, defenses, seed)
+            trained.ledger = trained.ledger.record(event)
+            return trained
+
+    monkeypatch.setitem(TARGETS._items, "dp-test", RecordsEvents())
+    raw = {
+        **RAW,
+        "seeds": [0],
+        "delta": 1e-6,
+        "attacks": [],
+        "targets": [{"name": "dp-test", "params": {"rounds": 1}}],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    (cell,) = ResultsStore(tmp_path).cells()
+    assert cell.epsilon == epsilon(PrivacyLedger((event,)), 1e-6).epsilon
