@@ -28,8 +28,9 @@ test: setup-dev
 lint: setup-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
-bench: setup
+bench: setup-dev
 	$(BIN)/python benchmarks/fedavg_round.py
+	$(BIN)/python benchmarks/accountant.py
 
 clean:
 	rm -rf $(VENV) runs
