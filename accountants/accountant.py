@@ -57,16 +57,8 @@ def epsilon(
 
     if not ledger.rdp(grid, rho).any():  # no privacy loss at all (e.g. zero steps)
         return PrivacyReport(0.0, delta, float(grid[0]), _name(orders), conversion_kind)
-    values = eps_of(grid)
-    best, idx = conversion.best(values)
-    eps, order = float(best), float(grid[int(idx)])
-    if math.isfinite(eps):
-        _warn_edge(int(idx), grid.size, order)
-        if refine:
-            eps, order = _refine(
-                lambda a: float(eps_of(np.array([a]))[0]), grid, int(idx), eps, order
-            )
-    else:
+    eps, order = _minimise_over_orders(eps_of, grid, refine)
+    if not math.isfinite(eps):
         warnings.warn(
             "ε is infinite at every order: no privacy guarantee",
             InfiniteEpsilonWarning,
@@ -96,14 +88,7 @@ def delta(
     def log_d(a: np.ndarray) -> np.ndarray:
         return conversion.log_delta_per_order(ledger.rdp(a, rho), a, epsilon_value)
 
-    best, idx = conversion.best(log_d(grid))
-    value, order = float(best), float(grid[int(idx)])
-    if math.isfinite(value):
-        _warn_edge(int(idx), grid.size, order)
-        if refine:
-            value, order = _refine(
-                lambda a: float(log_d(np.array([a]))[0]), grid, int(idx), value, order
-            )
+    value, order = _minimise_over_orders(log_d, grid, refine)
     return PrivacyReport(
         epsilon_value, float(math.exp(min(value, 0.0))), order, _name(orders), "improved"
     )
@@ -200,6 +185,22 @@ def max_steps(target_epsilon: float, delta: float, q: float, sigma: float, **kwa
     return lo
 
 
+def _minimise_over_orders(
+    fn: Callable[[np.ndarray], np.ndarray], grid: np.ndarray, refine: bool
+) -> tuple[float, float]:
+    """Minimum of fn(α) over the grid (warning at an edge), then refined between the best
+    order's grid neighbours. Returns (value, order)."""
+    best, idx = conversion.best(fn(grid))
+    value, order = float(best), float(grid[int(idx)])
+    if math.isfinite(value):
+        _warn_edge(int(idx), grid.size, order)
+        if refine:
+            value, order = _refine(
+                lambda a: float(fn(np.array([a]))[0]), grid, int(idx), value, order
+            )
+    return value, order
+
+
 def _refine(
     value_at: Callable[[float], float], grid: np.ndarray, idx: int, value: float, order: float
 ) -> tuple[float, float]:
@@ -226,7 +227,7 @@ def _warn_edge(idx: int, size: int, order: float) -> None:
             f"the optimal order α={order:g} is the {side} of the grid; the bound may be loose "
             "(extend the orders)",
             OrderGridWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
 
 

@@ -6,26 +6,19 @@ import pytest
 
 from workbench.cli import main
 
+SGM = "--mechanism subsampled-gaussian"
 
-def run(capsys, *argv):
-    code = main(["epsilon", *argv])
+
+def run(capsys, line: str, *extra: str):
+    """Run ``fgl-workbench epsilon`` with a command line (split on spaces) plus extra args."""
+    code = main(["epsilon", *line.split(), *extra])
     out = capsys.readouterr()
     return code, out.out, out.err
 
 
 def test_subsampled_gaussian_prints_epsilon_and_order(capsys):
     code, out, _ = run(
-        capsys,
-        "--mechanism",
-        "subsampled-gaussian",
-        "--sigma",
-        "1.1",
-        "--q",
-        "0.01",
-        "--steps",
-        "1000",
-        "--delta",
-        "1e-5",
+        capsys, "--mechanism subsampled-gaussian --sigma 1.1 --q 0.01 --steps 1000 --delta 1e-5"
     )
     assert code == 0
     assert "epsilon = 1.71" in out and "best order" in out
@@ -36,18 +29,7 @@ def test_json_matches_the_api(capsys):
 
     code, out, _ = run(
         capsys,
-        "--mechanism",
-        "subsampled-gaussian",
-        "--sigma",
-        "1.5",
-        "--q",
-        "0.04",
-        "--steps",
-        "2250",
-        "--orders",
-        "opacus",
-        "--no-refine",
-        "--json",
+        "--mechanism subsampled-gaussian --sigma 1.5 --q 0.04 --steps 2250 --orders opacus --no-refine --json",
     )
     data = json.loads(out)
     want = epsilon(
@@ -59,33 +41,14 @@ def test_json_matches_the_api(capsys):
 
 def test_target_epsilon_calibrates_sigma_and_steps(capsys):
     code, out, _ = run(
-        capsys,
-        "--mechanism",
-        "subsampled-gaussian",
-        "--q",
-        "0.01",
-        "--steps",
-        "1000",
-        "--target-epsilon",
-        "2",
-        "--json",
+        capsys, "--mechanism subsampled-gaussian --q 0.01 --steps 1000 --target-epsilon 2 --json"
     )
     data = json.loads(out)
     assert code == 0 and data["epsilon"] <= 2.0 and data["epsilon"] > 1.999
     assert data["solved"]["sigma"] == pytest.approx(1.0223, abs=1e-3)
     code, out, _ = run(
         capsys,
-        "--mechanism",
-        "subsampled-gaussian",
-        "--q",
-        "0.01",
-        "--sigma",
-        "1.0",
-        "--target-epsilon",
-        "2",
-        "--solve",
-        "steps",
-        "--json",
+        "--mechanism subsampled-gaussian --q 0.01 --sigma 1.0 --target-epsilon 2 --solve steps --json",
     )
     assert json.loads(out)["solved"]["steps"] == 881
 
@@ -93,20 +56,7 @@ def test_target_epsilon_calibrates_sigma_and_steps(capsys):
 def test_metric_gaussian_reproduces_the_headline_cell(capsys):
     code, out, _ = run(
         capsys,
-        "--mechanism",
-        "metric-gaussian",
-        "--sigma0",
-        "1",
-        "--releases",
-        "200",
-        "--rho",
-        "0.1466",
-        "--delta",
-        "1e-4",
-        "--orders",
-        "opacus",
-        "--no-refine",
-        "--json",
+        "--mechanism metric-gaussian --sigma0 1 --releases 200 --rho 0.1466 --delta 1e-4 --orders opacus --no-refine --json",
     )
     assert code == 0 and round(json.loads(out)["epsilon"], 3) == 10.097
 
@@ -141,7 +91,7 @@ def test_grid_writes_csv_and_plot(tmp_path, capsys):
 def test_grid_from_yaml(tmp_path, capsys):
     spec = tmp_path / "grid.yaml"
     spec.write_text("mechanism: gaussian\nsigma: [1, 2, 4]\ncount: 10\n")
-    code, out, _ = run(capsys, "--grid", str(spec), "--out", str(tmp_path / "g.csv"), "--json")
+    code, out, _ = run(capsys, "--json --grid", str(spec), "--out", str(tmp_path / "g.csv"))
     assert code == 0 and json.loads(out)["rows"] == 3
     spec.write_text("mechanism: gaussian\nsigmaa: 1\n")
     code, _, err = run(capsys, "--grid", str(spec))
@@ -165,30 +115,21 @@ def test_bad_input_is_rejected_clearly(capsys, flag, value, message):
     argv = ["--mechanism", "subsampled-gaussian"]
     for k, v in args.items():
         argv += [k, v]
-    code, _, err = run(capsys, *argv)
+    code, _, err = run(capsys, " ".join(argv))
     assert code == 2 and message in err and "Traceback" not in err
 
 
 def test_missing_parameter_is_named(capsys):
-    code, _, err = run(capsys, "--mechanism", "laplace")
+    code, _, err = run(capsys, "--mechanism laplace")
     assert code == 2 and "--b: required" in err
 
 
 def test_extreme_inputs_give_finite_or_inf_with_warning(capsys):
-    code, out, _ = run(capsys, "--mechanism", "gaussian", "--sigma", "1e-200", "--json")
+    code, out, _ = run(capsys, "--mechanism gaussian --sigma 1e-200 --json")
     data = json.loads(out)
     assert code == 0 and data["epsilon"] == math.inf and data["warnings"]
     code, out, _ = run(
-        capsys,
-        "--mechanism",
-        "subsampled-gaussian",
-        "--sigma",
-        "100",
-        "--q",
-        "1e-12",
-        "--steps",
-        "1000000000",
-        "--json",
+        capsys, "--mechanism subsampled-gaussian --sigma 100 --q 1e-12 --steps 1000000000 --json"
     )
     data = json.loads(out)
     assert math.isfinite(data["epsilon"]) and data["epsilon"] >= 0
