@@ -17,9 +17,7 @@ def run(capsys, line: str, *extra: str):
 
 
 def test_subsampled_gaussian_prints_epsilon_and_order(capsys):
-    code, out, _ = run(
-        capsys, "--mechanism subsampled-gaussian --sigma 1.1 --q 0.01 --steps 1000 --delta 1e-5"
-    )
+    code, out, _ = run(capsys, SGM + " --sigma 1.1 --q 0.01 --steps 1000 --delta 1e-5")
     assert code == 0
     assert "epsilon = 1.71" in out and "best order" in out
 
@@ -29,7 +27,7 @@ def test_json_matches_the_api(capsys):
 
     code, out, _ = run(
         capsys,
-        "--mechanism subsampled-gaussian --sigma 1.5 --q 0.04 --steps 2250 --orders opacus --no-refine --json",
+        SGM + " --sigma 1.5 --q 0.04 --steps 2250 --orders opacus --no-refine --json",
     )
     data = json.loads(out)
     want = epsilon(
@@ -40,15 +38,13 @@ def test_json_matches_the_api(capsys):
 
 
 def test_target_epsilon_calibrates_sigma_and_steps(capsys):
-    code, out, _ = run(
-        capsys, "--mechanism subsampled-gaussian --q 0.01 --steps 1000 --target-epsilon 2 --json"
-    )
+    code, out, _ = run(capsys, SGM + " --q 0.01 --steps 1000 --target-epsilon 2 --json")
     data = json.loads(out)
     assert code == 0 and data["epsilon"] <= 2.0 and data["epsilon"] > 1.999
     assert data["solved"]["sigma"] == pytest.approx(1.0223, abs=1e-3)
     code, out, _ = run(
         capsys,
-        "--mechanism subsampled-gaussian --q 0.01 --sigma 1.0 --target-epsilon 2 --solve steps --json",
+        SGM + " --q 0.01 --sigma 1.0 --target-epsilon 2 --solve steps --json",
     )
     assert json.loads(out)["solved"]["steps"] == 881
 
@@ -56,7 +52,8 @@ def test_target_epsilon_calibrates_sigma_and_steps(capsys):
 def test_metric_gaussian_reproduces_the_headline_cell(capsys):
     code, out, _ = run(
         capsys,
-        "--mechanism metric-gaussian --sigma0 1 --releases 200 --rho 0.1466 --delta 1e-4 --orders opacus --no-refine --json",
+        "--mechanism metric-gaussian --sigma0 1 --releases 200 --rho 0.1466 --delta 1e-4 "
+        "--orders opacus --no-refine --json",
     )
     assert code == 0 and round(json.loads(out)["epsilon"], 3) == 10.097
 
@@ -128,8 +125,6 @@ def test_extreme_inputs_give_finite_or_inf_with_warning(capsys):
     code, out, _ = run(capsys, "--mechanism gaussian --sigma 1e-200 --json")
     data = json.loads(out)
     assert code == 0 and data["epsilon"] == math.inf and data["warnings"]
-    code, out, _ = run(
-        capsys, "--mechanism subsampled-gaussian --sigma 100 --q 1e-12 --steps 1000000000 --json"
-    )
+    code, out, _ = run(capsys, SGM + " --sigma 100 --q 1e-12 --steps 1000000000 --json")
     data = json.loads(out)
     assert math.isfinite(data["epsilon"]) and data["epsilon"] >= 0
