@@ -55,9 +55,11 @@ def epsilon(
     def eps_of(a: np.ndarray) -> np.ndarray:
         return conversion.epsilon_per_order(ledger.rdp(a, rho), a, delta, conversion_kind)
 
-    if not ledger.rdp(grid, rho).any():  # no privacy loss at all (e.g. zero steps)
+    grid_rdp = ledger.rdp(grid, rho)
+    if not grid_rdp.any():  # no privacy loss at all (e.g. zero steps)
         return PrivacyReport(0.0, delta, float(grid[0]), _name(orders), conversion_kind)
-    eps, order = _minimise_over_orders(eps_of, grid, refine)
+    on_grid = conversion.epsilon_per_order(grid_rdp, grid, delta, conversion_kind)
+    eps, order = _minimise_over_orders(eps_of, grid, refine, on_grid)
     if not math.isfinite(eps):
         warnings.warn(
             "ε is infinite at every order: no privacy guarantee",
@@ -186,11 +188,15 @@ def max_steps(target_epsilon: float, delta: float, q: float, sigma: float, **kwa
 
 
 def _minimise_over_orders(
-    fn: Callable[[np.ndarray], np.ndarray], grid: np.ndarray, refine: bool
+    fn: Callable[[np.ndarray], np.ndarray],
+    grid: np.ndarray,
+    refine: bool,
+    on_grid: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """Minimum of fn(α) over the grid (warning at an edge), then refined between the best
-    order's grid neighbours. Returns (value, order)."""
-    best, idx = conversion.best(fn(grid))
+    order's grid neighbours. ``on_grid`` passes fn(grid) when the caller has it already.
+    Returns (value, order)."""
+    best, idx = conversion.best(fn(grid) if on_grid is None else on_grid)
     value, order = float(best), float(grid[int(idx)])
     if math.isfinite(value):
         _warn_edge(int(idx), grid.size, order)
