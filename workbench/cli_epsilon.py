@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mechanism", choices=sorted(MECHANISMS))
     for name in ("sigma", "q", "steps", "sensitivity", "count", "b", "sigma0", "releases", "rho"):
         p.add_argument(f"--{name}", help="a value, a list a,b,c or a range start:stop:step")
-    p.add_argument("--delta", default="1e-5")
+    p.add_argument("--delta", help="default 1e-5")
     p.add_argument(
         "--target-epsilon",
         help="calibrate instead: the noise (or, with --solve "
@@ -133,13 +133,12 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "sigma0",
         "releases",
         "rho",
+        "delta",
         "target_epsilon",
     ):
         value = getattr(args, name)
         if value is not None:
-            out[name] = value
-    if args.delta != "1e-5" or "delta" not in out:
-        out["delta"] = args.delta
+            out[name] = value  # flags override the YAML
     return out
 
 

@@ -19,7 +19,7 @@ from accountants import PrivacyLedger, epsilon
 from accountants.accountant import OrderGridWarning
 from attacks import ATTACKS, AttackInput
 from attacks.metrics import membership_metrics
-from workbench.challenges import membership_challenge
+from workbench.challenges import Challenge, membership_challenge
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
@@ -29,7 +29,13 @@ from workbench.seeding import derive_seed, seed_everything
 from workbench.store import AttackRow, CellRow, ResultsStore
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
-from workbench.threat import background_knowledge, client_view, querier_view, server_view
+from workbench.threat import (
+    BackgroundKnowledge,
+    background_knowledge,
+    client_view,
+    querier_view,
+    server_view,
+)
 
 
 @dataclass(frozen=True)
@@ -102,8 +108,13 @@ def run_cell(
         t2 - t1,
     )
     store.put_cell(row, config_hash(cell.config()))
+    if not attacks:
+        return
+    challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
+    knowledge = background_knowledge(federation)
     for entry in attacks:
-        store.put_attack(*run_attack(cell, entry, trained, federation, store))
+        row, row_hash = run_attack(cell, entry, trained, federation, challenge, knowledge, store)
+        store.put_attack(row, row_hash)
 
 
 def ledger_epsilon(ledger: PrivacyLedger, delta: float) -> float | None:
@@ -134,8 +145,12 @@ def run_attack(
     entry: AttackEntry,
     trained: TrainedTarget,
     federation: Federation,
+    challenge: Challenge,
+    knowledge: BackgroundKnowledge,
     store: ResultsStore,
 ) -> tuple[AttackRow, str]:
+    """One attack against a trained cell; the challenge and knowledge are shared by the
+    cell's attacks, and only ``challenge.candidates`` reaches the attack."""
     attack = ATTACKS.get(entry.name)
     cfg = attack.Config(**entry.params)
     row_hash = config_hash({"cell": cell.config(), "attack": entry.model_dump()})
@@ -144,12 +159,12 @@ def run_attack(
         "server": lambda: server_view(trained, federation),
         "client": lambda: client_view(trained, federation, getattr(cfg, "client", 0)),
     }
-    challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
-    inp = AttackInput(views[attack.view](), background_knowledge(federation), challenge.candidates)
+    inp = AttackInput(views[attack.view](), knowledge, challenge.candidates)
     start = time.perf_counter()
-    seed_everything(derive_seed(cell.seed, entry.key))
+    seed = derive_seed(cell.seed, entry.key)
+    seed_everything(seed)
     try:
-        out = attack.run(inp, cfg, derive_seed(cell.seed, entry.key))
+        out = attack.run(inp, cfg, seed)
     except NotApplicableError as exc:
         row = AttackRow(
             cell.cell_id,

@@ -74,13 +74,21 @@ class Transcript:
     def send(self, round: int, sender: str, receiver: str, kind: str, payload: Any) -> Message:
         """Record one message. Tensors are detached and copied, so later training cannot
         change what was observed."""
+        return self.broadcast(round, sender, [receiver], kind, payload)[0]
+
+    def broadcast(
+        self, round: int, sender: str, receivers: list[str], kind: str, payload: Any
+    ) -> list[Message]:
+        """Record the same payload sent to each receiver: one message (and its bytes) per
+        receiver, one shared snapshot of the payload."""
         stored = _snapshot(payload) if self.keep_payloads != "none" else None
-        msg = Message(round, sender, receiver, kind, payload_nbytes(payload), stored)
+        nbytes = payload_nbytes(payload)
         new_round = bool(self._messages) and self._messages[-1].round != round
         if self.keep_payloads == "last_round" and new_round:
             self._messages = [_strip(m) for m in self._messages]
-        self._messages.append(msg)
-        return msg
+        msgs = [Message(round, sender, r, kind, nbytes, stored) for r in receivers]
+        self._messages.extend(msgs)
+        return msgs
 
     @property
     def messages(self) -> tuple[Message, ...]:

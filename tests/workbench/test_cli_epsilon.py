@@ -128,3 +128,12 @@ def test_extreme_inputs_give_finite_or_inf_with_warning(capsys):
     code, out, _ = run(capsys, SGM + " --sigma 100 --q 1e-12 --steps 1000000000 --json")
     data = json.loads(out)
     assert math.isfinite(data["epsilon"]) and data["epsilon"] >= 0
+
+
+def test_delta_flag_overrides_the_yaml_even_at_its_default(tmp_path, capsys):
+    spec = tmp_path / "one.yaml"
+    spec.write_text("mechanism: gaussian\nsigma: 2\ndelta: 0.001\n")
+    _, out, _ = run(capsys, "--json --grid", str(spec))
+    assert json.loads(out)["delta"] == 0.001
+    _, out, _ = run(capsys, "--json --delta 1e-5 --grid", str(spec))
+    assert json.loads(out)["delta"] == 1e-5

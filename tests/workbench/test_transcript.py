@@ -49,3 +49,14 @@ def test_payload_sizes():
     assert payload_nbytes(b"abcd") == 4
     with pytest.raises(TypeError):
         payload_nbytes(object())
+
+
+def test_broadcast_records_one_message_per_receiver_with_one_snapshot():
+    t = Transcript("all")
+    w = torch.ones(4)
+    msgs = t.broadcast(0, SERVER, [client(0), client(1), client(2)], "model_weights", w)
+    assert [m.receiver for m in t.messages] == ["client:0", "client:1", "client:2"]
+    assert all(m.nbytes == 16 for m in msgs)
+    assert msgs[0].payload is msgs[2].payload  # shared, not copied three times
+    w += 1
+    assert torch.equal(msgs[1].payload, torch.ones(4))

@@ -89,9 +89,11 @@ class _FedAvg:
         for r in range(cfg.rounds):
             chosen = np.sort(rng.choice(len(clients), per_round, replace=False))
             state = global_model.state_dict()
+            transcript.broadcast(
+                r, SERVER, [client(k) for k in chosen.tolist()], MODEL_WEIGHTS, state
+            )
             uploads = []
             for k in chosen.tolist():
-                transcript.send(r, SERVER, client(k), MODEL_WEIGHTS, state)
                 local[k].load_state_dict(state)
                 if not cfg.persistent_optimizer:
                     opts[k] = make_optimizer(cfg.optimizer, local[k], cfg.lr, cfg.weight_decay)
