@@ -5,7 +5,7 @@ the input carries membership labels, hidden attributes or cut edges."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 from pydantic import BaseModel
@@ -30,6 +30,7 @@ class AttackInput:
     view: Any  # a workbench.threat view
     knowledge: Any  # workbench.threat.BackgroundKnowledge
     candidates: Candidates
+    references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,20 @@ class AttackOutput:
 
 
 class Attack(Protocol):
+    """``Config`` may declare ``adversary`` (querier, server or client); the runner hands the
+    attack that party's view, the querier's when the config has no such field."""
+
     name: str
     family: Literal["membership"]
-    view: Literal["querier", "server", "client"]
     Config: type[BaseModel]
 
     def run(self, inp: AttackInput, config: Any, seed: int) -> AttackOutput: ...
 
 
 ATTACKS: Registry[Attack] = Registry("attack")
+
+
+def adversaries(attack: Attack) -> tuple[str, ...]:
+    """The parties an attack can be run as, read from its config's ``adversary`` field."""
+    field = attack.Config.model_fields.get("adversary")
+    return get_args(field.annotation) if field is not None else ("querier",)

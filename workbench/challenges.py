@@ -16,6 +16,7 @@ from workbench.data.federation import Federation
 class Challenge:
     candidates: Candidates
     is_member: np.ndarray  # ground truth, for scoring only
+    owner: np.ndarray  # client holding each candidate, for per-client scoring only
 
 
 def membership_challenge(federation: Federation, seed: int) -> Challenge:
@@ -26,8 +27,12 @@ def membership_challenge(federation: Federation, seed: int) -> Challenge:
     nonmembers = np.concatenate([c.test for c in part.clients])
     ids = np.concatenate([members, nonmembers])
     truth = np.concatenate([np.ones(members.size, bool), np.zeros(nonmembers.size, bool)])
+    owner = np.concatenate(
+        [np.full(c.train.size, c.client_id) for c in part.clients]
+        + [np.full(c.test.size, c.client_id) for c in part.clients]
+    )
     order = np.random.default_rng(seed).permutation(ids.size)
-    ids, truth = ids[order], truth[order]
+    ids, truth, owner = ids[order], truth[order], owner[order]
     ds = federation.dataset
     graphs = () if isinstance(ds, NodeDataset) else tuple(ds.graphs[i] for i in ids.tolist())
-    return Challenge(Candidates(ds.level, ids, ds.labels[ids], graphs), truth)
+    return Challenge(Candidates(ds.level, ids, ds.labels[ids], graphs), truth, owner)

@@ -21,6 +21,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--out", required=True, help="output folder (results.sqlite, artifacts)")
     run.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--jobs", type=int, default=1, help="processes training shadow/reference models"
+    )
     rep = sub.add_parser("report", help="write report.html from an output folder")
     rep.add_argument("out")
     lst = sub.add_parser("list", help="list registered components")
@@ -42,7 +45,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from workbench.runner import run_suite
         from workbench.suite import load_suite
 
-        summary = run_suite(load_suite(args.suite), args.out, args.data_root, args.quiet)
+        summary = run_suite(load_suite(args.suite), args.out, args.data_root, args.quiet, args.jobs)
         print(
             f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "
             f"results in {summary.out_dir / 'results.sqlite'}"
@@ -75,6 +78,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _listing(kind: str) -> list[str]:
     import workbench.data  # noqa: F401
     from attacks import ATTACKS
+    from attacks.base import adversaries
     from workbench.data.catalog import DATASETS
     from workbench.data.partition import PARTITIONERS
     from workbench.targets import TARGETS
@@ -82,7 +86,7 @@ def _listing(kind: str) -> list[str]:
     if kind == "targets":
         return [f"{n} ({TARGETS.get(n).level})" for n in TARGETS]
     if kind == "attacks":
-        return [f"{n} (view: {ATTACKS.get(n).view})" for n in ATTACKS]
+        return [f"{n} (adversary: {', '.join(adversaries(ATTACKS.get(n)))})" for n in ATTACKS]
     if kind == "datasets":
         return [f"{n} ({DATASETS.get(n).level})" for n in DATASETS]
     return [f"{n} ({PARTITIONERS.get(n).level})" for n in PARTITIONERS]

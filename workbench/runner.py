@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from accountants import PrivacyLedger, epsilon
 from accountants.accountant import OrderGridWarning
-from attacks import ATTACKS, AttackInput
+from attacks import ATTACKS, AttackInput, AttackOutput
+from attacks.membership.reference import ReferencePool
 from attacks.metrics import membership_metrics
 from workbench.challenges import Challenge, membership_challenge
 from workbench.data.catalog import load_dataset
@@ -31,6 +33,7 @@ from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import (
     BackgroundKnowledge,
+    View,
     background_knowledge,
     client_view,
     querier_view,
@@ -47,8 +50,14 @@ class RunSummary:
 
 
 def run_suite(
-    suite: Suite, out_dir: str | Path, data_root: str | None = None, quiet: bool = False
+    suite: Suite,
+    out_dir: str | Path,
+    data_root: str | None = None,
+    quiet: bool = False,
+    jobs: int = 1,
 ) -> RunSummary:
+    """Runs every pending cell; ``jobs`` worker processes train each cell's shadow and
+    reference models (the numbers do not depend on it)."""
     store = ResultsStore(out_dir)
     store.set_meta("suite_name", suite.name)
     store.set_meta("suite_json", suite.model_dump_json())
@@ -67,7 +76,7 @@ def run_suite(
             datasets[key] = load_dataset(
                 cell.dataset.name, cell.dataset.params, data_root or suite.data_root
             )
-        run_cell(cell, pending, datasets[key], store, suite.delta)
+        run_cell(cell, pending, datasets[key], store, suite.delta, jobs)
         ran += 1
     store.close()
     return RunSummary(Path(out_dir), len(cells), ran, skipped)
@@ -79,6 +88,7 @@ def run_cell(
     dataset: Dataset,
     store: ResultsStore,
     delta: float = 1e-5,
+    jobs: int = 1,
 ) -> None:
     p = cell.partition
     t0 = time.perf_counter()
@@ -111,9 +121,11 @@ def run_cell(
     if not attacks:
         return
     challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
-    knowledge = background_knowledge(federation)
+    knowledge = background_knowledge(federation, trained)
+    pool = ReferencePool(jobs, derive_seed(cell.seed, "references"))
     for entry in attacks:
-        row, row_hash = run_attack(cell, entry, trained, federation, challenge, knowledge, store)
+        inputs = CellInputs(trained, federation, challenge, knowledge, pool)
+        row, row_hash = run_attack(cell, entry, inputs, store)
         store.put_attack(row, row_hash)
 
 
@@ -140,26 +152,36 @@ def communication(trained: TrainedTarget) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class CellInputs:
+    """What a cell's attacks share: built once per cell, reference models trained once."""
+
+    trained: TrainedTarget
+    federation: Federation
+    challenge: Challenge
+    knowledge: BackgroundKnowledge
+    pool: ReferencePool
+
+
+def adversary_view(cfg: Any, trained: TrainedTarget, federation: Federation) -> View:
+    adversary = getattr(cfg, "adversary", "querier")
+    if adversary == "server":
+        return server_view(trained, federation)
+    if adversary == "client":
+        return client_view(trained, federation, getattr(cfg, "client", 0))
+    return querier_view(trained, federation)
+
+
 def run_attack(
-    cell: Cell,
-    entry: AttackEntry,
-    trained: TrainedTarget,
-    federation: Federation,
-    challenge: Challenge,
-    knowledge: BackgroundKnowledge,
-    store: ResultsStore,
+    cell: Cell, entry: AttackEntry, inputs: CellInputs, store: ResultsStore
 ) -> tuple[AttackRow, str]:
-    """One attack against a trained cell; the challenge and knowledge are shared by the
-    cell's attacks, and only ``challenge.candidates`` reaches the attack."""
+    """One attack against a trained cell; only ``challenge.candidates`` reaches the attack."""
     attack = ATTACKS.get(entry.name)
     cfg = attack.Config(**entry.params)
     row_hash = config_hash({"cell": cell.config(), "attack": entry.model_dump()})
-    views = {
-        "querier": lambda: querier_view(trained, federation),
-        "server": lambda: server_view(trained, federation),
-        "client": lambda: client_view(trained, federation, getattr(cfg, "client", 0)),
-    }
-    inp = AttackInput(views[attack.view](), knowledge, challenge.candidates)
+    challenge = inputs.challenge
+    view = adversary_view(cfg, inputs.trained, inputs.federation)
+    inp = AttackInput(view, inputs.knowledge, challenge.candidates, inputs.pool)
     start = time.perf_counter()
     seed = derive_seed(cell.seed, entry.key)
     seed_everything(seed)
@@ -180,8 +202,31 @@ def run_attack(
         return row, row_hash
     seconds = time.perf_counter() - start
     metrics, curve = membership_metrics(out.scores, challenge.is_member, out.threshold)
+    metrics.update(per_client_metrics(out, challenge))
     artifact = store.save_roc(cell.cell_id, entry.key, curve.fpr, curve.tpr)
     row = AttackRow(
         cell.cell_id, entry.key, entry.name, entry.params, "ok", None, metrics, artifact, seconds
     )
     return row, row_hash
+
+
+def per_client_metrics(out: AttackOutput, challenge: Challenge) -> dict[str, float | None]:
+    """When the adversary scored each client's own model (the server), AUC of client k's
+    model on client k's candidates, summarised over clients."""
+    per_model = out.details.get("per_model")
+    if not per_model:
+        return {}
+    aucs = []
+    for name, scores in per_model.items():
+        k = int(name.rsplit(":", 1)[-1])
+        mine = challenge.owner == k
+        truth = challenge.is_member[mine]
+        if truth.any() and not truth.all():
+            aucs.append(membership_metrics(scores[mine], truth)[0]["auc"])
+    if not aucs:
+        return {}
+    return {
+        "client_auc_mean": float(np.mean(aucs)),
+        "client_auc_min": float(np.min(aucs)),
+        "client_auc_max": float(np.max(aucs)),
+    }

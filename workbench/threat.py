@@ -7,17 +7,18 @@ data. None of them holds membership labels or the partition."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from torch import nn
 from torch_geometric.data import Data
 
+from attacks.base import Candidates
 from workbench.data.datasets import Level, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
+from workbench.models import ModelSpec
 from workbench.query import QueryAPI
 from workbench.targets.base import TrainedTarget
+from workbench.targets.training import TrainingRecipe
 from workbench.transcript import SERVER, Message, client
 
 
@@ -34,7 +35,7 @@ class ServerView:
     num_classes: int
     num_clients: int
     received: tuple[Message, ...]
-    make_model: Callable[[], nn.Module]
+    spec: ModelSpec  # the server built the architecture, so it can rebuild uploaded models
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class ClientView:
     client_id: int
     received: tuple[Message, ...]
     local: NodeClient | GraphClient
-    make_model: Callable[[], nn.Module]
+    spec: ModelSpec
 
 
 View = QuerierView | ServerView | ClientView
@@ -61,7 +62,7 @@ def server_view(trained: TrainedTarget, federation: Federation) -> ServerView:
         federation.dataset.num_classes,
         federation.partition.num_clients,
         trained.transcript.received_by(SERVER),
-        trained.make_model,
+        trained.spec,
     )
 
 
@@ -72,24 +73,41 @@ def client_view(trained: TrainedTarget, federation: Federation, k: int) -> Clien
         k,
         trained.transcript.received_by(client(k)),
         federation.clients[k],
-        trained.make_model,
+        trained.spec,
     )
 
 
 @dataclass(frozen=True)
 class BackgroundKnowledge:
-    """The auxiliary pool: records from the same distribution that no client trained on.
-    Node level: ids of population-graph nodes (queryable) with their labels; graph level:
-    the graphs themselves."""
+    """What the adversary knows besides its view.
+
+    - The auxiliary pool: records from the same distribution that no client trained on, with
+      labels. Node level: ids of population-graph nodes; graph level: the graphs themselves.
+    - Node level: the population graph's features and edges (no labels, no masks, no
+      partition), as Olatunji et al. assume; shadow and reference models run on it.
+    - The architecture and training recipe of the target (Kerckhoffs's principle)."""
 
     level: Level
     aux_ids: np.ndarray
     aux_labels: np.ndarray
-    aux_graphs: tuple[Data, ...] = ()
+    aux_graphs: tuple[Data, ...]
+    graph: Data | None
+    spec: ModelSpec
+    recipe: TrainingRecipe
+
+    @property
+    def aux(self) -> Candidates:
+        return Candidates(self.level, self.aux_ids, self.aux_labels, self.aux_graphs)
 
 
-def background_knowledge(federation: Federation) -> BackgroundKnowledge:
+def background_knowledge(federation: Federation, trained: TrainedTarget) -> BackgroundKnowledge:
     ds = federation.dataset
     aux = federation.partition.aux_ids
-    graphs = () if isinstance(ds, NodeDataset) else tuple(ds.graphs[i] for i in aux.tolist())
-    return BackgroundKnowledge(ds.level, aux, ds.labels[aux], graphs)
+    if isinstance(ds, NodeDataset):
+        graphs: tuple[Data, ...] = ()
+        graph = Data(x=ds.data.x, edge_index=ds.data.edge_index, num_nodes=ds.num_items)
+    else:
+        graphs, graph = tuple(ds.graphs[i] for i in aux.tolist()), None
+    return BackgroundKnowledge(
+        ds.level, aux, ds.labels[aux], graphs, graph, trained.spec, trained.recipe
+    )

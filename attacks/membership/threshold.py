@@ -1,6 +1,6 @@
 """Threshold membership inference (Yeom et al. 2018; Song & Mittal 2021 signals).
 
-The score is a per-record signal of the released model's output: members tend to have lower
+The score is a per-record signal of the observed model's output: members tend to have lower
 loss, higher confidence and lower entropy. The decision threshold is calibrated on the
 auxiliary pool (known non-members): the (1 − fpr) quantile of their scores, so the attack's
 false-positive rate on the population is about ``fpr`` without ever seeing a member."""
@@ -12,18 +12,14 @@ from typing import Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
-from workbench.errors import NotApplicableError
-from workbench.query import NodeQueryAPI
-from workbench.threat import QuerierView
+from attacks.membership.observe import QueryConfig, observed_apis, per_model_output, query
 
 
-class ThresholdConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ThresholdConfig(QueryConfig):
     signal: Literal["loss", "confidence", "entropy", "modified_entropy"] = "loss"
-    hops: int = Field(0, ge=0, le=5, description="node queries: 0 = node alone, k = k-hop subgraph")
     calibration_fpr: float = Field(0.05, gt=0.0, lt=1.0)
 
 
@@ -50,32 +46,22 @@ def signal_scores(logits: torch.Tensor, labels: np.ndarray, signal: str) -> np.n
 class ThresholdAttack:
     name = "mia-threshold"
     family = "membership"
-    view = "querier"
     Config = ThresholdConfig
 
     def run(self, inp: AttackInput, config: ThresholdConfig, seed: int) -> AttackOutput:
-        view = inp.view
-        if not isinstance(view, QuerierView):
-            raise NotApplicableError(f"{self.name} needs the external querier's view")
-        scores = self._scores(
-            view, inp.candidates.ids, inp.candidates.graphs, inp.candidates.labels, config
-        )
-        know = inp.knowledge
-        threshold = None
-        if know.aux_ids.size:
-            aux = self._scores(view, know.aux_ids, know.aux_graphs, know.aux_labels, config)
-            threshold = float(np.quantile(aux, 1.0 - config.calibration_fpr))
-        return AttackOutput(scores=scores, threshold=threshold)
+        apis = observed_apis(inp, self.name)
+        cands, aux = inp.candidates, inp.knowledge.aux
 
-    @staticmethod
-    def _scores(view: QuerierView, ids, graphs, labels, config: ThresholdConfig) -> np.ndarray:
-        api = view.api
-        logits = (
-            api.logits(ids, config.hops)
-            if isinstance(api, NodeQueryAPI)
-            else api.logits(list(graphs))
-        )
-        return signal_scores(logits, labels, config.signal)
+        def scores(api, records):
+            return signal_scores(query(api, records, config.hops), records.labels, config.signal)
+
+        out = per_model_output({name: scores(api, cands) for name, api in apis.items()})
+        if aux.ids.size:
+            calib = np.max([scores(api, aux) for api in apis.values()], axis=0)
+            out = AttackOutput(
+                out.scores, float(np.quantile(calib, 1.0 - config.calibration_fpr)), out.details
+            )
+        return out
 
 
 ATTACKS.register("mia-threshold")(ThresholdAttack())

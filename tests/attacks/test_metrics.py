@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
+from sklearn.metrics import roc_auc_score
 
-from attacks.metrics import membership_metrics, roc, tpr_at_fpr
+from attacks.metrics import auc_interval, membership_metrics, roc, tpr_at_fpr
 
 
 def test_perfect_separation():
@@ -47,3 +48,53 @@ def test_inputs_are_checked():
         membership_metrics(np.zeros(3), np.zeros(4, dtype=bool))
     with pytest.raises(ValueError, match="both"):
         membership_metrics(np.zeros(3), np.ones(3, dtype=bool))
+
+
+def test_auc_interval_covers_the_auc_and_shrinks_with_size():
+    rng = np.random.default_rng(1)
+    widths = []
+    for n in (200, 5000):
+        truth = rng.random(n) < 0.4
+        scores = rng.normal(truth * 0.5, 1.0)
+        m, _ = membership_metrics(scores, truth)
+        assert m["auc_ci_low"] < m["auc"] < m["auc_ci_high"]
+        widths.append(m["auc_ci_high"] - m["auc_ci_low"])
+    # Width scales as 1/sqrt(n): 25x the data, about 1/5 the width.
+    assert widths[1] < widths[0] / 3
+
+
+def test_auc_interval_matches_a_naive_bootstrap():
+    rng = np.random.default_rng(2)
+    truth = rng.random(300) < 0.5
+    scores = np.round(rng.normal(truth * 0.8, 1.0), 1)  # ties on purpose
+    lo, hi = auc_interval(scores, truth, n=400)
+    pos, neg = scores[truth], scores[~truth]
+    naive = []
+    for _ in range(400):
+        p, q = rng.choice(pos, pos.size), rng.choice(neg, neg.size)
+        naive.append(roc_auc_score(np.r_[np.ones(p.size), np.zeros(q.size)], np.r_[p, q]))
+    assert lo == pytest.approx(np.quantile(naive, 0.025), abs=0.02)
+    assert hi == pytest.approx(np.quantile(naive, 0.975), abs=0.02)
+
+
+def test_epsilon_lower_bound_is_zero_for_chance_and_grows_with_separation():
+    rng = np.random.default_rng(3)
+    truth = rng.random(4000) < 0.5
+    chance, _ = membership_metrics(rng.random(truth.size), truth)
+    assert chance["epsilon_lb"] < 0.2
+    strong, _ = membership_metrics(rng.normal(truth * 3.0, 1.0), truth)
+    perfect, _ = membership_metrics(truth + rng.random(truth.size) * 0.1, truth)
+    assert 0.2 < strong["epsilon_lb"] < perfect["epsilon_lb"]
+    # Perfect separation on ~2000 of each: CP bounds cap it near ln(2000 / 3.7) ≈ 6.3.
+    assert perfect["epsilon_lb"] == pytest.approx(np.log(2000 / 3.69), abs=0.3)
+
+
+def test_epsilon_lower_bound_respects_a_known_mechanism():
+    """Randomised response with ε = 1 on a single bit: no point of its ROC may certify more."""
+    rng = np.random.default_rng(4)
+    truth = rng.random(20_000) < 0.5
+    keep = rng.random(truth.size) < np.e / (1 + np.e)
+    answer = np.where(keep, truth, ~truth).astype(float)
+    m, _ = membership_metrics(answer, truth)
+    assert m["epsilon_lb"] <= 1.0
+    assert m["epsilon_lb"] > 0.85  # and with 20k draws it gets close

@@ -68,7 +68,7 @@ def test_list(capsys):
     out = capsys.readouterr().out
     for section in ("targets:", "attacks:", "datasets:", "partitioners:"):
         assert section in out
-    assert "mia-threshold (view: querier)" in out and "louvain (node)" in out
+    assert "mia-threshold (adversary: querier, server)" in out and "louvain (node)" in out
 
 
 def test_python_dash_m_entry_point():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,6 +41,20 @@ def build_model(cfg: ModelConfig, in_dim: int, num_classes: int, level: str) -> 
     if arch == "mlp":
         return MLP(in_dim, cfg.hidden, num_classes, layers, cfg.dropout)
     return NodeGNN(arch, in_dim, cfg.hidden, num_classes, layers, cfg.dropout, cfg.heads)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A released architecture: enough to build fresh copies of the model. Plain data, so it
+    pickles into the worker processes that train reference and shadow models."""
+
+    config: ModelConfig
+    in_dim: int
+    num_classes: int
+    level: str
+
+    def build(self) -> nn.Module:
+        return build_model(self.config, self.in_dim, self.num_classes, self.level)
 
 
 def num_parameters(model: nn.Module) -> int:

@@ -6,7 +6,7 @@ and the privacy ledger its defenses wrote."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,8 +16,10 @@ from torch import nn
 from accountants import PrivacyLedger
 from workbench.data.datasets import Level
 from workbench.data.federation import Federation
+from workbench.models import ModelSpec
 from workbench.query import QueryAPI
 from workbench.registry import Registry
+from workbench.targets.training import TrainingRecipe
 from workbench.transcript import Transcript
 
 
@@ -27,7 +29,8 @@ class TrainedTarget:
     level: Level
     global_model: nn.Module
     client_models: dict[int, nn.Module]
-    make_model: Callable[[], nn.Module]  # a fresh model of the released architecture
+    spec: ModelSpec  # the released architecture
+    recipe: TrainingRecipe  # its training settings
     query: QueryAPI
     transcript: Transcript
     ledger: PrivacyLedger

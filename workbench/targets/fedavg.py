@@ -21,11 +21,12 @@ from accountants import PrivacyLedger
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.errors import ConfigError
-from workbench.models import ModelConfig, build_model
+from workbench.models import ModelConfig, ModelSpec
 from workbench.query import GraphQueryAPI, NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import (
+    TrainingRecipe,
     graph_logits,
     make_optimizer,
     node_logits,
@@ -74,7 +75,8 @@ class _FedAvg:
         cfg = config if isinstance(config, FedAvgConfig) else FedAvgConfig(**(config or {}))
         rng = seed_everything(derive_seed(seed, "fedavg"))
         ds = federation.dataset
-        make = lambda: build_model(cfg.model, ds.num_features, ds.num_classes, ds.level)  # noqa: E731
+        spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
+        make = spec.build
         global_model = make()
         clients = federation.clients
         local = [make() for _ in clients]
@@ -120,7 +122,14 @@ class _FedAvg:
             level=ds.level,
             global_model=global_model,
             client_models=dict(enumerate(local)),
-            make_model=make,
+            spec=spec,
+            recipe=TrainingRecipe(
+                cfg.optimizer,
+                cfg.lr,
+                cfg.weight_decay,
+                (best[1] + 1) * cfg.local_epochs,
+                cfg.batch_size,
+            ),
             query=self.query_api(global_model, federation),
             transcript=transcript,
             ledger=PrivacyLedger(),

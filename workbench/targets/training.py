@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -11,6 +12,21 @@ from sklearn.metrics import f1_score, roc_auc_score
 from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """How a target trains its models, as an adversary is assumed to know it (Kerckhoffs):
+    shadow and reference models are trained centrally with these settings. ``epochs`` is the
+    number of local epochs behind the released model (for FedAvg, local epochs × the rounds
+    run up to the released, best-validation round): a reference trained much longer than the
+    target overfits more than it and calibrates the attack wrongly."""
+
+    optimizer: str
+    lr: float
+    weight_decay: float
+    epochs: int
+    batch_size: int
 
 
 def train_node_epochs(

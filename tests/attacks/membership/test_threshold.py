@@ -14,7 +14,7 @@ from workbench.data.partition import ClientPart, Partition, make_partition
 from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import NotApplicableError
 from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, querier_view, server_view
+from workbench.threat import background_knowledge, client_view, querier_view
 
 ATTACK = ATTACKS.get("mia-threshold")
 
@@ -45,7 +45,7 @@ def _reachable(obj, seen=None):
     yield obj
     if isinstance(obj, torch.nn.Module):
         return  # weights of the released model: observed by design
-    if dataclasses.is_dataclass(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         children = [getattr(obj, f.name) for f in dataclasses.fields(obj)]
     elif isinstance(obj, dict):
         children = list(obj.values())
@@ -62,7 +62,9 @@ def _reachable(obj, seen=None):
 def test_attack_input_holds_no_ground_truth(overfit):
     ds, fed, trained = overfit
     challenge = membership_challenge(fed, seed=0)
-    inp = AttackInput(querier_view(trained, fed), background_knowledge(fed), challenge.candidates)
+    inp = AttackInput(
+        querier_view(trained, fed), background_knowledge(fed, trained), challenge.candidates
+    )
     forbidden = (Federation, Partition, ClientPart, Challenge, NodeClient, NodeDataset)
     for obj in _reachable(inp):
         assert not isinstance(obj, forbidden), f"attack can reach {type(obj).__name__}"
@@ -84,7 +86,7 @@ def test_candidates_mix_members_and_nonmembers_in_random_order(overfit):
 def test_loss_attack_detects_an_overfit_target(overfit):
     _, fed, trained = overfit
     ch = membership_challenge(fed, seed=0)
-    inp = AttackInput(querier_view(trained, fed), background_knowledge(fed), ch.candidates)
+    inp = AttackInput(querier_view(trained, fed), background_knowledge(fed, trained), ch.candidates)
     out = ATTACK.run(inp, ThresholdConfig(signal="loss"), seed=0)
     metrics, _ = membership_metrics(out.scores, ch.is_member, out.threshold)
     assert metrics["auc"] > 0.6  # null AUC sd ≈ 0.025 at this size
@@ -98,7 +100,7 @@ def test_graph_level_attack_runs_from_candidate_graphs(small_graphs):
     )
     trained = TARGETS.get("fedavg").fit(fed, {"rounds": 3}, [], 0)
     ch = membership_challenge(fed, seed=0)
-    inp = AttackInput(querier_view(trained, fed), background_knowledge(fed), ch.candidates)
+    inp = AttackInput(querier_view(trained, fed), background_knowledge(fed, trained), ch.candidates)
     out = ATTACK.run(inp, ThresholdConfig(signal="entropy"), seed=0)
     assert out.scores.shape == ch.is_member.shape and out.threshold is not None
 
@@ -106,7 +108,8 @@ def test_graph_level_attack_runs_from_candidate_graphs(small_graphs):
 def test_wrong_view_is_not_applicable(overfit):
     _, fed, trained = overfit
     ch = membership_challenge(fed, seed=0)
-    inp = AttackInput(server_view(trained, fed), background_knowledge(fed), ch.candidates)
+    view = client_view(trained, fed, 0)
+    inp = AttackInput(view, background_knowledge(fed, trained), ch.candidates)
     with pytest.raises(NotApplicableError, match="querier"):
         ATTACK.run(inp, ThresholdConfig(), seed=0)
 

@@ -1,0 +1,78 @@
+"""LiRA, the likelihood-ratio attack (Carlini et al. 2022).
+
+For each candidate, the scaled confidence φ = log p_y − log(1 − p_y) of reference models that
+trained on it (IN) and that did not (OUT) is fitted with a Gaussian; the target's φ is then
+scored by the likelihood ratio of the two fits (online), or by how far it lies above the OUT
+fit alone (offline, which needs no model trained on the candidate). With few reference models
+Carlini et al. recommend one variance shared by all records (``variance: global``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.membership.observe import (
+    QueryConfig,
+    observed_apis,
+    per_model_output,
+    query,
+    true_label_logit_margin,
+)
+from attacks.membership.reference import reference_outputs
+
+MIN_STD = 1e-3  # floor for fitted standard deviations (a record every model fits perfectly)
+
+
+class LiRAConfig(QueryConfig):
+    mode: Literal["online", "offline"] = "online"
+    num_references: int = Field(16, ge=2, le=512, description="even; half are IN per record")
+    variance: Literal["global", "per-example"] = "global"
+    epochs: int | None = Field(None, ge=1, description="default: the target's recipe")
+
+
+def gaussian_fit(phi: np.ndarray, mask: np.ndarray, variance: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record mean and standard deviation of ``phi`` [models, records] over ``mask``."""
+    count = mask.sum(0)
+    mean = np.where(mask, phi, 0.0).sum(0) / np.maximum(count, 1)
+    dev2 = np.where(mask, (phi - mean) ** 2, 0.0)
+    if variance == "global":
+        std = np.full(mean.shape, np.sqrt(dev2.sum() / max(mask.sum() - 1, 1)))
+    else:
+        std = np.sqrt(dev2.sum(0) / np.maximum(count - 1, 1))
+    return mean, np.maximum(std, MIN_STD)
+
+
+def log_normal_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    return -0.5 * ((x - mean) / std) ** 2 - np.log(std)
+
+
+class LiRAAttack:
+    name = "mia-lira"
+    family = "membership"
+    Config = LiRAConfig
+
+    def run(self, inp: AttackInput, config: LiRAConfig, seed: int) -> AttackOutput:
+        apis = observed_apis(inp, self.name)
+        ref = reference_outputs(inp, config.num_references, config.hops, config.epochs)
+        cands = inp.candidates
+        phi = np.stack(
+            [true_label_logit_margin(z[ref.num_aux :], cands.labels) for z in ref.logits]
+        )
+        is_in = ref.inclusion[:, ref.num_aux :]
+        mu_out, sd_out = gaussian_fit(phi, ~is_in, config.variance)
+        if config.mode == "online":
+            mu_in, sd_in = gaussian_fit(phi, is_in, config.variance)
+
+        def score(api) -> np.ndarray:
+            t = true_label_logit_margin(query(api, cands, config.hops), cands.labels)
+            if config.mode == "offline":
+                return (t - mu_out) / sd_out
+            return log_normal_pdf(t, mu_in, sd_in) - log_normal_pdf(t, mu_out, sd_out)
+
+        return per_model_output({name: score(api) for name, api in apis.items()})
+
+
+ATTACKS.register("mia-lira")(LiRAAttack())

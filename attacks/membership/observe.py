@@ -1,0 +1,101 @@
+"""The models an adversary can query, read from its view, and the one query call every
+membership attack uses for target, shadow and reference models alike.
+
+- External querier: the released model, black box, through the deployment's query API.
+- Honest-but-curious server: every client's last uploaded weights from the transcript,
+  rebuilt into the architecture it distributed; it runs them on the population graph it
+  knows (node level) or on the graphs it queries (graph level)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from attacks.base import AttackInput, AttackOutput, Candidates
+from workbench.errors import NotApplicableError
+from workbench.query import GraphQueryAPI, NodeQueryAPI, QueryAPI
+from workbench.threat import BackgroundKnowledge, QuerierView, ServerView
+from workbench.transcript import MODEL_WEIGHTS
+
+RELEASED = "released"
+
+
+class QueryConfig(BaseModel):
+    """Settings every membership attack shares: who attacks and how nodes are queried."""
+
+    model_config = ConfigDict(extra="forbid")
+    adversary: Literal["querier", "server"] = Field(
+        "querier",
+        description="querier: black box on the released model; server: each client's "
+        "uploaded model, rebuilt from the transcript",
+    )
+    hops: int = Field(0, ge=0, le=5, description="node queries: 0 = node alone, k = k-hop subgraph")
+
+
+def model_api(model: nn.Module, knowledge: BackgroundKnowledge) -> QueryAPI:
+    """A query API over a model the adversary holds itself."""
+    if knowledge.level == "node":
+        assert knowledge.graph is not None
+        return NodeQueryAPI(model, knowledge.graph)
+    return GraphQueryAPI(model)
+
+
+def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
+    """Name → query API of every target model this adversary observes."""
+    view = inp.view
+    if isinstance(view, QuerierView):
+        return {RELEASED: view.api}
+    if isinstance(view, ServerView):
+        last: dict[str, dict[str, torch.Tensor]] = {}
+        for m in view.received:
+            if m.kind == MODEL_WEIGHTS and m.payload is not None:
+                last[m.sender] = m.payload  # messages are in round order: the last one wins
+        if not last:
+            raise NotApplicableError(
+                f"{attack}: the transcript kept no uploaded weights "
+                "(set the target's keep_payloads to 'last_round' or 'all')"
+            )
+        apis = {}
+        for sender, state in sorted(last.items()):
+            model = view.spec.build()
+            model.load_state_dict(state)
+            apis[sender] = model_api(model, inp.knowledge)
+        return apis
+    raise NotApplicableError(f"{attack}: needs the querier's or the server's view")
+
+
+def query(api: QueryAPI, records: Candidates, hops: int) -> torch.Tensor:
+    """Logits of ``records``: node queries with ``hops``-hop neighbourhoods, or graphs."""
+    if isinstance(api, NodeQueryAPI):
+        return api.logits(records.ids, hops)
+    return api.logits(list(records.graphs))
+
+
+def per_model_output(
+    per_model: dict[str, np.ndarray], threshold: float | None = None
+) -> AttackOutput:
+    """One score per candidate from several observed models: the maximum, i.e. the adversary
+    flags a record if any client's model looks like it trained on it. Per-model scores go to
+    ``details`` so the evaluator can score each client's model on that client's records."""
+    names = sorted(per_model)
+    stacked = np.stack([per_model[n] for n in names])
+    details = {"per_model": dict(zip(names, stacked, strict=True))} if len(names) > 1 else {}
+    return AttackOutput(stacked.max(0), threshold, details)
+
+
+def true_label_logit_margin(logits: torch.Tensor, labels: np.ndarray) -> np.ndarray:
+    """log p_y − log(1 − p_y), computed stably from logits (Carlini et al.'s scaled confidence)."""
+    z = logits.double()
+    y = torch.from_numpy(np.asarray(labels, dtype=np.int64))[:, None]
+    zy = z.gather(1, y).squeeze(1)
+    rest = z.scatter(1, y, float("-inf")).logsumexp(1)
+    return (zy - rest).numpy()
+
+
+def true_label_prob(logits: torch.Tensor, labels: np.ndarray) -> np.ndarray:
+    y = torch.from_numpy(np.asarray(labels, dtype=np.int64))[:, None]
+    return logits.double().softmax(1).gather(1, y).squeeze(1).numpy()
