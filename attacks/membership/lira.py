@@ -28,21 +28,33 @@ MIN_STD = 1e-3  # floor for fitted standard deviations (a record every model fit
 
 class LiRAConfig(QueryConfig):
     mode: Literal["online", "offline"] = "online"
-    num_references: int = Field(16, ge=2, le=512, description="even; half are IN per record")
+    num_references: int = Field(
+        16, ge=2, le=512, description="models trained with the target's recipe (Carlini: 64+)"
+    )
     variance: Literal["global", "per-example"] = "global"
-    epochs: int | None = Field(None, ge=1, description="default: the target's recipe")
 
 
-def gaussian_fit(phi: np.ndarray, mask: np.ndarray, variance: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-record mean and standard deviation of ``phi`` [models, records] over ``mask``."""
+def gaussian_fit(
+    phi: np.ndarray, mask: np.ndarray, variance: str, fallback_std: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record mean and standard deviation of ``phi`` [models, records] over ``mask``.
+
+    Variances are unbiased: each record's mean costs one degree of freedom, also when pooled
+    (``global``). A record (or, pooled, every record) seen by a single model has no spread to
+    measure; ``fallback_std`` stands in then (the OUT fit's, as Carlini et al.'s fixed
+    variance does)."""
     count = mask.sum(0)
     mean = np.where(mask, phi, 0.0).sum(0) / np.maximum(count, 1)
     dev2 = np.where(mask, (phi - mean) ** 2, 0.0)
+    dof = np.maximum(count - 1, 0)
     if variance == "global":
-        std = np.full(mean.shape, np.sqrt(dev2.sum() / max(mask.sum() - 1, 1)))
+        total = dof.sum()
+        std = np.full(mean.shape, np.sqrt(dev2.sum() / total) if total else np.nan)
     else:
-        std = np.sqrt(dev2.sum(0) / np.maximum(count - 1, 1))
-    return mean, np.maximum(std, MIN_STD)
+        std = np.where(dof > 0, np.sqrt(dev2.sum(0) / np.maximum(dof, 1)), np.nan)
+    if fallback_std is not None:
+        std = np.where(np.isnan(std), fallback_std, std)
+    return mean, np.maximum(np.nan_to_num(std, nan=1.0), MIN_STD)
 
 
 def log_normal_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
@@ -56,7 +68,7 @@ class LiRAAttack:
 
     def run(self, inp: AttackInput, config: LiRAConfig, seed: int) -> AttackOutput:
         apis = observed_apis(inp, self.name)
-        ref = reference_outputs(inp, config.num_references, config.hops, config.epochs)
+        ref = reference_outputs(inp, config.num_references, config.hops)
         cands = inp.candidates
         phi = np.stack(
             [true_label_logit_margin(z[ref.num_aux :], cands.labels) for z in ref.logits]
@@ -64,7 +76,7 @@ class LiRAAttack:
         is_in = ref.inclusion[:, ref.num_aux :]
         mu_out, sd_out = gaussian_fit(phi, ~is_in, config.variance)
         if config.mode == "online":
-            mu_in, sd_in = gaussian_fit(phi, is_in, config.variance)
+            mu_in, sd_in = gaussian_fit(phi, is_in, config.variance, sd_out)
 
         def score(api) -> np.ndarray:
             t = true_label_logit_margin(query(api, cands, config.hops), cands.labels)

@@ -1,14 +1,19 @@
-"""Shadow and reference models: copies of the target's architecture that the adversary trains
-itself on records it holds, to learn how a model behaves on its members and non-members.
+"""Shadow and reference models: models the adversary trains itself, the way the target was
+trained, on records it holds, to learn how a model behaves on its members and non-members.
 
-Every model is trained centrally with the target's recipe (architecture, optimizer, learning
-rate, epochs) on the subset of records its inclusion row selects. Node level: the subgraph of
-the population graph induced by the selected nodes, all of them labelled; graph level: the
-selected graphs. Jobs run in worker processes when ``jobs > 1``; every job trains with one
-intra-op thread under its own seed, so ``jobs`` changes the wall time and never the numbers.
+A model is trained by running the target's own recipe (its ``fit`` with the released
+model's stopping point) on a federation built from the adversary's records: the records are
+cut into as many clients as the target had (METIS communities at node level, so local graphs
+keep their edges; random shares at graph level). The records an inclusion row selects are the
+model's training records (members); at node level the others stay in the clients' graphs as
+unlabelled nodes, exactly as the target's non-members sit in its clients' graphs.
+
+Jobs run in worker processes when ``jobs > 1`` (spawned: scripts that call this with
+``jobs > 1`` need the usual ``if __name__ == "__main__":`` guard). Every job trains with one
+intra-op thread under its own seed, so ``jobs`` changes the wall time, never the numbers.
 
 A ``ReferencePool`` lives for one cell: attacks asking for the same models (same records,
-count, epochs and purpose) get the trained ones back instead of training them again."""
+inclusion, recipe and purpose) get the trained ones back instead of training them again."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import hashlib
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,24 +31,23 @@ from torch_geometric.utils import subgraph
 
 from attacks.base import AttackInput, Candidates
 from attacks.membership.observe import model_api, query
+from workbench.data.datasets import Dataset, GraphDataset, NodeDataset
+from workbench.data.federation import build_federation
+from workbench.data.partition import PARTITIONERS, ClientPart, Partition
 from workbench.errors import ConfigError
 from workbench.models import ModelSpec
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.training import (
-    TrainingRecipe,
-    make_optimizer,
-    train_graph_epochs,
-    train_node_epochs,
-)
+from workbench.seeding import derive_seed
+from workbench.targets import TARGETS
+from workbench.targets.training import TrainingRecipe
+
+EMPTY = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
 class TrainJob:
-    spec: ModelSpec
     recipe: TrainingRecipe
+    partition: Partition  # over positions in the adversary's dataset
     seed: int
-    node_data: Data | None  # node level: the induced training subgraph, every node labelled
-    graphs: tuple[Data, ...]  # graph level: the training graphs
 
 
 @contextmanager
@@ -56,42 +60,62 @@ def single_thread():
         torch.set_num_threads(before)
 
 
-def train_job(job: TrainJob) -> dict[str, torch.Tensor]:
-    """Trains one model and returns its weights (plain tensors pickle back cheaply)."""
+_WORKER_DATASET: Dataset | None = None
+
+
+def _init_worker(dataset: Dataset) -> None:
+    global _WORKER_DATASET
+    _WORKER_DATASET = dataset
+
+
+def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.Tensor]:
+    """Runs the recipe on one federation; returns the released weights (plain tensors pickle
+    back cheaply). Worker processes get the dataset once, at start-up."""
+    dataset = dataset if dataset is not None else _WORKER_DATASET
+    assert dataset is not None
     with single_thread():
-        seed_everything(job.seed)
-        model = job.spec.build()
-        r = job.recipe
-        opt = make_optimizer(r.optimizer, model, r.lr, r.weight_decay)
-        if job.node_data is not None:
-            train_node_epochs(model, job.node_data, opt, r.epochs)
-        else:
-            gen = torch.Generator().manual_seed(job.seed)
-            train_graph_epochs(model, list(job.graphs), opt, r.epochs, r.batch_size, gen)
-        return model.state_dict()
+        federation = build_federation(dataset, job.partition)
+        target = TARGETS.get(job.recipe.target)
+        trained = target.fit(federation, job.recipe.config, [], job.seed)
+        return trained.global_model.state_dict()
 
 
-def induced_training_graph(graph: Data, ids: np.ndarray, labels: np.ndarray) -> Data:
-    """The subgraph induced by population nodes ``ids``, all of them training nodes."""
-    idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+def adversary_dataset(records: Candidates, graph: Data | None, num_classes: int) -> Dataset:
+    """The adversary's records as a dataset, item i being ``records`` entry i. Node level:
+    the subgraph of the population graph they induce."""
+    labels = torch.from_numpy(np.asarray(records.labels, dtype=np.int64))
+    if records.level == "graph":
+        return GraphDataset("adversary", list(records.graphs), num_classes)
+    assert graph is not None, "node-level shadow and reference models need the population graph"
+    idx = torch.from_numpy(np.asarray(records.ids, dtype=np.int64))
     edge_index, _ = subgraph(idx, graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes)
-    return Data(
-        x=graph.x[idx],
-        edge_index=edge_index,
-        y=torch.from_numpy(np.asarray(labels, dtype=np.int64)),
-        train_mask=torch.ones(idx.numel(), dtype=torch.bool),
+    return NodeDataset(
+        "adversary", Data(x=graph.x[idx], edge_index=edge_index, y=labels), num_classes
     )
 
 
-def balanced_inclusion(n_models: int, n_records: int, seed: int) -> np.ndarray:
-    """[n_models, n_records] boolean: each model takes a random half of the records, and each
-    record is in exactly half of the models (Carlini et al.'s design), so every record has
-    as many IN as OUT models."""
-    if n_models < 2 or n_models % 2:
-        raise ConfigError(f"num_references: must be an even number >= 2 (got {n_models})")
+def induced_subgraph(graph: Data, ids: np.ndarray) -> Data:
+    """The subgraph of ``graph`` induced by node ``ids``, node i being ``ids[i]``."""
+    idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+    edge_index, _ = subgraph(idx, graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes)
+    return Data(x=graph.x[idx], edge_index=edge_index, num_nodes=idx.numel())
+
+
+def inclusion_matrix(n_models: int, n_records: int, fraction: float, seed: int) -> np.ndarray:
+    """[n_models, n_records] boolean: every record is a training record of exactly
+    round(n_models · fraction) models (at least one, and at least one model without it), the
+    balanced design of Carlini et al., so every record has IN and OUT models."""
+    if n_models < 2:
+        raise ConfigError(f"num_references: must be >= 2 (got {n_models})")
+    m = int(np.clip(round(n_models * fraction), 1, n_models - 1))
     rng = np.random.default_rng(seed)
-    order = rng.random((n_models, n_records)).argsort(axis=0)
-    return order < n_models // 2
+    return rng.random((n_models, n_records)).argsort(axis=0) < m
+
+
+def training_fraction(recipe: TrainingRecipe, n_records: int) -> float:
+    """The share of the adversary's records a model trains on: as many as the target trained
+    on (its training-set size is public), at most half, so OUT models exist for everyone."""
+    return min(recipe.train_size / max(n_records, 1), 0.5)
 
 
 def union(a: Candidates, b: Candidates) -> Candidates:
@@ -101,6 +125,13 @@ def union(a: Candidates, b: Candidates) -> Candidates:
         np.concatenate([a.labels, b.labels]),
         tuple(a.graphs) + tuple(b.graphs),
     )
+
+
+def subset(records: Candidates, keep: np.ndarray) -> Candidates:
+    """The records a boolean mask or an index array picks, in that order."""
+    idx = np.flatnonzero(keep) if keep.dtype == bool else np.asarray(keep)
+    graphs = tuple(records.graphs[i] for i in idx) if records.graphs else ()
+    return Candidates(records.level, records.ids[idx], records.labels[idx], graphs)
 
 
 @dataclass(frozen=True)
@@ -113,16 +144,19 @@ class ReferenceOutputs:
     num_aux: int
 
 
-def reference_outputs(
-    inp: AttackInput, num_models: int, hops: int, epochs: int | None
-) -> ReferenceOutputs:
-    """LiRA and RMIA reference models: each trained on a random half of (auxiliary pool ∪
-    candidates), every record in exactly half of them. The halves depend on the cell's pool
-    seed only, so both attacks (and both modes) in a cell share one set of models."""
+def reference_outputs(inp: AttackInput, num_models: int, hops: int) -> ReferenceOutputs:
+    """LiRA and RMIA reference models, trained on draws from (auxiliary pool ∪ candidates).
+    The draws depend on the cell's pool seed and the records' ids only (not on the order the
+    evaluator lists candidates in), so both attacks and both modes in a cell share models."""
     records = union(inp.knowledge.aux, inp.candidates)
     pool = pool_of(inp)
-    inclusion = balanced_inclusion(num_models, records.ids.size, derive_seed(pool.seed, "halves"))
-    models = trained_models(inp, "halves", records, inclusion, epochs)
+    fraction = training_fraction(inp.knowledge.recipe, records.ids.size)
+    canonical = inclusion_matrix(
+        num_models, records.ids.size, fraction, derive_seed(pool.seed, "references")
+    )
+    inclusion = np.empty_like(canonical)
+    inclusion[:, np.argsort(records.ids, kind="stable")] = canonical
+    models = trained_models(inp, "references", records, inclusion)
     logits = torch.stack([query(model_api(m, inp.knowledge), records, hops) for m in models])
     return ReferenceOutputs(records, inclusion, logits, inp.knowledge.aux_ids.size)
 
@@ -132,22 +166,12 @@ def pool_of(inp: AttackInput) -> ReferencePool:
 
 
 def trained_models(
-    inp: AttackInput,
-    purpose: str,
-    records: Candidates,
-    inclusion: np.ndarray,
-    epochs: int | None,
+    inp: AttackInput, purpose: str, records: Candidates, inclusion: np.ndarray
 ) -> list[nn.Module]:
-    """Models of the target's architecture and recipe (``epochs`` overrides its epoch count),
-    one per inclusion row, from the cell's shared pool when the runner provides one."""
+    """Models trained with the target's recipe, one per inclusion row, from the cell's shared
+    pool when the runner provides one."""
     know = inp.knowledge
-    recipe = know.recipe if epochs is None else replace(know.recipe, epochs=epochs)
-    return pool_of(inp).models(purpose, records, inclusion, know.spec, recipe, know.graph)
-
-
-def subset(records: Candidates, keep: np.ndarray) -> Candidates:
-    graphs = tuple(g for g, k in zip(records.graphs, keep, strict=False) if k)
-    return Candidates(records.level, records.ids[keep], records.labels[keep], graphs)
+    return pool_of(inp).models(purpose, records, inclusion, know.recipe, know.spec, know.graph)
 
 
 class ReferencePool:
@@ -166,18 +190,26 @@ class ReferencePool:
         purpose: str,
         records: Candidates,
         inclusion: np.ndarray,
-        spec: ModelSpec,
         recipe: TrainingRecipe,
+        spec: ModelSpec,
         graph: Data | None,
     ) -> list[nn.Module]:
         """One model per inclusion row, trained on the records that row selects."""
-        key = self._key(purpose, records, inclusion, spec, recipe)
+        order = np.argsort(records.ids, kind="stable")  # the same models in any record order
+        records, inclusion = subset(records, order), inclusion[:, order]
+        key = self._key(purpose, records, inclusion, recipe)
         if key not in self._cache:
+            dataset = adversary_dataset(records, graph, spec.num_classes)
+            shards = self._shards(dataset, recipe.num_clients, derive_seed(self.seed, key))
             jobs = [
-                self._job(records, row, spec, recipe, graph, derive_seed(self.seed, key, i))
+                TrainJob(
+                    recipe,
+                    federation_of(records.level, shards, row),
+                    derive_seed(self.seed, key, i),
+                )
                 for i, row in enumerate(inclusion)
             ]
-            self._cache[key] = self._run(jobs)
+            self._cache[key] = self._run(jobs, dataset)
             self.trained += len(jobs)
         out = []
         for state in self._cache[key]:
@@ -186,35 +218,44 @@ class ReferencePool:
             out.append(model.eval())
         return out
 
-    def _run(self, jobs: list[TrainJob]) -> list[dict[str, torch.Tensor]]:
+    def _run(self, jobs: list[TrainJob], dataset: Dataset) -> list[dict[str, torch.Tensor]]:
         if self.jobs == 1 or len(jobs) == 1:
-            return [train_job(j) for j in jobs]
+            return [train_job(j, dataset) for j in jobs]
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(self.jobs, len(jobs)), mp_context=ctx) as ex:
+        workers = min(self.jobs, len(jobs))
+        with ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_init_worker, initargs=(dataset,)
+        ) as ex:
             return list(ex.map(train_job, jobs))
 
     @staticmethod
-    def _job(
-        records: Candidates,
-        row: np.ndarray,
-        spec: ModelSpec,
-        recipe: TrainingRecipe,
-        graph: Data | None,
-        seed: int,
-    ) -> TrainJob:
-        if records.level == "node":
-            assert graph is not None, "node-level reference models need the population graph"
-            data = induced_training_graph(graph, records.ids[row], records.labels[row])
-            return TrainJob(spec, recipe, seed, data, ())
-        picked = tuple(g for g, keep in zip(records.graphs, row, strict=True) if keep)
-        return TrainJob(spec, recipe, seed, None, picked)
+    def _shards(dataset: Dataset, num_clients: int, seed: int) -> list[np.ndarray]:
+        """The adversary's records cut into clients the way a federation would be."""
+        k = max(1, min(num_clients, dataset.num_items // 4))
+        method = "metis" if dataset.level == "node" else "iid"
+        spec = PARTITIONERS.get(method)
+        rng = np.random.default_rng(seed)
+        shares = spec.split(dataset, np.arange(dataset.num_items), k, rng, spec.params())
+        return [np.sort(s) for s in shares if len(s)]
 
     @staticmethod
-    def _key(purpose, records, inclusion, spec, recipe) -> str:
+    def _key(purpose, records, inclusion, recipe) -> str:
         h = hashlib.sha256()
-        for part in (purpose, repr(spec), repr(recipe), records.level):
+        for part in (purpose, repr(recipe), records.level, inclusion.shape):
             h.update(str(part).encode())
         h.update(np.ascontiguousarray(records.ids).tobytes())
         h.update(np.packbits(inclusion).tobytes())
-        h.update(str(inclusion.shape).encode())
         return h.hexdigest()[:16]
+
+
+def federation_of(level: str, shards: list[np.ndarray], members: np.ndarray) -> Partition:
+    """One model's federation: each shard is a client whose training records are its members;
+    at node level the other records stay in its graph unlabelled. Clients with no member are
+    left out (they would have nothing to train on)."""
+    clients = []
+    for shard in shards:
+        train = shard[members[shard]]
+        if train.size:
+            ids = shard if level == "node" else train
+            clients.append(ClientPart(len(clients), ids, train, EMPTY, EMPTY))
+    return Partition(level, "adversary", tuple(clients), EMPTY)

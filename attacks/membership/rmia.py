@@ -32,10 +32,11 @@ from workbench.errors import NotApplicableError
 
 class RMIAConfig(QueryConfig):
     mode: Literal["online", "offline"] = "offline"
-    num_references: int = Field(16, ge=2, le=512, description="even; half are IN per record")
+    num_references: int = Field(
+        16, ge=2, le=512, description="models trained with the target's recipe (Carlini: 64+)"
+    )
     a: float = Field(0.3, ge=0.0, le=1.0, description="offline approximation of p(x)")
     gamma: float = Field(1.0, gt=0.0)
-    epochs: int | None = Field(None, ge=1, description="default: the target's recipe")
 
 
 def reference_prob(prob: np.ndarray, is_in: np.ndarray, mode: str, a: float) -> np.ndarray:
@@ -57,7 +58,7 @@ class RMIAAttack:
         n_aux = inp.knowledge.aux_ids.size
         if n_aux == 0:
             raise NotApplicableError(f"{self.name}: needs population records (aux_fraction > 0)")
-        ref = reference_outputs(inp, config.num_references, config.hops, config.epochs)
+        ref = reference_outputs(inp, config.num_references, config.hops)
         records = union(inp.knowledge.aux, inp.candidates)
         prob = np.stack([true_label_prob(z, records.labels) for z in ref.logits])
         p_ref = reference_prob(prob, ref.inclusion, config.mode, config.a)

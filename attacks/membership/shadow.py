@@ -1,14 +1,15 @@
 """Shadow-model membership inference (Shokri et al. 2017; for GNN nodes, Olatunji et al. 2021).
 
-The adversary trains shadow models of the target's architecture on half of its auxiliary
-pool, so it knows which records each shadow trained on; an attack classifier learns to tell
-the shadows' members from non-members by their sorted posteriors, then judges the target's.
+The adversary trains shadow models with the target's recipe on part of its auxiliary pool
+(as many training records as the target had, at most half the pool), so it knows which
+records each shadow trained on; an attack classifier learns to tell the shadows' members from
+non-members by their sorted posteriors, then judges the target's.
 
 Olatunji et al.'s two node-level settings fix how the shadow is queried:
-- ``full``: trained on the subgraph induced by its members, queried on the whole population
-  graph (members' neighbourhoods include non-members). Our targets answer queries on the
+- ``full``: the shadow trained on a subgraph and is queried on the whole population graph
+  (members' neighbourhoods include non-members). Our targets answer queries on the
   population graph, so this is the matched setting.
-- ``disjoint``: members queried inside the subgraph induced by the members, non-members
+- ``disjoint``: members are queried inside the subgraph induced by the members, non-members
   inside the one induced by the non-members (train and test graphs disjoint). Against a
   target queried on the population graph it measures how far a mismatched shadow transfers.
 Graph-level records are whole graphs, so the setting does not apply there."""
@@ -31,7 +32,12 @@ from attacks.membership.observe import (
     per_model_output,
     query,
 )
-from attacks.membership.reference import induced_training_graph, subset, trained_models
+from attacks.membership.reference import (
+    induced_subgraph,
+    subset,
+    trained_models,
+    training_fraction,
+)
 from workbench.errors import NotApplicableError
 from workbench.query import NodeQueryAPI
 from workbench.seeding import derive_seed
@@ -40,7 +46,6 @@ from workbench.seeding import derive_seed
 class ShadowConfig(QueryConfig):
     setting: Literal["full", "disjoint"] = "full"
     num_shadows: int = Field(1, ge=1, le=64)
-    epochs: int | None = Field(None, ge=1, description="default: the target's recipe")
     hidden: int = Field(64, ge=1, le=1024, description="attack classifier's hidden units")
 
 
@@ -49,12 +54,10 @@ def sorted_posteriors(logits: torch.Tensor) -> np.ndarray:
     return logits.double().softmax(1).sort(1, descending=True).values.numpy()
 
 
-def random_halves(n_models: int, n_records: int, seed: int) -> np.ndarray:
+def random_subsets(n_models: int, n_records: int, size: int, seed: int) -> np.ndarray:
+    """[n_models, n_records] boolean, each row ``size`` records drawn without replacement."""
     rng = np.random.default_rng(seed)
-    rows = np.zeros((n_models, n_records), dtype=bool)
-    for row in rows:
-        row[rng.permutation(n_records)[: n_records // 2]] = True
-    return rows
+    return rng.random((n_models, n_records)).argsort(axis=1) < size
 
 
 class ShadowAttack:
@@ -67,8 +70,9 @@ class ShadowAttack:
         aux = inp.knowledge.aux
         if aux.ids.size < 4:
             raise NotApplicableError(f"{self.name}: needs an auxiliary pool (aux_fraction > 0)")
-        inclusion = random_halves(config.num_shadows, aux.ids.size, derive_seed(seed, "halves"))
-        shadows = trained_models(inp, "shadow", aux, inclusion, config.epochs)
+        size = max(1, round(aux.ids.size * training_fraction(inp.knowledge.recipe, aux.ids.size)))
+        inclusion = random_subsets(config.num_shadows, aux.ids.size, size, derive_seed(seed, "in"))
+        shadows = trained_models(inp, "shadow", aux, inclusion)
         feats, labels = [], []
         for model, row in zip(shadows, inclusion, strict=True):
             for members, flag in ((row, 1), (~row, 0)):
@@ -93,7 +97,7 @@ class ShadowAttack:
     ) -> torch.Tensor:
         if config.setting == "full" or part.level == "graph":
             return query(model_api(model, inp.knowledge), part, config.hops)
-        own = induced_training_graph(inp.knowledge.graph, part.ids, part.labels)
+        own = induced_subgraph(inp.knowledge.graph, part.ids)
         return NodeQueryAPI(model, own).logits(np.arange(part.ids.size), config.hops)
 
 

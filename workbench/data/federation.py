@@ -51,13 +51,13 @@ class Federation:
 
 def build_federation(dataset: Dataset, partition: Partition) -> Federation:
     if isinstance(dataset, NodeDataset):
-        clients = tuple(_node_client(dataset, c) for c in partition.clients)
+        clients = tuple(node_client(dataset, c) for c in partition.clients)
     else:
         clients = tuple(_graph_client(dataset, c) for c in partition.clients)
     return Federation(dataset, partition, clients)  # type: ignore[arg-type]
 
 
-def _node_client(dataset: NodeDataset, part: ClientPart) -> NodeClient:
+def node_client(dataset: NodeDataset, part: ClientPart) -> NodeClient:
     ids = torch.from_numpy(part.ids)
     edge_index, _ = subgraph(
         ids, dataset.data.edge_index, relabel_nodes=True, num_nodes=dataset.num_items

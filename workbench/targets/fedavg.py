@@ -8,7 +8,6 @@ and test accuracy is read for that round only."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -26,13 +25,14 @@ from workbench.query import GraphQueryAPI, NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import (
+    Release,
+    ReleaseRule,
     TrainingRecipe,
-    graph_logits,
     make_optimizer,
-    node_logits,
+    score_graph_clients,
+    score_node_clients,
     train_graph_epochs,
     train_node_epochs,
-    utility_scores,
 )
 from workbench.transcript import MODEL_WEIGHTS, SERVER, Transcript, client
 
@@ -50,6 +50,7 @@ class FedAvgConfig(BaseModel):
     )
     client_fraction: float = Field(1.0, gt=0.0, le=1.0)
     batch_size: int = Field(32, ge=1, description="graph level only")
+    release: ReleaseRule = Field("best_val", description="best_val or last round's model")
     keep_payloads: Literal["all", "last_round", "none"] = "last_round"
     eval_dropout: bool = Field(
         False,
@@ -85,7 +86,7 @@ class _FedAvg:
         weights = np.array([self.weight(c) for c in clients], dtype=float)
         transcript = Transcript(cfg.keep_payloads)
         history: list[dict[str, float]] = []
-        best = (-1.0, 0, copy.deepcopy(global_model.state_dict()))
+        release = Release(cfg.release)
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
 
         for r in range(cfg.rounds):
@@ -105,17 +106,16 @@ class _FedAvg:
             global_model.load_state_dict(average_states(uploads, weights[chosen]))
             val = self.score(global_model, clients, "val", cfg.eval_dropout)
             history.append({"round": r, "val_accuracy": val["accuracy"]})
-            if val["accuracy"] > best[0]:
-                best = (val["accuracy"], r, copy.deepcopy(global_model.state_dict()))
+            release.offer(r, val["accuracy"], global_model)
 
-        global_model.load_state_dict(best[2])
+        release.load_into(global_model)
         test = self.score(global_model, clients, "test", cfg.eval_dropout)
         utility = {
             "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"],
             "auc": test["auc"],
-            "val_accuracy": best[0],
-            "best_round": float(best[1]),
+            "val_accuracy": release.val_accuracy,
+            "best_round": float(release.round),
         }
         return TrainedTarget(
             name=self.name,
@@ -124,11 +124,15 @@ class _FedAvg:
             client_models=dict(enumerate(local)),
             spec=spec,
             recipe=TrainingRecipe(
-                cfg.optimizer,
-                cfg.lr,
-                cfg.weight_decay,
-                (best[1] + 1) * cfg.local_epochs,
-                cfg.batch_size,
+                "fedavg",
+                {
+                    **cfg.model_dump(),
+                    "rounds": release.round + 1,
+                    "release": "last",
+                    "keep_payloads": "none",
+                },
+                len(clients),
+                sum(self.num_train(c) for c in clients),
             ),
             query=self.query_api(global_model, federation),
             transcript=transcript,
@@ -146,18 +150,14 @@ class NodeFedAvg(_FedAvg):
         return float(c.num_nodes)
 
     @staticmethod
+    def num_train(c: NodeClient) -> int:
+        return int(c.data.train_mask.sum())
+
+    @staticmethod
     def train_local(model: nn.Module, c: NodeClient, opt, cfg: FedAvgConfig, gen) -> None:
         train_node_epochs(model, c.data, opt, cfg.local_epochs)
 
-    @staticmethod
-    def score(
-        model: nn.Module, clients: Sequence[NodeClient], split: str, dropout: bool = False
-    ) -> dict[str, float]:
-        pairs = []
-        for c in clients:
-            mask = c.data[f"{split}_mask"]
-            pairs.append((c.data.y[mask].numpy(), node_logits(model, c.data, dropout)[mask]))
-        return utility_scores(pairs, full=split == "test")
+    score = staticmethod(score_node_clients)
 
     @staticmethod
     def query_api(model: nn.Module, federation: Federation) -> NodeQueryAPI:
@@ -173,19 +173,14 @@ class GraphFedAvg(_FedAvg):
         return float(len(c.train))
 
     @staticmethod
+    def num_train(c: GraphClient) -> int:
+        return len(c.train)
+
+    @staticmethod
     def train_local(model: nn.Module, c: GraphClient, opt, cfg: FedAvgConfig, gen) -> None:
         train_graph_epochs(model, c.train, opt, cfg.local_epochs, cfg.batch_size, gen)
 
-    @staticmethod
-    def score(
-        model: nn.Module, clients: Sequence[GraphClient], split: str, dropout: bool = False
-    ) -> dict[str, float]:
-        pairs = []
-        for c in clients:
-            graphs = getattr(c, split)
-            y = np.array([int(g.y.view(-1)[0]) for g in graphs], dtype=np.int64)
-            pairs.append((y, graph_logits(model, graphs, dropout=dropout)))
-        return utility_scores(pairs, full=split == "test")
+    score = staticmethod(score_graph_clients)
 
     @staticmethod
     def query_api(model: nn.Module, federation: Federation) -> GraphQueryAPI:

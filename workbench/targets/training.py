@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -13,20 +15,47 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
+from workbench.data.federation import GraphClient, NodeClient
+
 
 @dataclass(frozen=True)
 class TrainingRecipe:
-    """How a target trains its models, as an adversary is assumed to know it (Kerckhoffs):
-    shadow and reference models are trained centrally with these settings. ``epochs`` is the
-    number of local epochs behind the released model (for FedAvg, local epochs × the rounds
-    run up to the released, best-validation round): a reference trained much longer than the
-    target overfits more than it and calibrates the attack wrongly."""
+    """How the released model was trained, as an adversary is assumed to know it
+    (Kerckhoffs): the target's own ``fit`` with ``config`` on a federation of ``num_clients``
+    clients holding ``train_size`` training records in all. The config stops where the
+    released model stopped (e.g. FedAvg's best-validation round), so a reference model trained
+    with it has seen as many updates as the target. Shadow and reference models are trained by
+    running this recipe on records the adversary holds."""
 
-    optimizer: str
-    lr: float
-    weight_decay: float
-    epochs: int
-    batch_size: int
+    target: str
+    config: dict[str, Any]
+    num_clients: int
+    train_size: int
+
+
+ReleaseRule = Literal["best_val", "last"]
+
+
+class Release:
+    """Chooses the round whose model is released: the best on validation (model selection as
+    papers do it), or simply the last (no early stopping, so a long run overfits)."""
+
+    def __init__(self, rule: ReleaseRule) -> None:
+        self.rule = rule
+        self.val_accuracy = -1.0
+        self.round = 0
+        self._state: dict | None = None
+
+    def offer(self, round_: int, val_accuracy: float, model: nn.Module) -> None:
+        if self.rule == "last":
+            self.val_accuracy, self.round = val_accuracy, round_
+        elif val_accuracy > self.val_accuracy:
+            self.val_accuracy, self.round = val_accuracy, round_
+            self._state = copy.deepcopy(model.state_dict())
+
+    def load_into(self, model: nn.Module) -> None:
+        if self._state is not None:
+            model.load_state_dict(self._state)
 
 
 def train_node_epochs(
@@ -119,3 +148,25 @@ def make_optimizer(name: str, model: nn.Module, lr: float, wd: float) -> torch.o
     if name == "adam":
         return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=wd)
     return torch.optim.SGD(model.parameters(), lr=lr, weight_decay=wd)
+
+
+def score_node_clients(
+    model: nn.Module, clients: Sequence[NodeClient], split: str, dropout: bool = False
+) -> dict[str, float]:
+    """Scores of one model on every client's ``split`` nodes (its local subgraph)."""
+    pairs = []
+    for c in clients:
+        mask = c.data[f"{split}_mask"]
+        pairs.append((c.data.y[mask].numpy(), node_logits(model, c.data, dropout)[mask]))
+    return utility_scores(pairs, full=split == "test")
+
+
+def score_graph_clients(
+    model: nn.Module, clients: Sequence[GraphClient], split: str, dropout: bool = False
+) -> dict[str, float]:
+    pairs = []
+    for c in clients:
+        graphs = getattr(c, split)
+        y = np.array([int(g.y.view(-1)[0]) for g in graphs], dtype=np.int64)
+        pairs.append((y, graph_logits(model, graphs, dropout=dropout)))
+    return utility_scores(pairs, full=split == "test")

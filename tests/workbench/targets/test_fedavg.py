@@ -97,3 +97,15 @@ def test_defenses_are_refused_not_ignored(small_csbm):
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, seed=0))
     with pytest.raises(ConfigError, match="defenses are not supported"):
         FEDAVG.fit(fed, {"rounds": 1}, ["dp"], 0)
+
+
+def test_recipe_retrains_the_released_model(small_csbm):
+    """The recipe an adversary gets stops where the released model stopped: run on the same
+    federation with the same seed, it rebuilds the released weights exactly."""
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 3, seed=0))
+    trained = TARGETS.get("fedavg").fit(fed, {"rounds": 12, "local_epochs": 2}, [], seed=4)
+    assert trained.recipe.config["rounds"] == trained.utility["best_round"] + 1
+    again = TARGETS.get(trained.recipe.target).fit(fed, trained.recipe.config, [], seed=4)
+    for k, v in trained.global_model.state_dict().items():
+        torch.testing.assert_close(again.global_model.state_dict()[k], v, rtol=0, atol=0)
+    assert trained.recipe.train_size == sum(int(c.data.train_mask.sum()) for c in fed.clients)

@@ -1,0 +1,160 @@
+"""Properties every membership attack must have, checked on each of them."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attacks import ATTACKS, AttackInput
+from attacks.membership.reference import ReferencePool
+from attacks.metrics import auc_interval, membership_metrics
+from workbench.challenges import Challenge, membership_challenge
+from workbench.data.federation import build_federation
+from workbench.data.partition import ClientPart, make_partition
+from workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
+from workbench.targets import TARGETS
+from workbench.threat import background_knowledge, querier_view, server_view
+
+REFS = 8
+CASES = [
+    ("mia-threshold", {"signal": "loss"}),
+    ("mia-threshold", {"signal": "modified_entropy", "hops": 2}),
+    ("mia-shadow", {"setting": "full"}),
+    ("mia-shadow", {"setting": "disjoint", "hops": 2}),
+    ("mia-lira", {"mode": "online", "num_references": REFS}),
+    ("mia-lira", {"mode": "offline", "num_references": REFS, "hops": 2}),
+    ("mia-rmia", {"mode": "offline", "num_references": REFS}),
+    ("mia-rmia", {"mode": "online", "num_references": REFS, "hops": 2}),
+]
+IDS = [f"{n}-{'-'.join(map(str, p.values()))}" for n, p in CASES]
+
+
+@pytest.fixture(scope="module")
+def overfit():
+    """Weak features, few training nodes, long training without regularisation."""
+    params = CSBMParams(num_nodes=500, num_classes=4, num_features=256, signal=0.1, seed=1)
+    ds = csbm(params)
+    part = make_partition(ds, "metis", 3, seed=0, split=(0.15, 0.15, 0.7), aux_fraction=0.3)
+    fed = build_federation(ds, part)
+    cfg = {
+        "rounds": 30,
+        "local_epochs": 5,
+        "weight_decay": 0.0,
+        "release": "last",
+        "model": {"dropout": 0.0, "hidden": 128},
+    }
+    return fed, TARGETS.get("fedavg").fit(fed, cfg, [], seed=0)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return ReferencePool(jobs=1, seed=7)
+
+
+def attack_input(fed, trained, challenge, pool, adversary="querier") -> AttackInput:
+    view = server_view(trained, fed) if adversary == "server" else querier_view(trained, fed)
+    return AttackInput(view, background_knowledge(fed, trained), challenge.candidates, pool)
+
+
+def run(name, params, inp, seed=0):
+    attack = ATTACKS.get(name)
+    return attack.run(inp, attack.Config(**params), seed)
+
+
+@pytest.mark.parametrize(("name", "params"), CASES, ids=IDS)
+def test_every_attack_detects_an_overfit_target(overfit, pool, name, params):
+    fed, trained = overfit
+    challenge = membership_challenge(fed, seed=0)
+    out = run(name, params, attack_input(fed, trained, challenge, pool))
+    metrics, _ = membership_metrics(out.scores, challenge.is_member, out.threshold)
+    assert metrics["auc"] > 0.65, metrics
+    assert metrics["auc_ci_low"] > 0.55
+
+
+@pytest.mark.parametrize(("name", "params"), CASES, ids=IDS)
+def test_no_signal_when_the_target_never_trained_on_either_side(overfit, pool, name, params):
+    """'Members' and non-members are both drawn from records no client trained on."""
+    fed, trained = overfit
+    unseen = np.concatenate([c.test for c in fed.partition.clients])
+    rng = np.random.default_rng(1)
+    fake = rng.random(unseen.size) < 0.5
+    real = membership_challenge(fed, seed=0)
+    cands = dataclasses.replace(
+        real.candidates, ids=unseen, labels=fed.dataset.labels[unseen], graphs=()
+    )
+    challenge = Challenge(cands, fake, np.zeros(unseen.size, int))
+    out = run(name, params, attack_input(fed, trained, challenge, pool))
+    # Bonferroni over the cases: each interval at 1 - 0.05/len(CASES).
+    low, high = auc_interval(out.scores, fake, confidence=1 - 0.05 / len(CASES))
+    assert low < 0.5 < high, (low, high)
+
+
+def shuffled_membership(fed):
+    """The same federation with every client's train/test labels reassigned at random: the
+    target stays the one trained on the real split."""
+    rng = np.random.default_rng(5)
+    clients = []
+    for c in fed.partition.clients:
+        pooled = rng.permutation(np.concatenate([c.train, c.test]))
+        train, test = np.sort(pooled[: c.train.size]), np.sort(pooled[c.train.size :])
+        clients.append(ClientPart(c.client_id, c.ids, train, c.val, test))
+    part = dataclasses.replace(fed.partition, clients=tuple(clients))
+    return build_federation(fed.dataset, part)
+
+
+@pytest.mark.parametrize("adversary", ["querier", "server"])
+@pytest.mark.parametrize(("name", "params"), CASES, ids=IDS)
+def test_scores_do_not_depend_on_membership_labels(overfit, pool, name, params, adversary):
+    fed, trained = overfit
+    params = {**params, "adversary": adversary}
+    scores = []
+    for f in (fed, shuffled_membership(fed)):
+        challenge = membership_challenge(f, seed=0)
+        out = run(name, params, attack_input(f, trained, challenge, pool, adversary))
+        order = np.argsort(challenge.candidates.ids)
+        scores.append(out.scores[order])
+    members = [
+        set(membership_challenge(f, 0).candidates.ids[membership_challenge(f, 0).is_member])
+        for f in (fed, shuffled_membership(fed))
+    ]
+    assert members[0] != members[1]
+    np.testing.assert_array_equal(scores[0], scores[1])
+
+
+def test_server_scores_each_uploaded_model(overfit, pool):
+    fed, trained = overfit
+    challenge = membership_challenge(fed, seed=0)
+    inp = attack_input(fed, trained, challenge, pool, "server")
+    out = run("mia-threshold", {"adversary": "server"}, inp)
+    per_model = out.details["per_model"]
+    assert sorted(per_model) == [f"client:{k}" for k in range(3)]
+    np.testing.assert_array_equal(out.scores, np.max(list(per_model.values()), axis=0))
+
+
+GRAPH_CASES = [c for c in CASES if "hops" not in c[1]]
+
+
+@pytest.fixture(scope="module")
+def overfit_graphs():
+    """Graph level: few graphs with weak signal, a wide GIN trained long."""
+    params = SyntheticGraphsParams(num_graphs=200, num_features=16, signal=0.1, seed=2)
+    ds = synthetic_graphs(params)
+    part = make_partition(ds, "iid", 2, seed=0, split=(0.3, 0.1, 0.6), aux_fraction=0.3)
+    fed = build_federation(ds, part)
+    cfg = {
+        "rounds": 10,
+        "local_epochs": 10,
+        "weight_decay": 0.0,
+        "release": "last",
+        "model": {"dropout": 0.0},
+    }
+    return fed, TARGETS.get("fedavg").fit(fed, cfg, [], seed=0)
+
+
+@pytest.mark.parametrize(("name", "params"), GRAPH_CASES, ids=[f"{n}-{p}" for n, p in GRAPH_CASES])
+def test_graph_level_attacks_detect_an_overfit_target(overfit_graphs, pool, name, params):
+    fed, trained = overfit_graphs
+    challenge = membership_challenge(fed, seed=0)
+    out = run(name, params, attack_input(fed, trained, challenge, pool))
+    metrics, _ = membership_metrics(out.scores, challenge.is_member, out.threshold)
+    assert metrics["auc"] > 0.6 and metrics["auc_ci_low"] > 0.5, metrics

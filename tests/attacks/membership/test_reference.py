@@ -1,0 +1,91 @@
+import numpy as np
+import pytest
+import torch
+
+from attacks import ATTACKS, AttackInput
+from attacks.membership.reference import (
+    ReferencePool,
+    federation_of,
+    inclusion_matrix,
+    reference_outputs,
+)
+from workbench.challenges import membership_challenge
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.errors import ConfigError
+from workbench.targets import TARGETS
+from workbench.threat import background_knowledge, querier_view
+
+
+@pytest.fixture(scope="module")
+def cell(small_csbm):
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, 0, aux_fraction=0.2))
+    trained = TARGETS.get("fedavg").fit(fed, {"rounds": 3, "local_epochs": 2}, [], seed=0)
+    return fed, trained
+
+
+def cell_input(cell, pool) -> AttackInput:
+    fed, trained = cell
+    ch = membership_challenge(fed, seed=0)
+    return AttackInput(
+        querier_view(trained, fed), background_knowledge(fed, trained), ch.candidates, pool
+    )
+
+
+def test_every_record_is_in_the_same_number_of_models():
+    inc = inclusion_matrix(10, 500, 0.3, seed=0)
+    assert (inc.sum(0) == 3).all()
+    assert abs(inc.sum(1).mean() - 150) < 1e-9
+    assert (inclusion_matrix(4, 50, 0.01, seed=0).sum(0) == 1).all()  # at least one IN model
+    with pytest.raises(ConfigError, match="num_references"):
+        inclusion_matrix(1, 50, 0.3, seed=0)
+
+
+def test_reference_federation_mirrors_the_target():
+    shards = [np.array([0, 1, 2, 3]), np.array([4, 5, 6]), np.array([7, 8])]
+    members = np.zeros(9, bool)
+    members[[1, 3, 5]] = True
+    node = federation_of("node", shards, members)
+    assert [c.train.tolist() for c in node.clients] == [[1, 3], [5]]  # memberless client dropped
+    assert node.clients[0].ids.tolist() == [0, 1, 2, 3]  # non-members stay, unlabelled
+    graph = federation_of("graph", shards, members)
+    assert graph.clients[0].ids.tolist() == [1, 3]  # a graph client holds only what it trains on
+
+
+def test_pool_trains_once_for_attacks_that_share_models(cell):
+    pool = ReferencePool(jobs=1, seed=3)
+    inp = cell_input(cell, pool)
+    lira, rmia = ATTACKS.get("mia-lira"), ATTACKS.get("mia-rmia")
+    lira.run(inp, lira.Config(num_references=4), seed=0)
+    lira.run(inp, lira.Config(num_references=4, mode="offline"), seed=1)
+    rmia.run(inp, rmia.Config(num_references=4, hops=1), seed=2)
+    assert pool.trained == 4
+    rmia.run(inp, rmia.Config(num_references=6), seed=2)
+    assert pool.trained == 10
+
+
+def test_worker_processes_give_the_same_models(cell):
+    outs = [reference_outputs(cell_input(cell, ReferencePool(j, seed=3)), 4, 0) for j in (1, 2)]
+    np.testing.assert_array_equal(outs[0].inclusion, outs[1].inclusion)
+    torch.testing.assert_close(outs[0].logits, outs[1].logits, rtol=0, atol=0)
+
+
+def test_bad_job_count_is_a_clear_error():
+    with pytest.raises(ConfigError, match="jobs"):
+        ReferencePool(jobs=0)
+
+
+def test_subset_keeps_graphs_aligned_with_ids(small_graphs):
+    from attacks.base import Candidates
+    from attacks.membership.reference import subset
+
+    ids = np.array([5, 2, 9])
+    recs = Candidates(
+        "graph", ids, small_graphs.labels[ids], tuple(small_graphs.graphs[i] for i in ids)
+    )
+    for keep in (np.array([2, 0]), np.array([True, False, True])):
+        sub = subset(recs, keep)
+        assert [g is small_graphs.graphs[i] for g, i in zip(sub.graphs, sub.ids, strict=True)] == [
+            True,
+            True,
+        ]

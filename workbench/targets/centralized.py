@@ -1,0 +1,121 @@
+"""Centralised training: one model on the pooled data of every client, the non-federated
+baseline membership-inference papers report (e.g. Olatunji et al.'s Cora GCN).
+
+The pooled node-level graph is the subgraph induced by all clients' nodes, cut edges
+included (a central party holds every edge); members and non-members are the same records
+as in the federated cells, so attack figures compare directly. The released model is the
+best-validation epoch's. No messages are exchanged, so the transcript is empty."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from accountants import PrivacyLedger
+from workbench.data.datasets import NodeDataset
+from workbench.data.federation import Federation, GraphClient, NodeClient, node_client
+from workbench.data.partition import ClientPart
+from workbench.errors import ConfigError
+from workbench.models import ModelConfig, ModelSpec
+from workbench.query import GraphQueryAPI, NodeQueryAPI
+from workbench.seeding import derive_seed, seed_everything
+from workbench.targets.base import TARGETS, TrainedTarget
+from workbench.targets.training import (
+    Release,
+    ReleaseRule,
+    TrainingRecipe,
+    make_optimizer,
+    score_graph_clients,
+    score_node_clients,
+    train_graph_epochs,
+    train_node_epochs,
+)
+from workbench.transcript import Transcript
+
+
+class CentralizedConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: ModelConfig = ModelConfig()
+    epochs: int = Field(200, ge=1, le=100_000)
+    lr: float = Field(0.01, gt=0.0, le=10.0)
+    weight_decay: float = Field(5e-4, ge=0.0)
+    optimizer: Literal["adam", "sgd"] = "adam"
+    batch_size: int = Field(32, ge=1, description="graph level only")
+    release: ReleaseRule = Field("best_val", description="best_val or last epoch's model")
+
+
+SPLITS = ("ids", "train", "val", "test")
+
+
+def pooled_client(federation: Federation) -> NodeClient | GraphClient:
+    ds = federation.dataset
+    if isinstance(ds, NodeDataset):
+        parts = federation.partition.clients
+        ids = {f: np.sort(np.concatenate([getattr(c, f) for c in parts])) for f in SPLITS}
+        return node_client(ds, ClientPart(0, **ids))
+    graphs = {f: [g for c in federation.clients for g in getattr(c, f)] for f in SPLITS[1:]}
+    return GraphClient(0, **graphs)
+
+
+class Centralized:
+    name = "centralized"
+    level = "any"
+    Config = CentralizedConfig
+
+    def fit(
+        self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
+    ) -> TrainedTarget:
+        if defenses:
+            raise ConfigError(f"centralized: defenses are not supported (got {len(defenses)})")
+        cfg = config if isinstance(config, CentralizedConfig) else CentralizedConfig(**config)
+        seed_everything(derive_seed(seed, "centralized"))
+        ds = federation.dataset
+        spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
+        model = spec.build()
+        opt = make_optimizer(cfg.optimizer, model, cfg.lr, cfg.weight_decay)
+        pooled = pooled_client(federation)
+        node = isinstance(pooled, NodeClient)
+        score = score_node_clients if node else score_graph_clients
+        gen = torch.Generator().manual_seed(derive_seed(seed, "batches"))
+        release = Release(cfg.release)
+        history = []
+        for epoch in range(cfg.epochs):
+            if node:
+                train_node_epochs(model, pooled.data, opt, 1)
+            else:
+                train_graph_epochs(model, pooled.train, opt, 1, cfg.batch_size, gen)
+            val = score(model, [pooled], "val")["accuracy"]
+            history.append({"round": epoch, "val_accuracy": val})
+            release.offer(epoch, val, model)
+        release.load_into(model)
+        test = score(model, [pooled], "test")
+        api = NodeQueryAPI(model, ds.data) if isinstance(ds, NodeDataset) else GraphQueryAPI(model)
+        return TrainedTarget(
+            name=self.name,
+            level=ds.level,
+            global_model=model,
+            client_models={},
+            spec=spec,
+            recipe=TrainingRecipe(
+                self.name,
+                {**cfg.model_dump(), "epochs": release.round + 1, "release": "last"},
+                1,
+                int(pooled.data.train_mask.sum()) if node else len(pooled.train),
+            ),
+            query=api,
+            transcript=Transcript("none"),
+            ledger=PrivacyLedger(),
+            utility={
+                **test,
+                "val_accuracy": release.val_accuracy,
+                "best_round": float(release.round),
+            },
+            history=history,
+        )
+
+
+TARGETS.register("centralized")(Centralized())
