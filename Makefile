@@ -31,6 +31,7 @@ lint: setup-dev
 bench: setup-dev
 	$(BIN)/python benchmarks/fedavg_round.py
 	$(BIN)/python benchmarks/accountant.py
+	$(BIN)/python benchmarks/mia.py
 
 clean:
 	rm -rf $(VENV) runs

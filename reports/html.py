@@ -97,33 +97,42 @@ def build_report(out_dir: str | Path) -> Path:
         ),
         *_seed_table(cells),
         "<h2>Attacks</h2>",
-        "<p>TPR at a fixed FPR is <i>n/a</i> when there are fewer than 1/FPR non-members.</p>",
+        "<p>TPR at a fixed FPR is <i>n/a</i> when there are fewer than 1/FPR non-members. "
+        "AUC with its 95% bootstrap interval; ε lb: the empirical lower bound on ε from the "
+        "best ROC point with Clopper–Pearson intervals; client AUC: the server's attack on "
+        "each client's upload, scored on that client's records (mean over clients).</p>",
         _table(
             [
                 "cell",
                 "attack",
                 "status",
                 "AUC",
+                "95% CI",
                 "advantage",
                 "TPR@10%",
                 "TPR@1%",
                 "TPR@0.1%",
                 "bal. acc.",
+                "ε lb",
+                "client AUC",
             ],
             [
                 [
                     labels.get(a.cell_id, a.cell_id),
                     a.label,
                     a.status if a.status == "ok" else f"n/a: {a.reason}",
+                    _f((a.metrics or {}).get("auc")),
+                    _interval(a.metrics),
                     *(
                         _f((a.metrics or {}).get(k))
                         for k in (
-                            "auc",
                             "advantage",
                             "tpr@0.1",
                             "tpr@0.01",
                             "tpr@0.001",
                             "balanced_accuracy",
+                            "epsilon_lb",
+                            "client_auc_mean",
                         )
                     ),
                 ]
@@ -166,6 +175,12 @@ def _seed_table(cells: list) -> list[str]:
 
 def _e(x: object) -> str:
     return html.escape(str(x))
+
+
+def _interval(metrics: dict | None) -> str:
+    if not metrics or metrics.get("auc_ci_low") is None:
+        return "n/a"
+    return f"[{metrics['auc_ci_low']:.3f}, {metrics['auc_ci_high']:.3f}]"
 
 
 def _f(x: float | None, digits: int = 3) -> str:

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.store import CellRow
+from workbench.store import AttackRow, CellRow
+
+ATTACK_METRICS = ("auc", "tpr@0.01", "tpr@0.001", "epsilon_lb")
 
 
 @dataclass(frozen=True)
@@ -21,42 +23,69 @@ class SeedSummary:
     auc: tuple[float, float]
 
 
+@dataclass(frozen=True)
+class AttackSummary:
+    cell: str  # the configuration's label (seed dropped)
+    attack: str
+    seeds: int
+    metrics: dict[str, tuple[float, float]]  # mean, std over the seeds that reported it
+    status: str  # "ok", or the status of the first seed when none succeeded
+
+
 def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
+    out = [
+        SeedSummary(
+            label=label,
+            seeds=[c.config["seed"] for c in group],
+            accuracy=_mean_std([c.utility["accuracy"] for c in group]),
+            macro_f1=_mean_std([c.utility["macro_f1"] for c in group]),
+            auc=_mean_std([c.utility.get("auc", float("nan")) for c in group]),
+        )
+        for label, group in _configurations(cells)
+    ]
+    return sorted(out, key=lambda s: s.label)
+
+
+def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list[AttackSummary]:
+    """One row per configuration × attack, its metrics as mean ± std over seeds."""
+    label = {c.cell_id: lab for lab, group in _configurations(cells) for c in group}
+    rows: dict[tuple[str, str], list[AttackRow]] = defaultdict(list)
+    for a in attacks:
+        if a.cell_id in label:
+            rows[(label[a.cell_id], a.label)].append(a)
+    out = []
+    for (cell, attack), group in rows.items():
+        ok = [a.metrics for a in group if a.status == "ok" and a.metrics]
+        metrics = {
+            m: _mean_std([r[m] for r in ok if r.get(m) is not None])
+            for m in ATTACK_METRICS
+            if any(r.get(m) is not None for r in ok)
+        }
+        out.append(
+            AttackSummary(cell, attack, len(group), metrics, "ok" if ok else group[0].status)
+        )
+    return sorted(out, key=lambda r: (r.cell, r.attack))
+
+
+def _configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:
+    """Cells grouped by configuration (all but the seed), each group with its label. Where
+    configurations share a label (a sweep over parameters), the settings that tell them apart
+    are appended, e.g. ``PROTEINS/iid-3/fedavg [target.params.lr=0.01]``."""
     groups: dict[str, list[CellRow]] = defaultdict(list)
     for c in cells:
         key = json.dumps({k: v for k, v in c.config.items() if k != "seed"}, sort_keys=True)
         groups[key].append(c)
+    members = [sorted(g, key=lambda c: c.config["seed"]) for g in groups.values()]
+    labels = [g[0].label.rsplit("/seed", 1)[0] for g in members]
+    flat = [_flatten({k: v for k, v in g[0].config.items() if k != "seed"}) for g in members]
     out = []
-    for members in groups.values():
-        members.sort(key=lambda c: c.config["seed"])
-        out.append(
-            SeedSummary(
-                label=members[0].label.rsplit("/seed", 1)[0],
-                seeds=[c.config["seed"] for c in members],
-                accuracy=_mean_std([c.utility["accuracy"] for c in members]),
-                macro_f1=_mean_std([c.utility["macro_f1"] for c in members]),
-                auc=_mean_std([c.utility.get("auc", float("nan")) for c in members]),
-            )
-        )
-    return sorted(_disambiguate(out, list(groups.values())), key=lambda s: s.label)
-
-
-def _disambiguate(rows: list[SeedSummary], groups: list[list[CellRow]]) -> list[SeedSummary]:
-    """Where configurations share a label (a sweep over parameters), append the settings
-    that tell them apart, e.g. ``PROTEINS/iid-3/fedavg [target.params.lr=0.01]``."""
-    flat = [_flatten({k: v for k, v in g[0].config.items() if k != "seed"}) for g in groups]
-    out = []
-    for i, row in enumerate(rows):
-        twins = [j for j, r in enumerate(rows) if r.label == row.label]
-        if len(twins) == 1:
-            out.append(row)
-            continue
-        keys = sorted({k for j in twins for k in flat[j]})
-        differ = [k for k in keys if len({repr(flat[j].get(k)) for j in twins}) > 1]
-        tag = ", ".join(f"{k}={flat[i].get(k, '-')}" for k in differ)
-        out.append(
-            SeedSummary(f"{row.label} [{tag}]", row.seeds, row.accuracy, row.macro_f1, row.auc)
-        )
+    for i, label in enumerate(labels):
+        twins = [j for j, other in enumerate(labels) if other == label]
+        if len(twins) > 1:
+            keys = sorted({k for j in twins for k in flat[j]})
+            differ = [k for k in keys if len({repr(flat[j].get(k)) for j in twins}) > 1]
+            label = f"{label} [" + ", ".join(f"{k}={flat[i].get(k, '-')}" for k in differ) + "]"
+        out.append((label, members[i]))
     return out
 
 

@@ -110,3 +110,38 @@ def test_cell_epsilon_comes_from_the_ledger(tmp_path, monkeypatch):
     run_suite(parse_suite(raw), tmp_path, quiet=True)
     (cell,) = ResultsStore(tmp_path).cells()
     assert cell.epsilon == epsilon(PrivacyLedger((event,)), 1e-6).epsilon
+
+
+def test_every_attack_family_member_runs_from_a_suite_and_shares_references(tmp_path, monkeypatch):
+    """One cell, the whole membership suite; reference models are trained once for LiRA and
+    RMIA, and the server's attack is scored per client on that client's records."""
+    raw = {
+        **RAW,
+        "seeds": [0],
+        "partitions": [{"method": "metis", "num_clients": 3, "aux_fraction": 0.2}],
+        "attacks": [
+            {"name": "mia-shadow", "params": {"hops": 1}},
+            {"name": "mia-lira", "params": {"num_references": 4}},
+            {"name": "mia-lira", "params": {"num_references": 4, "mode": "offline"}},
+            {"name": "mia-rmia", "params": {"num_references": 4}},
+            {"name": "mia-threshold", "params": {"adversary": "server"}},
+        ],
+    }
+    trained = []
+    real = runner.ReferencePool.models
+
+    def counting(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        trained.append(self.trained)
+        return out
+
+    monkeypatch.setattr(runner.ReferencePool, "models", counting)
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    assert trained[-1] == 1 + 4  # one shadow, four references shared by three attacks
+    store = ResultsStore(tmp_path)
+    rows = store.attacks()
+    assert len(rows) == 5 and all(r.status == "ok" for r in rows)
+    server = next(r for r in rows if r.params.get("adversary") == "server")
+    assert 0.0 <= server.metrics["client_auc_min"] <= server.metrics["client_auc_max"] <= 1.0
+    for r in rows:
+        assert r.metrics["auc_ci_low"] <= r.metrics["auc"] <= r.metrics["auc_ci_high"]

@@ -1,0 +1,30 @@
+import pytest
+
+from reports.summary import across_seeds, attacks_across_seeds
+from workbench.store import AttackRow, CellRow
+
+
+def cell(seed: int, lr: float) -> CellRow:
+    config = {"seed": seed, "target": {"name": "fedavg", "params": {"lr": lr}}}
+    utility = {"accuracy": 0.5 + seed / 10, "macro_f1": 0.5, "auc": 0.6}
+    return CellRow(f"c{seed}-{lr}", f"D/p/fedavg/seed{seed}", config, utility, {}, [], None, 0, 0)
+
+
+def attack(cell_id: str, auc: float | None, status: str = "ok") -> AttackRow:
+    metrics = None if auc is None else {"auc": auc, "tpr@0.01": 0.1, "tpr@0.001": None}
+    return AttackRow(cell_id, "mia", "mia-lira", {"hops": 0}, status, None, metrics, None, 1.0)
+
+
+def test_attack_rows_average_over_seeds_per_configuration():
+    cells = [cell(s, lr) for s in (0, 1) for lr in (0.1, 0.01)]
+    attacks = [attack("c0-0.1", 0.6), attack("c1-0.1", 0.8), attack("c0-0.01", 0.7)]
+    attacks.append(attack("c1-0.01", None, "not_applicable"))
+    rows = attacks_across_seeds(cells, attacks)
+    assert [r.cell for r in rows] == [
+        "D/p/fedavg [target.params.lr=0.01]",
+        "D/p/fedavg [target.params.lr=0.1]",
+    ]
+    assert rows[1].metrics["auc"] == pytest.approx((0.7, 0.1414), abs=1e-4)
+    assert rows[0].metrics["auc"] == (0.7, 0.0) and rows[0].seeds == 2  # the failed seed skipped
+    assert "tpr@0.001" not in rows[0].metrics  # never resolvable: shown as n/a
+    assert [s.label for s in across_seeds(cells)] == [r.cell for r in rows]
