@@ -11,7 +11,7 @@ import numpy as np
 
 from workbench.store import AttackRow, CellRow
 
-ATTACK_METRICS = ("auc", "tpr@0.01", "tpr@0.001", "epsilon_lb")
+ATTACK_METRICS = ("auc", "tpr@0.01", "tpr@0.001", "epsilon_lb", "client_auc_mean")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,24 @@ def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list
             AttackSummary(cell, attack, len(group), metrics, "ok" if ok else group[0].status)
         )
     return sorted(out, key=lambda r: (r.cell, r.attack))
+
+
+def attack_table(rows: list[AttackSummary]) -> list[str]:
+    """A markdown table of attack summaries; "n/a" where a metric cannot be resolved (TPR at
+    an FPR below 1/non-members) or does not apply (per-client AUC outside the server view)."""
+    if not rows:
+        return []
+    lines = [
+        "| configuration | attack | seeds | " + " | ".join(ATTACK_METRICS) + " |",
+        "|---|---|---:|" + "---:|" * len(ATTACK_METRICS),
+    ]
+    for r in rows:
+        missing = "n/a" if r.status == "ok" else r.status
+        cols = [
+            format_pm(r.metrics[m], 1.0, 3) if m in r.metrics else missing for m in ATTACK_METRICS
+        ]
+        lines.append(f"| {r.cell} | {r.attack} | {r.seeds} | " + " | ".join(cols) + " |")
+    return lines
 
 
 def _configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:

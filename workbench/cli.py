@@ -54,7 +54,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "report":
         from reports import build_report
-        from reports.summary import ATTACK_METRICS, across_seeds, attacks_across_seeds, format_pm
+        from reports.summary import across_seeds, attack_table, attacks_across_seeds, format_pm
         from workbench.store import ResultsStore
 
         path = build_report(args.out)
@@ -65,16 +65,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)}  "
                 f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
             )
-        rows = attacks_across_seeds(store.cells(), store.attacks())
-        if rows:
-            print("\n| configuration | attack | seeds | " + " | ".join(ATTACK_METRICS) + " |")
-            print("|---|---|---:|" + "---:|" * len(ATTACK_METRICS))
-        for r in rows:
-            cols = [
-                format_pm(r.metrics[m], 1.0, 3) if m in r.metrics else r.status
-                for m in ATTACK_METRICS
-            ]
-            print(f"| {r.cell} | {r.attack} | {r.seeds} | " + " | ".join(cols) + " |")
+        for line in attack_table(attacks_across_seeds(store.cells(), store.attacks())):
+            print(line)
         store.close()
         print(f"report: {path}")
         return 0

@@ -1,6 +1,6 @@
 import pytest
 
-from reports.summary import across_seeds, attacks_across_seeds
+from reports.summary import across_seeds, attack_table, attacks_across_seeds
 from workbench.store import AttackRow, CellRow
 
 
@@ -28,3 +28,14 @@ def test_attack_rows_average_over_seeds_per_configuration():
     assert rows[0].metrics["auc"] == (0.7, 0.0) and rows[0].seeds == 2  # the failed seed skipped
     assert "tpr@0.001" not in rows[0].metrics  # never resolvable: shown as n/a
     assert [s.label for s in across_seeds(cells)] == [r.cell for r in rows]
+
+
+def test_attack_table_marks_unresolvable_metrics_and_failed_rows():
+    cells = [cell(0, 0.1), cell(1, 0.1)]
+    table = attack_table(
+        attacks_across_seeds(cells, [attack("c0-0.1", 0.6), attack("c1-0.1", 0.8)])
+    )
+    assert table[0].startswith("| configuration | attack | seeds | auc |")
+    assert "| 0.700 ± 0.141 | 0.100 ± 0.000 | n/a |" in table[2]
+    failed = attack_table(attacks_across_seeds(cells, [attack("c0-0.1", None, "not_applicable")]))
+    assert failed[2].endswith("| not_applicable |")
