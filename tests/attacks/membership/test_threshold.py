@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from attacks import ATTACKS, AttackInput
+from attacks.membership.reference import ReferencePool
 from attacks.membership.threshold import ThresholdConfig, signal_scores
 from attacks.metrics import membership_metrics
 from workbench.challenges import Challenge, membership_challenge
@@ -14,7 +15,7 @@ from workbench.data.partition import ClientPart, Partition, make_partition
 from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import NotApplicableError
 from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, client_view, querier_view
+from workbench.threat import background_knowledge, client_view, querier_view, server_view
 
 ATTACK = ATTACKS.get("mia-threshold")
 
@@ -59,12 +60,12 @@ def _reachable(obj, seen=None):
         yield from _reachable(child, seen)
 
 
-def test_attack_input_holds_no_ground_truth(overfit):
+@pytest.mark.parametrize("view", [querier_view, server_view])
+def test_attack_input_holds_no_ground_truth(overfit, view):
     ds, fed, trained = overfit
     challenge = membership_challenge(fed, seed=0)
-    inp = AttackInput(
-        querier_view(trained, fed), background_knowledge(fed, trained), challenge.candidates
-    )
+    knowledge = background_knowledge(fed, trained)
+    inp = AttackInput(view(trained, fed), knowledge, challenge.candidates, ReferencePool())
     forbidden = (Federation, Partition, ClientPart, Challenge, NodeClient, NodeDataset)
     for obj in _reachable(inp):
         assert not isinstance(obj, forbidden), f"attack can reach {type(obj).__name__}"
