@@ -56,8 +56,8 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
                 last[m.sender] = m.payload  # messages are in round order: the last one wins
         if not last:
             raise NotApplicableError(
-                f"{attack}: the transcript kept no uploaded weights "
-                "(set the target's keep_payloads to 'last_round' or 'all')"
+                f"{attack}: the server received no model weights it can rebuild (the target "
+                "uploads none, or its keep_payloads is 'none')"
             )
         apis = {}
         for sender, state in sorted(last.items()):

@@ -12,6 +12,7 @@ from workbench.challenges import Challenge, membership_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import ClientPart, make_partition
 from workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
+from workbench.errors import NotApplicableError
 from workbench.targets import TARGETS
 from workbench.threat import background_knowledge, querier_view, server_view
 
@@ -158,3 +159,16 @@ def test_graph_level_attacks_detect_an_overfit_target(overfit_graphs, pool, name
     out = run(name, params, attack_input(fed, trained, challenge, pool))
     metrics, _ = membership_metrics(out.scores, challenge.is_member, out.threshold)
     assert metrics["auc"] > 0.6 and metrics["auc_ci_low"] > 0.5, metrics
+
+
+@pytest.mark.parametrize(
+    ("target", "params"),
+    [("centralized", {"epochs": 2}), ("fedavg", {"rounds": 2, "keep_payloads": "none"})],
+)
+def test_server_attack_without_uploaded_weights_is_not_applicable(small_csbm, target, params):
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, 0, aux_fraction=0.2))
+    trained = TARGETS.get(target).fit(fed, params, [], seed=0)
+    challenge = membership_challenge(fed, seed=0)
+    inp = attack_input(fed, trained, challenge, None, "server")
+    with pytest.raises(NotApplicableError, match="no model weights"):
+        run("mia-threshold", {"adversary": "server"}, inp)
