@@ -16,7 +16,7 @@ import seaborn as sns  # noqa: E402
 def roc_figure(curves: list[tuple[str, np.ndarray, np.ndarray]]) -> str:
     """Log-log ROC: the low-FPR region is where membership inference matters."""
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(6, 5))
+    fig, ax = plt.subplots(figsize=(6, max(5.0, 0.16 * len(curves))))
     floor = 1e-4
     for label, fpr, tpr in curves:
         ax.plot(np.clip(fpr, floor, 1), np.clip(tpr, floor, 1), label=label, linewidth=1.4)
@@ -30,13 +30,12 @@ def roc_figure(curves: list[tuple[str, np.ndarray, np.ndarray]]) -> str:
         ylim=(floor, 1.05),
         title="Membership inference ROC",
     )
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: any count
     return _encode(fig)
 
 
 def _encode(fig: plt.Figure) -> str:
     buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()

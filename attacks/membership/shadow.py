@@ -83,12 +83,12 @@ class ShadowAttack:
             (config.hidden,), max_iter=500, early_stopping=True, random_state=seed % 2**32
         )
         clf.fit(np.concatenate(feats), np.concatenate(labels))
-        per_model = {
-            name: clf.predict_proba(sorted_posteriors(query(api, inp.candidates, config.hops)))[
-                :, 1
-            ]
-            for name, api in apis.items()
-        }
+
+        def member_probability(api) -> np.ndarray:
+            feats = sorted_posteriors(query(api, inp.candidates, config.hops))
+            return clf.predict_proba(feats)[:, 1]
+
+        per_model = {name: member_probability(api) for name, api in apis.items()}
         return per_model_output(per_model, threshold=0.5)
 
     @staticmethod
