@@ -5,7 +5,7 @@ Each attack runs against an already trained target with a fresh reference pool, 
 includes the shadow/reference models it trains; "cell" is the whole list run in order with
 one shared pool, as the runner does it (LiRA and RMIA then share their references).
 
-    FGLWB_DATA=../shared/data python benchmarks/mia.py [--references 8]
+    FGLWB_DATA=../shared/data python benchmarks/mia.py [--references 32]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def timed(inp: AttackInput, name: str, params: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--references", type=int, default=8)
+    parser.add_argument("--references", type=int, default=32)
     args = parser.parse_args()
     print(
         f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
@@ -71,17 +71,18 @@ def main() -> None:
         view = querier_view(trained, fed)
         totals = [0.0, 0.0]
         for attack, p in attacks(args.references):
-            secs = [
-                timed(AttackInput(view, know, ch.candidates, ReferencePool(j, 0)), attack, p)
-                for j in (1, 2)
-            ]
+            secs = []
+            for j in (1, 2):
+                with ReferencePool(j, 0) as pool:
+                    secs.append(timed(AttackInput(view, know, ch.candidates, pool), attack, p))
             print(
                 f"{setting:<12}{attack:<16}{secs[0]:>10.2f}{secs[1]:>10.2f}"
                 f"{secs[0] / secs[1]:>10.2f}"
             )
         for i, j in enumerate((1, 2)):
-            inp = AttackInput(view, know, ch.candidates, ReferencePool(j, 0))
-            totals[i] = sum(timed(inp, a, p) for a, p in attacks(args.references))
+            with ReferencePool(j, 0) as pool:
+                inp = AttackInput(view, know, ch.candidates, pool)
+                totals[i] = sum(timed(inp, a, p) for a, p in attacks(args.references))
         print(
             f"{setting:<12}{'cell (shared)':<16}{totals[0]:>10.2f}{totals[1]:>10.2f}"
             f"{totals[0] / totals[1]:>10.2f}"

@@ -122,11 +122,11 @@ def run_cell(
         return
     challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
     knowledge = background_knowledge(federation, trained)
-    pool = ReferencePool(jobs, derive_seed(cell.seed, "references"))
-    for entry in attacks:
-        inputs = CellInputs(trained, federation, challenge, knowledge, pool)
-        row, row_hash = run_attack(cell, entry, inputs, store)
-        store.put_attack(row, row_hash)
+    with ReferencePool(jobs, derive_seed(cell.seed, "references")) as pool:
+        for entry in attacks:
+            inputs = CellInputs(trained, federation, challenge, knowledge, pool)
+            row, row_hash = run_attack(cell, entry, inputs, store)
+            store.put_attack(row, row_hash)
 
 
 def ledger_epsilon(ledger: PrivacyLedger, delta: float) -> float | None:

@@ -8,9 +8,12 @@ keep their edges; random shares at graph level). The records an inclusion row se
 model's training records (members); at node level the others stay in the clients' graphs as
 unlabelled nodes, exactly as the target's non-members sit in its clients' graphs.
 
-Jobs run in worker processes when ``jobs > 1`` (spawned: scripts that call this with
-``jobs > 1`` need the usual ``if __name__ == "__main__":`` guard). Every job trains with one
-intra-op thread under its own seed, so ``jobs`` changes the wall time, never the numbers.
+Jobs run in up to ``jobs`` worker processes (spawned: scripts that call this with ``jobs > 1``
+need the usual ``if __name__ == "__main__":`` guard). A fresh worker costs about
+``WORKER_STARTUP_SECONDS`` (importing torch and PyG), so the first job runs in this process and
+its time decides whether the rest is worth sending to workers; once started, workers live as
+long as the pool (one cell). Every job trains with one intra-op thread under its own seed, so
+``jobs`` changes the wall time, never the numbers.
 
 A ``ReferencePool`` lives for one cell: attacks asking for the same models (same records,
 inclusion, recipe and purpose) get the trained ones back instead of training them again."""
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
+import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ from workbench.targets import TARGETS
 from workbench.targets.training import TrainingRecipe
 
 EMPTY = np.zeros(0, dtype=np.int64)
+WORKER_STARTUP_SECONDS = 5.0  # `import attacks.membership.reference` in a fresh interpreter
 
 
 @dataclass(frozen=True)
@@ -175,7 +180,8 @@ def trained_models(
 
 
 class ReferencePool:
-    """Trains models for a cell's attacks and keeps them so later attacks reuse them."""
+    """Trains models for a cell's attacks and keeps them so later attacks reuse them. Use it
+    as a context manager (or call ``close``) so its worker processes end with the cell."""
 
     def __init__(self, jobs: int = 1, seed: int = 0) -> None:
         if jobs < 1:
@@ -183,7 +189,21 @@ class ReferencePool:
         self.jobs = jobs
         self.seed = seed
         self._cache: dict[str, list[dict[str, torch.Tensor]]] = {}
+        self._executor: ProcessPoolExecutor | None = None
+        self._executor_dataset: Dataset | None = None
+        self._datasets: dict[str, Dataset] = {}
         self.trained = 0  # models trained so far (cache misses), for tests and benchmarks
+
+    def __enter__(self) -> ReferencePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = self._executor_dataset = None
 
     def models(
         self,
@@ -199,7 +219,7 @@ class ReferencePool:
         records, inclusion = subset(records, order), inclusion[:, order]
         key = self._key(purpose, records, inclusion, recipe)
         if key not in self._cache:
-            dataset = adversary_dataset(records, graph, spec.num_classes)
+            dataset = self._dataset(records, graph, spec.num_classes)
             shards = self._shards(dataset, recipe.num_clients, derive_seed(self.seed, key))
             jobs = [
                 TrainJob(
@@ -218,15 +238,36 @@ class ReferencePool:
             out.append(model.eval())
         return out
 
+    def _dataset(self, records: Candidates, graph: Data | None, num_classes: int) -> Dataset:
+        """One dataset object per record set, so workers started for it can be reused."""
+        tag = hashlib.sha256(records.level.encode() + records.ids.tobytes()).hexdigest()
+        if tag not in self._datasets:
+            self._datasets[tag] = adversary_dataset(records, graph, num_classes)
+        return self._datasets[tag]
+
     def _run(self, jobs: list[TrainJob], dataset: Dataset) -> list[dict[str, torch.Tensor]]:
-        if self.jobs == 1 or len(jobs) == 1:
-            return [train_job(j, dataset) for j in jobs]
-        ctx = multiprocessing.get_context("spawn")
-        workers = min(self.jobs, len(jobs))
-        with ProcessPoolExecutor(
-            workers, mp_context=ctx, initializer=_init_worker, initargs=(dataset,)
-        ) as ex:
-            return list(ex.map(train_job, jobs))
+        start = time.perf_counter()
+        first = train_job(jobs[0], dataset)
+        per_job, rest = time.perf_counter() - start, jobs[1:]
+        workers = min(self.jobs, len(rest))
+        saved = per_job * len(rest) * (1 - 1 / max(workers, 1))
+        if workers < 2 or (self._executor is None and saved < WORKER_STARTUP_SECONDS):
+            return [first] + [train_job(j, dataset) for j in rest]
+        return [first] + list(self._workers(dataset).map(train_job, rest))
+
+    def _workers(self, dataset: Dataset) -> ProcessPoolExecutor:
+        """The pool's worker processes, started once; restarted only for another dataset."""
+        if self._executor is not None and self._executor_dataset is not dataset:
+            self.close()
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                self.jobs,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(dataset,),
+            )
+            self._executor_dataset = dataset
+        return self._executor
 
     @staticmethod
     def _shards(dataset: Dataset, num_clients: int, seed: int) -> list[np.ndarray]:

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from attacks import ATTACKS, AttackInput
+from attacks.membership import reference
 from attacks.membership.reference import (
     ReferencePool,
     federation_of,
@@ -64,10 +65,22 @@ def test_pool_trains_once_for_attacks_that_share_models(cell):
     assert pool.trained == 10
 
 
-def test_worker_processes_give_the_same_models(cell):
-    outs = [reference_outputs(cell_input(cell, ReferencePool(j, seed=3)), 4, 0) for j in (1, 2)]
+def test_worker_processes_give_the_same_models(cell, monkeypatch):
+    monkeypatch.setattr(reference, "WORKER_STARTUP_SECONDS", 0.0)  # use workers for tiny jobs
+    outs = []
+    for jobs in (1, 2):
+        with ReferencePool(jobs, seed=3) as pool:
+            outs.append(reference_outputs(cell_input(cell, pool), 4, 0))
+            assert (pool._executor is not None) == (jobs == 2)
     np.testing.assert_array_equal(outs[0].inclusion, outs[1].inclusion)
     torch.testing.assert_close(outs[0].logits, outs[1].logits, rtol=0, atol=0)
+
+
+def test_short_jobs_stay_in_process(cell):
+    """Starting a worker costs seconds; jobs shorter than that are not worth sending."""
+    with ReferencePool(jobs=2, seed=3) as pool:
+        reference_outputs(cell_input(cell, pool), 4, 0)
+        assert pool._executor is None and pool.trained == 4
 
 
 def test_bad_job_count_is_a_clear_error():
