@@ -18,7 +18,7 @@ def test_quickstart_end_to_end(tmp_path, capsys):
     db = sqlite3.connect(out / "results.sqlite")
     assert db.execute("SELECT COUNT(*) FROM cells").fetchone()[0] == 2
     metrics = [json.loads(m) for (m,) in db.execute("SELECT metrics_json FROM attacks")]
-    assert len(metrics) == 6 and all(0 <= m["auc"] <= 1 for m in metrics)
+    assert len(metrics) == 10 and all(0 <= m["auc"] <= 1 for m in metrics)
     assert (out / "report.html").stat().st_size > 10_000
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
     assert "0 cell(s) run, 2 already done" in capsys.readouterr().out
