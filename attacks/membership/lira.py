@@ -11,26 +11,21 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from attacks.membership.observe import (
-    QueryConfig,
     observed_apis,
     per_model_output,
     query,
     true_label_logit_margin,
 )
-from attacks.membership.reference import reference_outputs
+from attacks.membership.reference import ReferenceConfig, reference_outputs
 
 MIN_STD = 1e-3  # floor for fitted standard deviations (a record every model fits perfectly)
 
 
-class LiRAConfig(QueryConfig):
+class LiRAConfig(ReferenceConfig):
     mode: Literal["online", "offline"] = "online"
-    num_references: int = Field(
-        16, ge=2, le=512, description="models trained with the target's recipe (Carlini: 64+)"
-    )
     variance: Literal["global", "per-example"] = "global"
 
 
@@ -68,7 +63,7 @@ class LiRAAttack:
 
     def run(self, inp: AttackInput, config: LiRAConfig, seed: int) -> AttackOutput:
         apis = observed_apis(inp, self.name)
-        ref = reference_outputs(inp, config.num_references, config.hops)
+        ref = reference_outputs(inp, config)
         cands = inp.candidates
         phi = np.stack(
             [true_label_logit_margin(z[ref.num_aux :], cands.labels) for z in ref.logits]

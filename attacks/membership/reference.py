@@ -29,12 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from pydantic import Field
 from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
 from attacks.base import AttackInput, Candidates
-from attacks.membership.observe import model_api, query
+from attacks.membership.observe import QueryConfig, model_api, query
 from workbench.data.datasets import Dataset, GraphDataset, NodeDataset
 from workbench.data.federation import build_federation
 from workbench.data.partition import PARTITIONERS, ClientPart, Partition
@@ -149,20 +150,38 @@ class ReferenceOutputs:
     num_aux: int
 
 
-def reference_outputs(inp: AttackInput, num_models: int, hops: int) -> ReferenceOutputs:
+class ReferenceConfig(QueryConfig):
+    """Settings of the attacks that calibrate with reference models (LiRA, RMIA)."""
+
+    num_references: int = Field(
+        16, ge=2, le=512, description="models trained with the target's recipe (Carlini: 64+)"
+    )
+    reference_fraction: float | None = Field(
+        None,
+        gt=0.0,
+        le=0.5,
+        description="share of (aux pool ∪ candidates) each reference trains on; default: as "
+        "many records as the target trained on, at most half; 0.5: Carlini et al.'s halves",
+    )
+
+
+def reference_outputs(inp: AttackInput, config: ReferenceConfig) -> ReferenceOutputs:
     """LiRA and RMIA reference models, trained on draws from (auxiliary pool ∪ candidates).
     The draws depend on the cell's pool seed and the records' ids only (not on the order the
     evaluator lists candidates in), so both attacks and both modes in a cell share models."""
     records = union(inp.knowledge.aux, inp.candidates)
     pool = pool_of(inp)
-    fraction = training_fraction(inp.knowledge.recipe, records.ids.size)
+    fraction = config.reference_fraction or training_fraction(
+        inp.knowledge.recipe, records.ids.size
+    )
     canonical = inclusion_matrix(
-        num_models, records.ids.size, fraction, derive_seed(pool.seed, "references")
+        config.num_references, records.ids.size, fraction, derive_seed(pool.seed, "references")
     )
     inclusion = np.empty_like(canonical)
     inclusion[:, np.argsort(records.ids, kind="stable")] = canonical
     models = trained_models(inp, "references", records, inclusion)
-    logits = torch.stack([query(model_api(m, inp.knowledge), records, hops) for m in models])
+    api = [model_api(m, inp.knowledge) for m in models]
+    logits = torch.stack([query(a, records, config.hops) for a in api])
     return ReferenceOutputs(records, inclusion, logits, inp.knowledge.aux_ids.size)
 
 

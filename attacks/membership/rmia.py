@@ -20,21 +20,17 @@ from pydantic import Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from attacks.membership.observe import (
-    QueryConfig,
     observed_apis,
     per_model_output,
     query,
     true_label_prob,
 )
-from attacks.membership.reference import reference_outputs, union
+from attacks.membership.reference import ReferenceConfig, reference_outputs, union
 from workbench.errors import NotApplicableError
 
 
-class RMIAConfig(QueryConfig):
+class RMIAConfig(ReferenceConfig):
     mode: Literal["online", "offline"] = "offline"
-    num_references: int = Field(
-        16, ge=2, le=512, description="models trained with the target's recipe (Carlini: 64+)"
-    )
     a: float = Field(0.3, ge=0.0, le=1.0, description="offline approximation of p(x)")
     gamma: float = Field(1.0, gt=0.0)
 
@@ -58,7 +54,7 @@ class RMIAAttack:
         n_aux = inp.knowledge.aux_ids.size
         if n_aux == 0:
             raise NotApplicableError(f"{self.name}: needs population records (aux_fraction > 0)")
-        ref = reference_outputs(inp, config.num_references, config.hops)
+        ref = reference_outputs(inp, config)
         records = union(inp.knowledge.aux, inp.candidates)
         prob = np.stack([true_label_prob(z, records.labels) for z in ref.logits])
         p_ref = reference_prob(prob, ref.inclusion, config.mode, config.a)

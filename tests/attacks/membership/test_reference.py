@@ -5,6 +5,7 @@ import torch
 from attacks import ATTACKS, AttackInput
 from attacks.membership import reference
 from attacks.membership.reference import (
+    ReferenceConfig,
     ReferencePool,
     federation_of,
     inclusion_matrix,
@@ -70,7 +71,9 @@ def test_worker_processes_give_the_same_models(cell, monkeypatch):
     outs = []
     for jobs in (1, 2):
         with ReferencePool(jobs, seed=3) as pool:
-            outs.append(reference_outputs(cell_input(cell, pool), 4, 0))
+            outs.append(
+                reference_outputs(cell_input(cell, pool), ReferenceConfig(num_references=4))
+            )
             assert (pool._executor is not None) == (jobs == 2)
     np.testing.assert_array_equal(outs[0].inclusion, outs[1].inclusion)
     torch.testing.assert_close(outs[0].logits, outs[1].logits, rtol=0, atol=0)
@@ -79,7 +82,7 @@ def test_worker_processes_give_the_same_models(cell, monkeypatch):
 def test_short_jobs_stay_in_process(cell):
     """Starting a worker costs seconds; jobs shorter than that are not worth sending."""
     with ReferencePool(jobs=2, seed=3) as pool:
-        reference_outputs(cell_input(cell, pool), 4, 0)
+        reference_outputs(cell_input(cell, pool), ReferenceConfig(num_references=4))
         assert pool._executor is None and pool.trained == 4
 
 
@@ -102,3 +105,14 @@ def test_subset_keeps_graphs_aligned_with_ids(small_graphs):
             True,
             True,
         ]
+
+
+def test_reference_fraction_sets_the_training_share(cell):
+    """Default: as many records as the target trained on; 0.5: Carlini et al.'s halves."""
+    fed, trained = cell
+    inp = cell_input(cell, ReferencePool(seed=3))
+    halves = reference_outputs(inp, ReferenceConfig(num_references=4, reference_fraction=0.5))
+    assert (halves.inclusion.sum(0) == 2).all()
+    default = reference_outputs(inp, ReferenceConfig(num_references=10))
+    share = trained.recipe.train_size / default.records.ids.size
+    assert (default.inclusion.sum(0) == round(10 * share)).all()
