@@ -123,8 +123,8 @@ def run_cell(
     challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
     knowledge = background_knowledge(federation, trained)
     with ReferencePool(jobs, derive_seed(cell.seed, "references")) as pool:
+        inputs = CellInputs(trained, federation, challenge, knowledge, pool)
         for entry in attacks:
-            inputs = CellInputs(trained, federation, challenge, knowledge, pool)
             row, row_hash = run_attack(cell, entry, inputs, store)
             store.put_attack(row, row_hash)
 

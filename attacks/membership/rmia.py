@@ -25,7 +25,7 @@ from attacks.membership.observe import (
     query,
     true_label_prob,
 )
-from attacks.membership.reference import ReferenceConfig, reference_outputs, union
+from attacks.membership.reference import ReferenceConfig, reference_outputs
 from workbench.errors import NotApplicableError
 
 
@@ -55,7 +55,7 @@ class RMIAAttack:
         if n_aux == 0:
             raise NotApplicableError(f"{self.name}: needs population records (aux_fraction > 0)")
         ref = reference_outputs(inp, config)
-        records = union(inp.knowledge.aux, inp.candidates)
+        records = ref.records  # aux pool (the population z), then candidates (x)
         prob = np.stack([true_label_prob(z, records.labels) for z in ref.logits])
         p_ref = reference_prob(prob, ref.inclusion, config.mode, config.a)
         tiny = 1e-30
