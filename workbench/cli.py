@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from workbench import cli_epsilon
 from workbench.errors import WorkbenchError
 
-LIST_KINDS = ("targets", "attacks", "datasets", "partitioners")
+LIST_KINDS = ("targets", "attacks", "defenses", "datasets", "partitioners")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,6 +89,10 @@ def _listing(kind: str) -> list[str]:
         return [f"{n} ({TARGETS.get(n).level})" for n in TARGETS]
     if kind == "attacks":
         return [f"{n} (adversary: {', '.join(adversaries(ATTACKS.get(n)))})" for n in ATTACKS]
+    if kind == "defenses":
+        from defenses import DEFENSES
+
+        return [f"{n} (stage: {DEFENSES.get(n).stage})" for n in DEFENSES]
     if kind == "datasets":
         return [f"{n} ({DATASETS.get(n).level})" for n in DATASETS]
     return [f"{n} ({PARTITIONERS.get(n).level})" for n in PARTITIONERS]

@@ -21,6 +21,7 @@ from accountants.accountant import OrderGridWarning
 from attacks import ATTACKS, AttackInput, AttackOutput
 from attacks.membership.reference import ReferencePool
 from attacks.metrics import membership_metrics
+from defenses import applied
 from workbench.challenges import Challenge, membership_challenge
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
@@ -104,7 +105,8 @@ def run_cell(
     federation = build_federation(dataset, partition)
     t1 = time.perf_counter()
     target = TARGETS.get(cell.target.name)
-    trained = target.fit(federation, target.Config(**cell.target.params), [], cell.seed)
+    defenses = [applied(d.name, d.params) for d in cell.target.defenses]
+    trained = target.fit(federation, target.Config(**cell.target.params), defenses, cell.seed)
     t2 = time.perf_counter()
     row = CellRow(
         cell.cell_id,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import workbench.data  # noqa: F401  (registers partitioners)
 from attacks import ATTACKS
+from defenses import DEFENSES
 from workbench.data.catalog import DATASETS
 from workbench.data.partition import PARTITIONERS
 from workbench.errors import ConfigError
@@ -43,9 +44,15 @@ class PartitionEntry(_Strict):
     aux_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="attacker's auxiliary pool")
 
 
+class DefenseEntry(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+
+
 class TargetEntry(_Strict):
     name: str
     params: dict[str, Any] = {}
+    defenses: list[DefenseEntry] = []
 
 
 class AttackEntry(_Strict):
@@ -81,7 +88,10 @@ class Cell:
         return {
             "dataset": self.dataset.model_dump(),
             "partition": self.partition.model_dump(),
-            "target": self.target.model_dump(),
+            # defenses only when present, so undefended cells keep their ids
+            "target": self.target.model_dump(
+                exclude=None if self.target.defenses else {"defenses"}
+            ),
             "seed": self.seed,
         }
 
@@ -92,7 +102,8 @@ class Cell:
     @property
     def label(self) -> str:
         p = self.partition
-        return f"{self.dataset.name}/{p.method}-{p.num_clients}/{self.target.name}/seed{self.seed}"
+        target = "+".join([self.target.name] + [d.name for d in self.target.defenses])
+        return f"{self.dataset.name}/{p.method}-{p.num_clients}/{target}/seed{self.seed}"
 
 
 def config_hash(obj: Any) -> str:
@@ -157,6 +168,9 @@ def _check_components(suite: Suite) -> list[str]:
             )
     for i, t in enumerate(suite.targets):
         check(f"targets[{i}].name", TARGETS, t.name, t.params, lambda t: t.Config)
+        for j, d in enumerate(t.defenses):
+            field = f"targets[{i}].defenses[{j}].name"
+            check(field, DEFENSES, d.name, d.params, lambda d: d.Config)
     for i, a in enumerate(suite.attacks):
         check(f"attacks[{i}].name", ATTACKS, a.name, a.params, lambda a: a.Config)
     if problems:

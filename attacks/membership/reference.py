@@ -82,7 +82,7 @@ def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.
     with single_thread():
         federation = build_federation(dataset, job.partition)
         target = TARGETS.get(job.recipe.target)
-        trained = target.fit(federation, job.recipe.config, [], job.seed)
+        trained = target.fit(federation, job.recipe.config, list(job.recipe.defenses), job.seed)
         return trained.global_model.state_dict()
 
 
@@ -301,7 +301,7 @@ class ReferencePool:
     @staticmethod
     def _key(purpose, records, inclusion, recipe) -> str:
         h = hashlib.sha256()
-        for part in (purpose, repr(recipe), records.level, inclusion.shape):
+        for part in (purpose, recipe.identity(), records.level, inclusion.shape):
             h.update(str(part).encode())
         h.update(np.ascontiguousarray(records.ids).tobytes())
         h.update(np.packbits(inclusion).tobytes())

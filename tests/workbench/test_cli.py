@@ -69,6 +69,7 @@ def test_list(capsys):
     for section in ("targets:", "attacks:", "datasets:", "partitioners:"):
         assert section in out
     assert "mia-threshold (adversary: querier, server)" in out and "louvain (node)" in out
+    assert "dp-fedavg (stage: aggregation)" in out
 
 
 def test_python_dash_m_entry_point():

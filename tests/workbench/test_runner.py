@@ -145,3 +145,19 @@ def test_every_attack_family_member_runs_from_a_suite_and_shares_references(tmp_
     assert 0.0 <= server.metrics["client_auc_min"] <= server.metrics["client_auc_max"] <= 1.0
     for r in rows:
         assert r.metrics["auc_ci_low"] <= r.metrics["auc"] <= r.metrics["auc_ci_high"]
+
+
+def test_a_defended_cell_stores_the_accountants_epsilon(tmp_path):
+    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+
+    dp = {"name": "dp-fedavg", "params": {"clip": 1.0, "noise_multiplier": 1.3}}
+    raw = {
+        **RAW,
+        "seeds": [0],
+        "targets": [{"name": "fedavg", "params": {"rounds": 3}, "defenses": [dp]}],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    (cell,) = ResultsStore(tmp_path).cells()
+    by_hand = epsilon(PrivacyLedger((SubsampledGaussian(1.0, 1.3, 3),)), 1e-5).epsilon
+    assert cell.epsilon == pytest.approx(by_hand, rel=1e-12)
+    assert cell.label.endswith("fedavg+dp-fedavg/seed0")

@@ -90,3 +90,23 @@ def test_yaml_errors_are_config_errors(tmp_path):
         load_suite(bad)
     with pytest.raises(ConfigError, match="not found"):
         load_suite(tmp_path / "missing.yaml")
+
+
+def test_defenses_are_validated_labelled_and_hashed_only_when_present():
+    dp = {"name": "dp-fedavg", "params": {"clip": 1.0, "noise_multiplier": 0.8}}
+    target = {"name": "fedavg", "params": {"rounds": 2}, "defenses": [dp]}
+    cells = expand(
+        parse_suite(suite(targets=[target, {"name": "fedavg", "params": {"rounds": 2}}]))
+    )
+    defended, plain = cells
+    assert defended.label == "csbm/louvain-3/fedavg+dp-fedavg/seed0"
+    assert "defenses" in defended.config()["target"]
+    assert "defenses" not in plain.config()["target"]  # undefended cells keep their ids
+    assert defended.cell_id != plain.cell_id
+    bad = {**target, "defenses": [{"name": "dp-fedavgg"}]}
+    assert (
+        "targets[0].defenses[0].name: unknown defense 'dp-fedavgg'; valid choices: dp-fedavg"
+        in (error_of(suite(targets=[bad])))
+    )
+    bad = {**target, "defenses": [{"name": "dp-fedavg", "params": {"clip": -1}}]}
+    assert "targets[0].defenses[0].params.clip" in error_of(suite(targets=[bad]))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from accountants import PrivacyLedger
+from defenses.dp_fedavg import apply_update, client_update, ledger_event, server_aggregate
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.errors import ConfigError
@@ -74,7 +75,9 @@ class _FedAvg:
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
         cfg = config if isinstance(config, FedAvgConfig) else FedAvgConfig(**(config or {}))
+        dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
         rng = seed_everything(derive_seed(seed, "fedavg"))
+        noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
         ds = federation.dataset
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
         make = spec.build
@@ -90,7 +93,10 @@ class _FedAvg:
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
 
         for r in range(cfg.rounds):
-            chosen = np.sort(rng.choice(len(clients), per_round, replace=False))
+            if dp is None:
+                chosen = np.sort(rng.choice(len(clients), per_round, replace=False))
+            else:  # Poisson sampling, as the subsampled-Gaussian accountant assumes
+                chosen = np.flatnonzero(rng.random(len(clients)) < cfg.client_fraction)
             state = global_model.state_dict()
             transcript.broadcast(
                 r, SERVER, [client(k) for k in chosen.tolist()], MODEL_WEIGHTS, state
@@ -101,9 +107,20 @@ class _FedAvg:
                 if not cfg.persistent_optimizer:
                     opts[k] = make_optimizer(cfg.optimizer, local[k], cfg.lr, cfg.weight_decay)
                 self.train_local(local[k], clients[k], opts[k], cfg, gen)
-                msg = transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, local[k].state_dict())
-                uploads.append(local[k].state_dict() if msg.payload is None else msg.payload)
-            global_model.load_state_dict(average_states(uploads, weights[chosen]))
+                upload = local[k].state_dict()
+                if dp is not None:
+                    update = client_update(upload, state, dp, noise)
+                    uploads.append(update)
+                    if dp.mode == "local":  # only the noisy model leaves the client
+                        upload = apply_update(state, update)
+                msg = transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, upload)
+                if dp is None:
+                    uploads.append(upload if msg.payload is None else msg.payload)
+            if dp is None:
+                global_model.load_state_dict(average_states(uploads, weights[chosen]))
+            else:
+                expected = cfg.client_fraction * len(clients)
+                global_model.load_state_dict(server_aggregate(state, uploads, dp, expected, noise))
             val = self.score(global_model, clients, "val", cfg.eval_dropout)
             history.append({"round": r, "val_accuracy": val["accuracy"]})
             release.offer(r, val["accuracy"], global_model)
@@ -133,10 +150,13 @@ class _FedAvg:
                 },
                 len(clients),
                 sum(self.num_train(c) for c in clients),
+                tuple(defenses),
             ),
             query=self.query_api(global_model, federation),
             transcript=transcript,
-            ledger=PrivacyLedger(),
+            ledger=PrivacyLedger()
+            if dp is None
+            else PrivacyLedger().record(ledger_event(cfg.client_fraction, dp, cfg.rounds)),
             utility=utility,
             history=history,
         )
@@ -198,11 +218,12 @@ class FedAvg:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        if defenses:
-            raise ConfigError(
-                f"fedavg: defenses are not supported yet (got {len(defenses)}); "
-                "run without defenses"
-            )
+        for d in defenses:
+            if d.name != "dp-fedavg":
+                raise ConfigError(
+                    f"defenses: fedavg cannot apply '{d.name}' (stage '{d.stage}'); "
+                    "it supports: dp-fedavg"
+                )
         impl = NodeFedAvg() if federation.level == "node" else GraphFedAvg()
         return impl.fit(federation, config, defenses, seed)
 

@@ -31,6 +31,17 @@ class TrainingRecipe:
     config: dict[str, Any]
     num_clients: int
     train_size: int
+    defenses: tuple[Any, ...] = ()  # the AppliedDefenses the target ran with
+
+    def identity(self) -> str:
+        """Stable text the reference pool keys and seeds its models by. Defenses appear only
+        when present, so an undefended recipe keeps the identity it had before they existed
+        (and the documented attack figures stay reproducible)."""
+        base = (
+            f"TrainingRecipe(target={self.target!r}, config={self.config!r}, "
+            f"num_clients={self.num_clients!r}, train_size={self.train_size!r}"
+        )
+        return base + (f", defenses={self.defenses!r})" if self.defenses else ")")
 
 
 ReleaseRule = Literal["best_val", "last"]

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from defenses import AppliedDefense
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
@@ -95,8 +96,8 @@ def test_eval_dropout_switch_keeps_dropout_on_when_scoring(small_csbm):
 
 def test_defenses_are_refused_not_ignored(small_csbm):
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, seed=0))
-    with pytest.raises(ConfigError, match="defenses are not supported"):
-        FEDAVG.fit(fed, {"rounds": 1}, ["dp"], 0)
+    with pytest.raises(ConfigError, match="cannot apply 'ib'"):
+        FEDAVG.fit(fed, {"rounds": 1}, [AppliedDefense("ib", "transform", None)], 0)
 
 
 def test_recipe_retrains_the_released_model(small_csbm):
@@ -109,3 +110,15 @@ def test_recipe_retrains_the_released_model(small_csbm):
     for k, v in trained.global_model.state_dict().items():
         torch.testing.assert_close(again.global_model.state_dict()[k], v, rtol=0, atol=0)
     assert trained.recipe.train_size == sum(int(c.data.train_mask.sum()) for c in fed.clients)
+
+
+def test_recipe_identity_is_unchanged_without_defenses():
+    from workbench.targets.training import TrainingRecipe
+
+    plain = TrainingRecipe("fedavg", {"rounds": 3}, 2, 10)
+    assert (
+        plain.identity()
+        == "TrainingRecipe(target='fedavg', config={'rounds': 3}, num_clients=2, train_size=10)"
+    )
+    defended = TrainingRecipe("fedavg", {"rounds": 3}, 2, 10, ("dp",))
+    assert defended.identity().endswith("train_size=10, defenses=('dp',))")
