@@ -63,9 +63,15 @@ def server_aggregate(
     total = torch.zeros(size, dtype=torch.float64)
     for u in updates:
         total += u
-    if cfg.mode == "central":
-        total += _noise(size, cfg, generator)
+    noise = server_noise(size, cfg, generator)
+    if noise is not None:
+        total += noise
     return apply_update(reference, total / expected_clients)
+
+
+def server_noise(size: int, cfg: DPFedAvgConfig, generator: torch.Generator) -> torch.Tensor | None:
+    """The noise the server adds to the sum: σ·C per coordinate in central mode, none in local."""
+    return _noise(size, cfg, generator) if cfg.mode == "central" else None
 
 
 def _noise(size: int, cfg: DPFedAvgConfig, generator: torch.Generator) -> torch.Tensor:

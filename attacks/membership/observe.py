@@ -19,7 +19,7 @@ from attacks.base import AttackInput, AttackOutput, Candidates
 from workbench.errors import NotApplicableError
 from workbench.query import GraphQueryAPI, NodeQueryAPI, QueryAPI
 from workbench.threat import BackgroundKnowledge, QuerierView, ServerView
-from workbench.transcript import MODEL_WEIGHTS
+from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
 RELEASED = "released"
 
@@ -54,6 +54,11 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
         for m in view.received:
             if m.kind == MODEL_WEIGHTS and m.payload is not None:
                 last[m.sender] = m.payload  # messages are in round order: the last one wins
+        if not last and any(m.kind == CIPHERTEXT for m in view.received):
+            raise NotApplicableError(
+                f"{attack}: not applicable: encrypted (secure aggregation: the server received "
+                "only ciphertexts of the uploads and holds no secret key)"
+            )
         if not last:
             raise NotApplicableError(
                 f"{attack}: the server received no model weights it can rebuild (the target "

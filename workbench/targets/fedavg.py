@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from accountants import PrivacyLedger
-from defenses.dp_fedavg import apply_update, client_update, ledger_event, server_aggregate
+from defenses.dp_fedavg import (
+    apply_update,
+    client_update,
+    ledger_event,
+    server_aggregate,
+    server_noise,
+    update_vector,
+)
+from defenses.secure_aggregation import Session
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.errors import ConfigError
@@ -35,7 +43,7 @@ from workbench.targets.training import (
     train_graph_epochs,
     train_node_epochs,
 )
-from workbench.transcript import MODEL_WEIGHTS, SERVER, Transcript, client
+from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, SERVER, Transcript, client
 
 
 class FedAvgConfig(BaseModel):
@@ -60,6 +68,13 @@ class FedAvgConfig(BaseModel):
     )
 
 
+def weighted_update(local: dict, reference: dict, weight: float) -> torch.Tensor:
+    """weight · (local − reference), followed by the weight itself: summed over clients, the
+    last entry is the denominator of the weighted mean (so no weight travels in the clear)."""
+    update = update_vector(local, reference) * weight
+    return torch.cat([update, torch.tensor([weight], dtype=torch.float64)])
+
+
 def average_states(states: Sequence[dict[str, torch.Tensor]], weights: np.ndarray) -> dict:
     w = torch.tensor(weights / weights.sum(), dtype=torch.float32)
     return {k: sum(wi * s[k].float() for wi, s in zip(w, states, strict=True)) for k in states[0]}
@@ -76,6 +91,8 @@ class _FedAvg:
     ) -> TrainedTarget:
         cfg = config if isinstance(config, FedAvgConfig) else FedAvgConfig(**(config or {}))
         dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
+        sa = next((d.config for d in defenses if d.name == "secure-aggregation"), None)
+        secure = None if sa is None else Session.start(sa)
         rng = seed_everything(derive_seed(seed, "fedavg"))
         noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
         ds = federation.dataset
@@ -98,9 +115,10 @@ class _FedAvg:
             else:  # Poisson sampling, as the subsampled-Gaussian accountant assumes
                 chosen = np.flatnonzero(rng.random(len(clients)) < cfg.client_fraction)
             state = global_model.state_dict()
-            transcript.broadcast(
-                r, SERVER, [client(k) for k in chosen.tolist()], MODEL_WEIGHTS, state
-            )
+            if secure is None or r == 0:  # under secure aggregation clients decrypt the model
+                transcript.broadcast(
+                    r, SERVER, [client(k) for k in chosen.tolist()], MODEL_WEIGHTS, state
+                )
             uploads = []
             for k in chosen.tolist():
                 local[k].load_state_dict(state)
@@ -108,19 +126,40 @@ class _FedAvg:
                     opts[k] = make_optimizer(cfg.optimizer, local[k], cfg.lr, cfg.weight_decay)
                 self.train_local(local[k], clients[k], opts[k], cfg, gen)
                 upload = local[k].state_dict()
-                if dp is not None:
+                if dp is None and secure is None:
+                    msg = transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, upload)
+                    uploads.append(upload if msg.payload is None else msg.payload)
+                    continue
+                if dp is None:  # the weighted update and its weight, summed under encryption
+                    update = weighted_update(upload, state, weights[k])
+                else:
                     update = client_update(upload, state, dp, noise)
-                    uploads.append(update)
                     if dp.mode == "local":  # only the noisy model leaves the client
                         upload = apply_update(state, update)
-                msg = transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, upload)
-                if dp is None:
-                    uploads.append(upload if msg.payload is None else msg.payload)
-            if dp is None:
+                if secure is None:
+                    transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, upload)
+                    uploads.append(update)
+                else:
+                    ciphertext = secure.client.encrypt(update.numpy())
+                    transcript.send(r, client(k), SERVER, CIPHERTEXT, ciphertext)
+                    uploads.append(ciphertext)
+            if dp is None and secure is None:
                 global_model.load_state_dict(average_states(uploads, weights[chosen]))
-            else:
+            elif secure is None:
                 expected = cfg.client_fraction * len(clients)
                 global_model.load_state_dict(server_aggregate(state, uploads, dp, expected, noise))
+            else:
+                size = update_vector(state, state).numel() + (dp is None)
+                extra = None if dp is None else server_noise(size, dp, noise)
+                addend = None if extra is None else extra.numpy()
+                aggregate = secure.server.sum(uploads, size, addend)
+                everyone = [client(k) for k in range(len(clients))]
+                transcript.broadcast(r, SERVER, everyone, CIPHERTEXT, aggregate)
+                total = torch.from_numpy(secure.keys.decrypt(aggregate))
+                mean = (
+                    total / (cfg.client_fraction * len(clients)) if dp else total[:-1] / total[-1]
+                )
+                global_model.load_state_dict(apply_update(state, mean))
             val = self.score(global_model, clients, "val", cfg.eval_dropout)
             history.append({"round": r, "val_accuracy": val["accuracy"]})
             release.offer(r, val["accuracy"], global_model)
@@ -150,7 +189,9 @@ class _FedAvg:
                 },
                 len(clients),
                 sum(self.num_train(c) for c in clients),
-                tuple(defenses),
+                # Secure aggregation changes the model only by its grid rounding; references
+                # train without it rather than pay for encryption N times.
+                tuple(d for d in defenses if d.name != "secure-aggregation"),
             ),
             query=self.query_api(global_model, federation),
             transcript=transcript,
@@ -208,6 +249,9 @@ class GraphFedAvg(_FedAvg):
         return GraphQueryAPI(model)
 
 
+SUPPORTED_DEFENSES = ("dp-fedavg", "secure-aggregation")
+
+
 class FedAvg:
     """Dispatches to the node- or graph-level loop by the federation's level."""
 
@@ -219,10 +263,10 @@ class FedAvg:
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
         for d in defenses:
-            if d.name != "dp-fedavg":
+            if d.name not in SUPPORTED_DEFENSES:
                 raise ConfigError(
                     f"defenses: fedavg cannot apply '{d.name}' (stage '{d.stage}'); "
-                    "it supports: dp-fedavg"
+                    f"it supports: {', '.join(SUPPORTED_DEFENSES)}"
                 )
         impl = NodeFedAvg() if federation.level == "node" else GraphFedAvg()
         return impl.fit(federation, config, defenses, seed)
