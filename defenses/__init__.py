@@ -1,7 +1,7 @@
 """Defenses hook one stage of a target's pipeline and record their DP events in the ledger.
 Importing a module registers it."""
 
-from defenses import dp_fedavg, secure_aggregation  # noqa: F401
+from defenses import dp_fedavg, dp_sgd, secure_aggregation  # noqa: F401
 from defenses.base import DEFENSES, AppliedDefense, Defense, applied
 
 __all__ = ["DEFENSES", "AppliedDefense", "Defense", "applied"]

@@ -18,6 +18,7 @@ from torch import nn
 
 from accountants import PrivacyLedger
 from defenses.dp_fedavg import (
+    DPFedAvgConfig,
     apply_update,
     client_update,
     ledger_event,
@@ -25,6 +26,8 @@ from defenses.dp_fedavg import (
     server_noise,
     update_vector,
 )
+from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
+from defenses.dp_sgd import ledger_event as dp_sgd_event
 from defenses.secure_aggregation import Session
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
@@ -92,6 +95,7 @@ class _FedAvg:
         cfg = config if isinstance(config, FedAvgConfig) else FedAvgConfig(**(config or {}))
         dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
         sa = next((d.config for d in defenses if d.name == "secure-aggregation"), None)
+        dp_sgd = next((d.config for d in defenses if d.name == "dp-sgd"), None)
         secure = None if sa is None else Session.start(sa)
         rng = seed_everything(derive_seed(seed, "fedavg"))
         noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
@@ -101,8 +105,17 @@ class _FedAvg:
         global_model = make()
         clients = federation.clients
         local = [make() for _ in clients]
-        opts = [make_optimizer(cfg.optimizer, m, cfg.lr, cfg.weight_decay) for m in local]
         gen = torch.Generator().manual_seed(derive_seed(seed, "batches"))
+        sgd_noise = torch.Generator().manual_seed(derive_seed(seed, "dp-sgd-noise"))
+
+        def optimizer(k: int) -> torch.optim.Optimizer:
+            opt = make_optimizer(cfg.optimizer, local[k], cfg.lr, cfg.weight_decay)
+            if dp_sgd is None:
+                return opt
+            return private_optimizer(opt, dp_sgd, self.num_train(clients[k]), sgd_noise)
+
+        opts = [optimizer(k) for k in range(len(clients))]
+        dp_steps = np.zeros(len(clients), dtype=int)
         weights = np.array([self.weight(c) for c in clients], dtype=float)
         transcript = Transcript(cfg.keep_payloads)
         history: list[dict[str, float]] = []
@@ -123,8 +136,8 @@ class _FedAvg:
             for k in chosen.tolist():
                 local[k].load_state_dict(state)
                 if not cfg.persistent_optimizer:
-                    opts[k] = make_optimizer(cfg.optimizer, local[k], cfg.lr, cfg.weight_decay)
-                self.train_local(local[k], clients[k], opts[k], cfg, gen)
+                    opts[k] = optimizer(k)
+                dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
                 upload = local[k].state_dict()
                 if dp is None and secure is None:
                     msg = transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, upload)
@@ -195,12 +208,23 @@ class _FedAvg:
             ),
             query=self.query_api(global_model, federation),
             transcript=transcript,
-            ledger=PrivacyLedger()
-            if dp is None
-            else PrivacyLedger().record(ledger_event(cfg.client_fraction, dp, cfg.rounds)),
+            ledger=self.ledger(cfg, dp, dp_sgd, int(dp_steps.max())),
             utility=utility,
             history=history,
         )
+
+    @staticmethod
+    def ledger(
+        cfg: FedAvgConfig, dp: DPFedAvgConfig | None, dp_sgd: DPSGDConfig | None, steps: int
+    ) -> PrivacyLedger:
+        """Client-level DP-FedAvg: one event per round. DP-SGD: the worst client's steps (each
+        record belongs to one client, so its ε is the one of the client holding it)."""
+        ledger = PrivacyLedger()
+        if dp is not None:
+            ledger = ledger.record(ledger_event(cfg.client_fraction, dp, cfg.rounds))
+        if dp_sgd is not None:
+            ledger = ledger.record(dp_sgd_event(dp_sgd, steps))
+        return ledger
 
 
 class NodeFedAvg(_FedAvg):
@@ -215,8 +239,9 @@ class NodeFedAvg(_FedAvg):
         return int(c.data.train_mask.sum())
 
     @staticmethod
-    def train_local(model: nn.Module, c: NodeClient, opt, cfg: FedAvgConfig, gen) -> None:
+    def train_local(model: nn.Module, c: NodeClient, opt, cfg: FedAvgConfig, gen, dp_sgd) -> int:
         train_node_epochs(model, c.data, opt, cfg.local_epochs)
+        return 0
 
     score = staticmethod(score_node_clients)
 
@@ -238,8 +263,14 @@ class GraphFedAvg(_FedAvg):
         return len(c.train)
 
     @staticmethod
-    def train_local(model: nn.Module, c: GraphClient, opt, cfg: FedAvgConfig, gen) -> None:
+    def train_local(
+        model: nn.Module, c: GraphClient, opt, cfg: FedAvgConfig, gen, dp_sgd: DPSGDConfig | None
+    ) -> int:
+        """Plain minibatch epochs, or DP-SGD steps (their count, for the ledger)."""
+        if dp_sgd is not None:
+            return train_graph_epochs_dp(model, c.train, opt, cfg.local_epochs, dp_sgd, gen)
         train_graph_epochs(model, c.train, opt, cfg.local_epochs, cfg.batch_size, gen)
+        return 0
 
     score = staticmethod(score_graph_clients)
 
@@ -249,7 +280,7 @@ class GraphFedAvg(_FedAvg):
         return GraphQueryAPI(model)
 
 
-SUPPORTED_DEFENSES = ("dp-fedavg", "secure-aggregation")
+SUPPORTED_DEFENSES = ("dp-fedavg", "dp-sgd", "secure-aggregation")
 
 
 class FedAvg:
@@ -268,6 +299,19 @@ class FedAvg:
                     f"defenses: fedavg cannot apply '{d.name}' (stage '{d.stage}'); "
                     f"it supports: {', '.join(SUPPORTED_DEFENSES)}"
                 )
+        names = {d.name for d in defenses}
+        if {"dp-fedavg", "dp-sgd"} <= names:
+            raise ConfigError(
+                "defenses: dp-fedavg (one client's data) and dp-sgd (one record) protect "
+                "different neighbouring datasets; their ε do not compose into one figure, so "
+                "run them as separate targets"
+            )
+        if "dp-sgd" in names and federation.level == "node":
+            raise ConfigError(
+                "defenses: dp-sgd on fedavg is graph-level only (nodes of one graph are not "
+                "independent records, so per-node clipping bounds nothing); node-level DP needs "
+                "aggregation perturbation (GAP), which is not implemented yet"
+            )
         impl = NodeFedAvg() if federation.level == "node" else GraphFedAvg()
         return impl.fit(federation, config, defenses, seed)
 
