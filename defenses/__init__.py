@@ -1,7 +1,12 @@
 """Defenses hook one stage of a target's pipeline and record their DP events in the ledger.
 Importing a module registers it."""
 
-from defenses import dp_fedavg, dp_sgd, secure_aggregation  # noqa: F401
+from defenses import (  # noqa: F401
+    dp_fedavg,
+    dp_sgd,
+    information_bottleneck,
+    secure_aggregation,
+)
 from defenses.base import DEFENSES, AppliedDefense, Defense, applied
 
 __all__ = ["DEFENSES", "AppliedDefense", "Defense", "applied"]

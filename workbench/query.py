@@ -56,6 +56,16 @@ class NodeQueryAPI:
     def num_nodes(self) -> int:
         return self._num_nodes
 
+    def with_features(self, x: torch.Tensor) -> NodeQueryAPI:
+        """The same model and graph, queried with features the querier sends itself (e.g. an
+        adaptive attacker's own encoding of the nodes)."""
+        if tuple(x.shape[:1]) != (self._num_nodes,):
+            raise ValueError(
+                f"x: expected one row per node ({self._num_nodes}), got {tuple(x.shape)}"
+            )
+        graph = Data(x=x, edge_index=self._edge_index, num_nodes=self._num_nodes)
+        return NodeQueryAPI(self._model, graph, self._chunk)
+
     @torch.no_grad()
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         return self._answer(node_ids, hops, embed=False)

@@ -28,6 +28,7 @@ from defenses.dp_fedavg import (
 )
 from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
+from defenses.information_bottleneck import IB_HEAD, shared_head, transform_clients
 from defenses.secure_aggregation import Session
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
@@ -96,6 +97,7 @@ class _FedAvg:
         dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
         sa = next((d.config for d in defenses if d.name == "secure-aggregation"), None)
         dp_sgd = next((d.config for d in defenses if d.name == "dp-sgd"), None)
+        ib = next((d.config for d in defenses if d.name == "information-bottleneck"), None)
         secure = None if sa is None else Session.start(sa)
         rng = seed_everything(derive_seed(seed, "fedavg"))
         noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
@@ -104,6 +106,12 @@ class _FedAvg:
         make = spec.build
         global_model = make()
         clients = federation.clients
+        transcript = Transcript(cfg.keep_payloads)
+        ib_kl = None
+        if ib is not None:  # one-shot, local: only the frozen head travels (server → clients)
+            head = shared_head(ib, ds.num_features, ds.num_classes).state_dict()
+            transcript.broadcast(0, SERVER, [client(k) for k in range(len(clients))], IB_HEAD, head)
+            clients, ib_kl = transform_clients(clients, ib, ds.num_classes, seed)
         local = [make() for _ in clients]
         gen = torch.Generator().manual_seed(derive_seed(seed, "batches"))
         sgd_noise = torch.Generator().manual_seed(derive_seed(seed, "dp-sgd-noise"))
@@ -117,7 +125,6 @@ class _FedAvg:
         opts = [optimizer(k) for k in range(len(clients))]
         dp_steps = np.zeros(len(clients), dtype=int)
         weights = np.array([self.weight(c) for c in clients], dtype=float)
-        transcript = Transcript(cfg.keep_payloads)
         history: list[dict[str, float]] = []
         release = Release(cfg.release)
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
@@ -186,6 +193,8 @@ class _FedAvg:
             "val_accuracy": release.val_accuracy,
             "best_round": float(release.round),
         }
+        if ib_kl is not None:
+            utility["ib_kl_nats"] = ib_kl
         return TrainedTarget(
             name=self.name,
             level=ds.level,
@@ -280,7 +289,7 @@ class GraphFedAvg(_FedAvg):
         return GraphQueryAPI(model)
 
 
-SUPPORTED_DEFENSES = ("dp-fedavg", "dp-sgd", "secure-aggregation")
+SUPPORTED_DEFENSES = ("dp-fedavg", "dp-sgd", "secure-aggregation", "information-bottleneck")
 
 
 class FedAvg:
@@ -305,6 +314,11 @@ class FedAvg:
                 "defenses: dp-fedavg (one client's data) and dp-sgd (one record) protect "
                 "different neighbouring datasets; their ε do not compose into one figure, so "
                 "run them as separate targets"
+            )
+        if "information-bottleneck" in names and federation.level != "node":
+            raise ConfigError(
+                "defenses: information-bottleneck transforms node features and needs node-level "
+                "data (the federation is graph-level)"
             )
         if "dp-sgd" in names and federation.level == "node":
             raise ConfigError(

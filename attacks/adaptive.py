@@ -1,0 +1,38 @@
+"""Adaptive attackers: adversaries who know a defense's recipe and undo what they can of it.
+
+Evaluating a transform-style defense only against attackers who ignore it measures the
+feature-space mismatch, not the defense (FedGC's own caveat)."""
+
+from __future__ import annotations
+
+import torch
+
+from defenses.information_bottleneck import surrogate_features
+from workbench.errors import NotApplicableError
+from workbench.seeding import derive_seed
+from workbench.threat import BackgroundKnowledge
+
+
+def ib_surrogate_features(knowledge: BackgroundKnowledge, attack: str, seed: int) -> torch.Tensor:
+    """z′ for every population node, from the attacker's own IB encoder trained with the
+    target's recipe (γ, epochs, the head's public seed) on its labelled auxiliary nodes."""
+    ib = next(
+        (d.config for d in knowledge.recipe.defenses if d.name == "information-bottleneck"), None
+    )
+    if ib is None:
+        raise NotApplicableError(
+            f"{attack}: features 'ib-surrogate' needs a target trained with information-bottleneck"
+        )
+    if knowledge.graph is None or knowledge.aux_ids.size < 2:
+        raise NotApplicableError(
+            f"{attack}: features 'ib-surrogate' needs node-level data and an auxiliary pool"
+        )
+    num_classes = int(knowledge.spec.num_classes)
+    return surrogate_features(
+        knowledge.graph,
+        knowledge.aux_ids,
+        knowledge.aux_labels,
+        ib,
+        num_classes,
+        derive_seed(seed, "ib-surrogate"),
+    )

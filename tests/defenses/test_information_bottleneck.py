@@ -1,0 +1,102 @@
+import pytest
+import torch
+from torch.distributions import Normal, kl_divergence
+
+from attacks import ATTACKS, AttackInput
+from attacks.metrics import membership_metrics
+from defenses import applied
+from defenses.information_bottleneck import (
+    IB_HEAD,
+    IBConfig,
+    kl_to_standard_normal,
+    shared_head,
+    transform_clients,
+)
+from workbench.challenges import membership_challenge
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.errors import ConfigError, NotApplicableError
+from workbench.targets import TARGETS
+from workbench.threat import background_knowledge, querier_view
+from workbench.transcript import SERVER
+
+FAST = {"epochs": 60, "head_hidden": 32, "lr": 0.01}
+
+
+def test_kl_is_the_closed_form():
+    mu, sigma = torch.randn(5, 3), torch.rand(5, 3) + 0.1
+    expected = kl_divergence(Normal(mu, sigma), Normal(0.0, 1.0)).sum(1)
+    torch.testing.assert_close(kl_to_standard_normal(mu, sigma), expected)
+    assert float(kl_to_standard_normal(torch.zeros(2, 4), torch.ones(2, 4)).abs().max()) == 0.0
+
+
+def test_head_is_shared_and_frozen():
+    cfg = IBConfig(**FAST)
+    a, b = shared_head(cfg, 16, 4), shared_head(cfg, 16, 4)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q) and not p.requires_grad
+    other = shared_head(IBConfig(**FAST, head_seed=1), 16, 4)
+    flat = [torch.cat([p.reshape(-1) for p in m.parameters()]) for m in (a, other)]
+    assert not torch.equal(*flat)
+
+
+@pytest.fixture(scope="module")
+def federation(small_csbm):
+    part = make_partition(small_csbm, "metis", 3, 0, aux_fraction=0.2)
+    return build_federation(small_csbm, part)
+
+
+def test_transform_replaces_features_and_gamma_compresses(federation, small_csbm):
+    small, kl_small = transform_clients(federation.clients, IBConfig(**FAST, gamma=0.0), 4, 0)
+    big, kl_big = transform_clients(federation.clients, IBConfig(**FAST, gamma=1.0), 4, 0)
+    for before, after in zip(federation.clients, small, strict=True):
+        z = after.data.x
+        assert z.shape == before.data.x.shape and not torch.equal(z, before.data.x)
+        torch.testing.assert_close(z.mean(0), torch.zeros(z.shape[1]), atol=1e-4, rtol=0)
+        assert torch.equal(after.data.edge_index, before.data.edge_index)  # structure unchanged
+    assert kl_big < 0.7 * kl_small  # a heavier KL weight leaves less information in Z
+
+
+def test_fedavg_with_ib(federation):
+    ib = applied("information-bottleneck", FAST)
+    trained = TARGETS.get("fedavg").fit(federation, {"rounds": 10}, [ib], seed=0)
+    assert trained.utility["accuracy"] > 0.5  # four classes: chance is 0.25
+    assert trained.utility["ib_kl_nats"] > 0
+    heads = [m for m in trained.transcript.messages if m.kind == IB_HEAD]
+    assert len(heads) == 3 and all(m.sender == SERVER for m in heads)
+    assert trained.ledger.is_empty  # no formal guarantee: no ε
+    with pytest.raises(ConfigError, match="node-level"):
+        graphs = build_federation(*_graph_level())
+        TARGETS.get("fedavg").fit(graphs, {}, [ib], 0)
+
+
+def _graph_level():
+    from workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
+
+    ds = synthetic_graphs(SyntheticGraphsParams(num_graphs=30, seed=0))
+    return ds, make_partition(ds, "iid", 2, 0)
+
+
+def test_adaptive_attacker_queries_in_z_space(federation):
+    ib = applied("information-bottleneck", FAST)
+    cfg = {"rounds": 10}
+    challenge = membership_challenge(federation, 0)
+
+    def attack(trained, features):
+        inp = AttackInput(
+            querier_view(trained, federation),
+            background_knowledge(federation, trained),
+            challenge.candidates,
+        )
+        params = ATTACKS.get("mia-threshold").Config(features=features)
+        return ATTACKS.get("mia-threshold").run(inp, params, 0)
+
+    defended = TARGETS.get("fedavg").fit(federation, cfg, [ib], seed=0)
+    raw, adaptive = attack(defended, "raw"), attack(defended, "ib-surrogate")
+    assert raw.scores.shape == adaptive.scores.shape
+    assert not (raw.scores == adaptive.scores).all()
+    for out in (raw, adaptive):
+        assert 0.0 <= membership_metrics(out.scores, challenge.is_member)[0]["auc"] <= 1.0
+    plain = TARGETS.get("fedavg").fit(federation, cfg, [], seed=0)
+    with pytest.raises(NotApplicableError, match="information-bottleneck"):
+        attack(plain, "ib-surrogate")
