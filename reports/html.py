@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reports.plots import roc_figure
 from reports.summary import across_seeds, format_pm
+from reports.tradeoff import tradeoff_figure, tradeoff_points
 from workbench.errors import WorkbenchError
 from workbench.store import STORE_FILE, ResultsStore
 
@@ -142,6 +143,16 @@ def build_report(out_dir: str | Path) -> Path:
     ]
     if curves:
         parts.append(f'<img alt="ROC curves" src="data:image/png;base64,{roc_figure(curves)}">')
+    points = tradeoff_points(cells, attacks)
+    figure = tradeoff_figure(points)
+    if figure is not None:
+        parts += [
+            "<h2>Privacy–utility</h2>",
+            "<p>Mean over seeds. The privacy figure is the accountant's ε where the run is DP, "
+            "else the information bottleneck's KL term; undefended configurations are dotted "
+            "reference lines.</p>",
+            f'<img alt="privacy-utility curves" src="data:image/png;base64,{figure}">',
+        ]
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(name)}</title>"
         f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"

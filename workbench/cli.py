@@ -4,8 +4,10 @@ user errors print one line naming what is wrong and exit 2."""
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from workbench import cli_epsilon
 from workbench.errors import WorkbenchError
@@ -26,6 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     rep = sub.add_parser("report", help="write report.html from an output folder")
     rep.add_argument("out")
+    rep.add_argument(
+        "--tradeoff-png", default=None, help="also write the privacy-utility figure to this file"
+    )
     lst = sub.add_parser("list", help="list registered components")
     lst.add_argument("kind", nargs="?", choices=LIST_KINDS)
     cli_epsilon.add_parser(sub)
@@ -55,6 +60,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
         from reports import build_report
         from reports.summary import across_seeds, attack_table, attacks_across_seeds, format_pm
+        from reports.tradeoff import (
+            privacy_axis,
+            tradeoff_figure,
+            tradeoff_points,
+            tradeoff_table,
+        )
         from workbench.store import ResultsStore
 
         path = build_report(args.out)
@@ -67,7 +78,19 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         for line in attack_table(attacks_across_seeds(store.cells(), store.attacks())):
             print(line)
+        points = tradeoff_points(store.cells(), store.attacks())
         store.close()
+        if privacy_axis(points) is not None:
+            print("\nprivacy-utility:")
+            for line in tradeoff_table(points):
+                print(line)
+        if args.tradeoff_png:
+            figure = tradeoff_figure(points)
+            if figure is None:
+                raise WorkbenchError(
+                    "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
+                )
+            Path(args.tradeoff_png).write_bytes(base64.b64decode(figure))
         print(f"report: {path}")
         return 0
     for kind in [args.kind] if args.kind else LIST_KINDS:

@@ -1,0 +1,133 @@
+"""Privacy–utility trade-offs: one point per configuration (mean over seeds) with its privacy
+figure (the accountant's ε, or the information bottleneck's KL in nats where there is no ε),
+its utility and every attack's success; as a markdown table and a figure.
+
+An undefended configuration has neither figure; it is drawn as a dashed reference line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from reports.plots import _encode
+from reports.summary import _configurations, _mean_std, attacks_across_seeds, format_pm
+from workbench.store import AttackRow, CellRow
+
+METRICS = ("auc", "tpr@0.01", "epsilon_lb")
+PRIVACY = {"epsilon": "accountant ε (δ of the suite)", "kl": "IB KL term (nats per node)"}
+
+
+@dataclass(frozen=True)
+class TradeoffPoint:
+    configuration: str
+    series: str  # the configuration without its swept settings: one line per series
+    epsilon: float | None  # mean over seeds; None without DP events
+    kl_nats: float | None  # information bottleneck only
+    accuracy: tuple[float, float]
+    attacks: dict[str, dict[str, tuple[float, float]]]  # attack label → metric → mean, std
+
+
+def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[TradeoffPoint]:
+    per_attack: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
+    for row in attacks_across_seeds(cells, attacks):
+        per_attack.setdefault(row.cell, {})[row.attack] = row.metrics
+    points = []
+    for label, group in _configurations(cells):
+        eps = [c.epsilon for c in group if c.epsilon is not None]
+        kl = [c.utility["ib_kl_nats"] for c in group if "ib_kl_nats" in c.utility]
+        points.append(
+            TradeoffPoint(
+                label,
+                label.split(" [", 1)[0],
+                float(np.mean(eps)) if eps else None,
+                float(np.mean(kl)) if kl else None,
+                _mean_std([c.utility["accuracy"] for c in group]),
+                per_attack.get(label, {}),
+            )
+        )
+    return points
+
+
+def privacy_axis(points: list[TradeoffPoint]) -> str | None:
+    if any(p.epsilon is not None for p in points):
+        return "epsilon"
+    return "kl" if any(p.kl_nats is not None for p in points) else None
+
+
+def _x(p: TradeoffPoint, axis: str | None) -> float | None:
+    return p.epsilon if axis == "epsilon" else p.kl_nats if axis == "kl" else None
+
+
+def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
+    """Markdown: configuration, privacy figure, accuracy (%), then each attack's metrics."""
+    axis = privacy_axis(points)
+    names = sorted({a for p in points for a in p.attacks})
+    head = ["configuration", "ε" if axis != "kl" else "KL (nats)", "accuracy %"]
+    head += [f"{a} {m}" for a in names for m in METRICS]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for p in sorted(points, key=lambda p: (p.series, -(_x(p, axis) or np.inf))):
+        x = _x(p, axis)
+        cols = [p.configuration, "none" if x is None else f"{x:.3g}", format_pm(p.accuracy)]
+        for a in names:
+            got = p.attacks.get(a, {})
+            cols += [format_pm(got[m], 1.0, 3) if m in got else "n/a" for m in METRICS]
+        lines.append("| " + " | ".join(cols) + " |")
+    return lines
+
+
+def tradeoff_figure(points: list[TradeoffPoint]) -> str | None:
+    """Accuracy, attack AUC and TPR at 1 % FPR against the privacy figure (log scale); base64
+    PNG, or None when no configuration has a privacy figure."""
+    axis = privacy_axis(points)
+    if axis is None:
+        return None
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    panels = [("accuracy", None), ("attack AUC", "auc"), ("attack TPR at 1% FPR", "tpr@0.01")]
+    names = sorted({a for p in points for a in p.attacks})
+    series = sorted({p.series for p in points})
+    colours = dict(zip(series, sns.color_palette("colorblind", len(series)), strict=True))
+    styles = dict(zip(names, ["o-", "s--", "^-.", "d:", "v-", "P--"] * 4, strict=False))
+    for ax, (title, metric) in zip(axes, panels, strict=True):
+        for s in series:
+            mine = [p for p in points if p.series == s]
+            keyed = [(_x(p, axis), p) for p in mine]
+            dp = sorted([(x, p) for x, p in keyed if x is not None], key=lambda t: t[0])
+            for name in [None] if metric is None else names:
+                label = s if metric is None else f"{s} · {name}"
+                ys = [_y(p, metric, name) for p in (q for _, q in keyed)]
+                if dp:
+                    xs = [x for x, _ in dp]
+                    ax.plot(
+                        xs,
+                        [_y(p, metric, name) for _, p in dp],
+                        styles.get(name, "o-"),
+                        color=colours[s],
+                        label=label,
+                    )
+                else:  # undefended: a reference line
+                    ax.axhline(np.nanmean(ys), color=colours[s], linestyle=":", label=label)
+        ax.set(xscale="log", xlabel=PRIVACY[axis], title=title)
+    axes[0].set_ylabel("test accuracy")
+    axes[1].axhline(0.5, color="k", linewidth=0.8)
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=2,
+        fontsize=7,
+        bbox_to_anchor=(0.5, -0.02 - 0.03 * len(labels) / 2),
+    )
+    fig.tight_layout()
+    return _encode(fig)
+
+
+def _y(p: TradeoffPoint, metric: str | None, attack: str | None) -> float:
+    if metric is None:
+        return p.accuracy[0]
+    got = p.attacks.get(attack or "", {}).get(metric)
+    return float("nan") if got is None else got[0]
