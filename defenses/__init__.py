@@ -5,6 +5,7 @@ from defenses import (  # noqa: F401
     dp_fedavg,
     dp_sgd,
     information_bottleneck,
+    metric_dp,
     secure_aggregation,
 )
 from defenses.base import DEFENSES, AppliedDefense, Defense, applied

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from workbench.registry import Registry
 
-Stage = Literal["data", "local_training", "upload", "aggregation"]
+Stage = Literal["data", "local_training", "upload", "aggregation", "release"]
 
 
 class Defense(Protocol):

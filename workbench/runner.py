@@ -108,6 +108,13 @@ def run_cell(
     defenses = [applied(d.name, d.params) for d in cell.target.defenses]
     trained = target.fit(federation, target.Config(**cell.target.params), defenses, cell.seed)
     t2 = time.perf_counter()
+    if "metric_rho" in trained.utility:  # metric-DP: ε at the evaluator's ρ, same δ
+        rho = trained.utility["metric_rho"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OrderGridWarning)
+            trained.utility["metric_epsilon"] = epsilon(
+                trained.ledger.metric(), delta, rho=rho
+            ).epsilon
     row = CellRow(
         cell.cell_id,
         cell.label,

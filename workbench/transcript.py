@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 SERVER = "server"
+PUBLIC = "public"  # the receiver of a release anyone may read (e.g. published embeddings)
 
 # Kinds named by the architecture note; methods may add their own strings.
 MODEL_WEIGHTS = "model_weights"

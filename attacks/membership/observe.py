@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from attacks.base import AttackInput, AttackOutput, Candidates
+from defenses.metric_dp import EmbeddingRelease
 from workbench.errors import NotApplicableError
 from workbench.query import GraphQueryAPI, NodeQueryAPI, QueryAPI
 from workbench.threat import BackgroundKnowledge, QuerierView, ServerView
@@ -48,6 +49,11 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
     """Name → query API of every target model this adversary observes."""
     view = inp.view
     if isinstance(view, QuerierView):
+        if isinstance(view.api, EmbeddingRelease):
+            raise NotApplicableError(
+                f"{attack}: not applicable: the target releases only metric-DP node embeddings, "
+                "no posteriors"
+            )
         return {RELEASED: view.api}
     if isinstance(view, ServerView):
         last: dict[str, dict[str, torch.Tensor]] = {}

@@ -29,6 +29,8 @@ from defenses.dp_fedavg import (
 from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from defenses.information_bottleneck import IB_HEAD, shared_head, transform_clients
+from defenses.metric_dp import ledger_event as metric_event
+from defenses.metric_dp import publish_embeddings
 from defenses.secure_aggregation import Session
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
@@ -47,7 +49,13 @@ from workbench.targets.training import (
     train_graph_epochs,
     train_node_epochs,
 )
-from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, SERVER, Transcript, client
+from workbench.transcript import (
+    CIPHERTEXT,
+    MODEL_WEIGHTS,
+    SERVER,
+    Transcript,
+    client,
+)
 
 
 class FedAvgConfig(BaseModel):
@@ -70,6 +78,11 @@ class FedAvgConfig(BaseModel):
         description="official-compat: keep dropout on when scoring (FedTAD's code does; it "
         "explains most of the gap to that paper's FedAvg figures, see docs/reproduction.md)",
     )
+
+
+# Secure aggregation changes the model only by its grid rounding, so references train without
+# it rather than pay for encryption N times; metric-DP acts on the release, not the training.
+NOT_IN_RECIPE = ("secure-aggregation", "metric-dp")
 
 
 def weighted_update(local: dict, reference: dict, weight: float) -> torch.Tensor:
@@ -98,6 +111,7 @@ class _FedAvg:
         sa = next((d.config for d in defenses if d.name == "secure-aggregation"), None)
         dp_sgd = next((d.config for d in defenses if d.name == "dp-sgd"), None)
         ib = next((d.config for d in defenses if d.name == "information-bottleneck"), None)
+        mdp = next((d.config for d in defenses if d.name == "metric-dp"), None)
         secure = None if sa is None else Session.start(sa)
         rng = seed_everything(derive_seed(seed, "fedavg"))
         noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
@@ -195,6 +209,14 @@ class _FedAvg:
         }
         if ib_kl is not None:
             utility["ib_kl_nats"] = ib_kl
+        query = self.query_api(global_model, federation)
+        ledger = self.ledger(cfg, dp, dp_sgd, int(dp_steps.max()))
+        if mdp is not None:
+            query, figures = publish_embeddings(
+                global_model, federation, mdp, derive_seed(seed, "metric-dp"), transcript
+            )
+            utility.update(figures)
+            ledger = ledger.record(metric_event(mdp))
         return TrainedTarget(
             name=self.name,
             level=ds.level,
@@ -211,13 +233,11 @@ class _FedAvg:
                 },
                 len(clients),
                 sum(self.num_train(c) for c in clients),
-                # Secure aggregation changes the model only by its grid rounding; references
-                # train without it rather than pay for encryption N times.
-                tuple(d for d in defenses if d.name != "secure-aggregation"),
+                tuple(d for d in defenses if d.name not in NOT_IN_RECIPE),
             ),
-            query=self.query_api(global_model, federation),
+            query=query,
             transcript=transcript,
-            ledger=self.ledger(cfg, dp, dp_sgd, int(dp_steps.max())),
+            ledger=ledger,
             utility=utility,
             history=history,
         )
@@ -289,7 +309,13 @@ class GraphFedAvg(_FedAvg):
         return GraphQueryAPI(model)
 
 
-SUPPORTED_DEFENSES = ("dp-fedavg", "dp-sgd", "secure-aggregation", "information-bottleneck")
+SUPPORTED_DEFENSES = (
+    "dp-fedavg",
+    "dp-sgd",
+    "secure-aggregation",
+    "information-bottleneck",
+    "metric-dp",
+)
 
 
 class FedAvg:
@@ -315,11 +341,12 @@ class FedAvg:
                 "different neighbouring datasets; their ε do not compose into one figure, so "
                 "run them as separate targets"
             )
-        if "information-bottleneck" in names and federation.level != "node":
-            raise ConfigError(
-                "defenses: information-bottleneck transforms node features and needs node-level "
-                "data (the federation is graph-level)"
-            )
+        for name in ("information-bottleneck", "metric-dp"):
+            if name in names and federation.level != "node":
+                raise ConfigError(
+                    f"defenses: {name} acts on node features or node embeddings and needs "
+                    "node-level data (the federation is graph-level)"
+                )
         if "dp-sgd" in names and federation.level == "node":
             raise ConfigError(
                 "defenses: dp-sgd on fedavg is graph-level only (nodes of one graph are not "

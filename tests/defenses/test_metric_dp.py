@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+import torch
+
+from accountants import PrivacyLedger, epsilon, metric_epsilon
+from attacks import ATTACKS, AttackInput
+from defenses import applied
+from defenses.metric_dp import EmbeddingRelease, normalise
+from workbench.challenges import membership_challenge
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.errors import NotApplicableError
+from workbench.targets import TARGETS
+from workbench.threat import background_knowledge, querier_view
+from workbench.transcript import EMBEDDINGS, PUBLIC
+
+
+def test_normalise_keeps_zero_rows():
+    x = torch.tensor([[3.0, 4.0], [0.0, 0.0]])
+    torch.testing.assert_close(normalise(x), torch.tensor([[0.6, 0.8], [0.0, 0.0]]))
+
+
+@pytest.fixture(scope="module")
+def federation(small_csbm):
+    return build_federation(small_csbm, make_partition(small_csbm, "metis", 3, 0))
+
+
+def fit(federation, sigma0):
+    defenses = [applied("metric-dp", {"sigma0": sigma0, "k": 10})]
+    return TARGETS.get("fedavg").fit(federation, {"rounds": 10}, defenses, seed=0)
+
+
+def test_release_is_noisy_unit_vectors_and_recorded(federation):
+    trained = fit(federation, 0.05)
+    api = trained.query
+    assert isinstance(api, EmbeddingRelease) and api.num_nodes == 400
+    rows = api.embeddings(np.arange(400))
+    assert 0.8 < float(rows.norm(dim=1).median()) < 1.2  # unit norm plus small noise
+    torch.testing.assert_close(api.embeddings(np.arange(5), hops=2), rows[:5])  # one release
+    sent = [m for m in trained.transcript.messages if m.kind == EMBEDDINGS]
+    assert len(sent) == 1 and sent[0].receiver == PUBLIC
+    u = trained.utility
+    assert u["release_probe_accuracy"] > 0.5 and u["release_linkage_rate"] > 0.5
+    by_hand = metric_epsilon(0.05, u["metric_rho"], 1, 1e-5).epsilon
+    assert epsilon(trained.ledger.metric(), 1e-5, rho=u["metric_rho"]).epsilon == by_hand
+    assert trained.ledger.standard() == PrivacyLedger()
+    assert all(d.name != "metric-dp" for d in trained.recipe.defenses)
+
+
+def test_more_noise_less_linkage_and_smaller_epsilon(federation):
+    low, high = fit(federation, 0.05).utility, fit(federation, 2.0).utility
+    assert high["release_linkage_rate"] < low["release_linkage_rate"]
+    assert high["release_linkage_rate"] < 0.2
+    assert (
+        metric_epsilon(2.0, high["metric_rho"], 1, 1e-5).epsilon
+        < metric_epsilon(0.05, low["metric_rho"], 1, 1e-5).epsilon
+    )
+
+
+def test_posterior_attacks_are_not_applicable(federation):
+    trained = fit(federation, 0.5)
+    challenge = membership_challenge(federation, 0)
+    inp = AttackInput(
+        querier_view(trained, federation),
+        background_knowledge(federation, trained),
+        challenge.candidates,
+    )
+    attack = ATTACKS.get("mia-threshold")
+    with pytest.raises(NotApplicableError, match="metric-DP"):
+        attack.run(inp, attack.Config(), 0)
