@@ -4,6 +4,7 @@ Importing a module registers it."""
 from defenses import (  # noqa: F401
     dp_fedavg,
     dp_sgd,
+    gaussian_upload,
     information_bottleneck,
     metric_dp,
     secure_aggregation,

@@ -18,7 +18,6 @@ from torch import nn
 
 from accountants import PrivacyLedger
 from defenses.dp_fedavg import (
-    DPFedAvgConfig,
     apply_update,
     client_update,
     ledger_event,
@@ -28,6 +27,8 @@ from defenses.dp_fedavg import (
 )
 from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
+from defenses.gaussian_upload import ledger_event as upload_event
+from defenses.gaussian_upload import privatize
 from defenses.information_bottleneck import IB_HEAD, shared_head, transform_clients
 from defenses.metric_dp import ledger_event as metric_event
 from defenses.metric_dp import publish_embeddings
@@ -112,6 +113,7 @@ class _FedAvg:
         dp_sgd = next((d.config for d in defenses if d.name == "dp-sgd"), None)
         ib = next((d.config for d in defenses if d.name == "information-bottleneck"), None)
         mdp = next((d.config for d in defenses if d.name == "metric-dp"), None)
+        gauss = next((d.config for d in defenses if d.name == "gaussian-upload"), None)
         secure = None if sa is None else Session.start(sa)
         rng = seed_everything(derive_seed(seed, "fedavg"))
         noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
@@ -138,6 +140,7 @@ class _FedAvg:
 
         opts = [optimizer(k) for k in range(len(clients))]
         dp_steps = np.zeros(len(clients), dtype=int)
+        noisy_uploads = np.zeros(len(clients), dtype=int)
         weights = np.array([self.weight(c) for c in clients], dtype=float)
         history: list[dict[str, float]] = []
         release = Release(cfg.release)
@@ -160,6 +163,10 @@ class _FedAvg:
                     opts[k] = optimizer(k)
                 dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
                 upload = local[k].state_dict()
+                if gauss is not None:  # clipped and noised before it leaves the client
+                    noisy = privatize(update_vector(upload, state), gauss, noise)
+                    upload = apply_update(state, noisy)
+                    noisy_uploads[k] += 1
                 if dp is None and secure is None:
                     msg = transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, upload)
                     uploads.append(upload if msg.payload is None else msg.payload)
@@ -210,7 +217,7 @@ class _FedAvg:
         if ib_kl is not None:
             utility["ib_kl_nats"] = ib_kl
         query = self.query_api(global_model, federation)
-        ledger = self.ledger(cfg, dp, dp_sgd, int(dp_steps.max()))
+        ledger = self.ledger(cfg, defenses, int(dp_steps.max()), int(noisy_uploads.max()))
         if mdp is not None:
             query, figures = publish_embeddings(
                 global_model, federation, mdp, derive_seed(seed, "metric-dp"), transcript
@@ -244,15 +251,19 @@ class _FedAvg:
 
     @staticmethod
     def ledger(
-        cfg: FedAvgConfig, dp: DPFedAvgConfig | None, dp_sgd: DPSGDConfig | None, steps: int
+        cfg: FedAvgConfig, defenses: Sequence[Any], dp_steps: int, uploads: int
     ) -> PrivacyLedger:
-        """Client-level DP-FedAvg: one event per round. DP-SGD: the worst client's steps (each
-        record belongs to one client, so its ε is the one of the client holding it)."""
+        """Client-level DP-FedAvg: one event per round. DP-SGD and the Gaussian upload
+        mechanism: the worst client's count (each record belongs to one client, so its ε is
+        the one of the client holding it)."""
         ledger = PrivacyLedger()
-        if dp is not None:
-            ledger = ledger.record(ledger_event(cfg.client_fraction, dp, cfg.rounds))
-        if dp_sgd is not None:
-            ledger = ledger.record(dp_sgd_event(dp_sgd, steps))
+        for d in defenses:
+            if d.name == "dp-fedavg":
+                ledger = ledger.record(ledger_event(cfg.client_fraction, d.config, cfg.rounds))
+            elif d.name == "dp-sgd":
+                ledger = ledger.record(dp_sgd_event(d.config, dp_steps))
+            elif d.name == "gaussian-upload":
+                ledger = ledger.record(upload_event(d.config, uploads))
         return ledger
 
 
@@ -315,6 +326,7 @@ SUPPORTED_DEFENSES = (
     "secure-aggregation",
     "information-bottleneck",
     "metric-dp",
+    "gaussian-upload",
 )
 
 
@@ -335,11 +347,13 @@ class FedAvg:
                     f"it supports: {', '.join(SUPPORTED_DEFENSES)}"
                 )
         names = {d.name for d in defenses}
-        if {"dp-fedavg", "dp-sgd"} <= names:
+        dp_kinds = sorted(names & {"dp-fedavg", "dp-sgd", "gaussian-upload"})
+        if len(dp_kinds) > 1:
             raise ConfigError(
-                "defenses: dp-fedavg (one client's data) and dp-sgd (one record) protect "
-                "different neighbouring datasets; their ε do not compose into one figure, so "
-                "run them as separate targets"
+                f"defenses: {' and '.join(dp_kinds)} protect different neighbouring datasets "
+                "(one client's data against the aggregate, one record, one client's data "
+                "against the server); their ε do not compose into one figure, so run them as "
+                "separate targets"
             )
         for name in ("information-bottleneck", "metric-dp"):
             if name in names and federation.level != "node":
