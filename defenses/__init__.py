@@ -2,6 +2,7 @@
 Importing a module registers it."""
 
 from defenses import (  # noqa: F401
+    aggregation_perturbation,
     dp_fedavg,
     dp_sgd,
     gaussian_upload,

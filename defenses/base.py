@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from workbench.registry import Registry
 
-Stage = Literal["data", "local_training", "upload", "aggregation", "release"]
+Stage = Literal["data", "local_training", "upload", "aggregation", "message_passing", "release"]
 
 
 class Defense(Protocol):

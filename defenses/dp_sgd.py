@@ -1,4 +1,5 @@
-"""DP-SGD for local training (Abadi et al. 2016) with Opacus's DPOptimizer, at graph level.
+"""DP-SGD for local training (Abadi et al. 2016) with Opacus's DPOptimizer: graph level, and
+node level on independent rows (GAP's MLP modules, see ``aggregation_perturbation``).
 
 One graph is one record. A PyG batch is one big node tensor, so Opacus's per-layer hooks would
 compute per-*node* gradients and clip the wrong thing. We compute per-graph gradients ourselves
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 from opacus.optimizers import DPOptimizer
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
+from torch.func import functional_call, grad, vmap
 from torch_geometric.data import Batch, Data
 
 from accountants import SubsampledGaussian
@@ -79,16 +81,53 @@ def train_graph_epochs_dp(
 ) -> int:
     """``epochs`` × ⌈1/q⌉ DP-SGD steps on Poisson batches; returns the number of steps."""
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
     steps = epochs * cfg.steps_per_epoch
     for _ in range(steps):
         chosen = torch.rand(len(graphs), generator=generator) < cfg.sample_rate
         batch = [graphs[i] for i in chosen.nonzero().flatten().tolist()]
-        for p, g in zip(params, per_graph_gradients(model, batch), strict=True):
-            p.grad_sample = g
-        optimizer.step()
-        optimizer.zero_grad()
+        private_step(model, optimizer, per_graph_gradients(model, batch))
     return steps
+
+
+def per_node_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    """Per-row gradients of a model that treats rows independently (an MLP on fixed node
+    features): one vmapped backward, each node its own record."""
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+
+    def loss(p: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(functional_call(model, p, (xi[None],)), yi[None])
+
+    grads = vmap(grad(loss), in_dims=(None, 0, 0), randomness="different")(params, x, y)
+    return [grads[n] for n in names]
+
+
+def train_rows_epochs_dp(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    optimizer: DPOptimizer,
+    epochs: int,
+    cfg: DPSGDConfig,
+    generator: torch.Generator,
+) -> int:
+    """DP-SGD on independent rows (node level, after GAP's aggregation): Poisson batches."""
+    model.train()
+    steps = epochs * cfg.steps_per_epoch
+    for _ in range(steps):
+        chosen = (torch.rand(x.size(0), generator=generator) < cfg.sample_rate).nonzero()
+        idx = chosen.flatten()
+        private_step(model, optimizer, per_node_gradients(model, x[idx], y[idx]))
+    return steps
+
+
+def private_step(model: nn.Module, optimizer: DPOptimizer, grads: list[torch.Tensor]) -> None:
+    """Hand per-record gradients to Opacus, which clips, sums, noises and steps."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p, g in zip(params, grads, strict=True):
+        p.grad_sample = g
+    optimizer.step()
+    optimizer.zero_grad()
 
 
 def ledger_event(cfg: DPSGDConfig, steps: int) -> SubsampledGaussian:

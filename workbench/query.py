@@ -114,4 +114,23 @@ class GraphQueryAPI:
         return torch.cat(out) if out else torch.zeros(0)
 
 
-QueryAPI = NodeQueryAPI | GraphQueryAPI
+class TableQueryAPI:
+    """Answers node queries from logits computed once on the whole population graph, for
+    targets whose inference is itself a privacy mechanism run once (GAP's perturbed
+    aggregates): a query's ``hops`` do not change the answer, and repeating it costs nothing."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self._logits = logits
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self._logits.shape[0])
+
+    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        if node_ids.size and (node_ids.min() < 0 or node_ids.max() >= self.num_nodes):
+            raise ValueError(f"node_ids: must lie in [0, {self.num_nodes})")
+        return self._logits[torch.from_numpy(node_ids)]
+
+
+QueryAPI = NodeQueryAPI | GraphQueryAPI | TableQueryAPI

@@ -81,9 +81,9 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
 
 def query(api: QueryAPI, records: Candidates, hops: int) -> torch.Tensor:
     """Logits of ``records``: node queries with ``hops``-hop neighbourhoods, or graphs."""
-    if isinstance(api, NodeQueryAPI):
-        return api.logits(records.ids, hops)
-    return api.logits(list(records.graphs))
+    if isinstance(api, GraphQueryAPI):
+        return api.logits(list(records.graphs))
+    return api.logits(records.ids, hops)
 
 
 def per_model_output(

@@ -1,6 +1,6 @@
 """Federated training methods, registered by name. Importing a module registers it."""
 
-from workbench.targets import centralized, fedavg  # noqa: F401
+from workbench.targets import centralized, fedavg, gap  # noqa: F401
 from workbench.targets.base import TARGETS, Target, TrainedTarget
 
 __all__ = ["TARGETS", "Target", "TrainedTarget"]
