@@ -32,6 +32,7 @@ bench: setup-dev
 	$(BIN)/python benchmarks/fedavg_round.py
 	$(BIN)/python benchmarks/accountant.py
 	$(BIN)/python benchmarks/mia.py
+	$(BIN)/python benchmarks/secure_agg.py
 
 clean:
 	rm -rf $(VENV) runs
