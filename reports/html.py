@@ -67,7 +67,9 @@ def build_report(out_dir: str | Path) -> Path:
         "<p>Accuracy and macro-F1 of the released global model on the clients' test sets "
         "(weighted by test size) and ROC AUC pooled over them, at the round selected on "
         "validation. Bytes come from the "
-        "transcript. ε is shown only when the privacy ledger holds DP events.</p>",
+        "transcript. ε is shown only when the privacy ledger holds DP events: the "
+        "accountant's ε at the suite's δ, metric-DP's ε(ρ) at the k-NN percentile ρ, or the "
+        "information bottleneck's KL term (no formal guarantee).</p>",
         _table(
             [
                 "cell",
@@ -90,7 +92,7 @@ def build_report(out_dir: str | Path) -> Path:
                     c.comm["rounds"],
                     _f(c.comm["bytes"]["up"] / 1e6, 2),
                     _f(c.comm["bytes"]["down"] / 1e6, 2),
-                    "no DP" if c.epsilon is None else _f(c.epsilon, 2),
+                    privacy_figure(c),
                     _f(c.seconds_train, 1),
                 ]
                 for c in cells
@@ -182,6 +184,17 @@ def _seed_table(cells: list) -> list[str]:
             ],
         ),
     ]
+
+
+def privacy_figure(c) -> str:
+    """The cell's privacy figure: the accountant's ε, metric-DP's ε(ρ), or the information
+    bottleneck's KL term (no formal guarantee); "no DP" otherwise."""
+    parts = [] if c.epsilon is None else [_f(c.epsilon, 2)]
+    if "metric_epsilon" in c.utility:
+        parts.append(f"ε(ρ={c.utility['metric_rho']:.3f}) = {c.utility['metric_epsilon']:.2f}")
+    if "ib_kl_nats" in c.utility:
+        parts.append(f"IB KL {c.utility['ib_kl_nats']:.2f} nats")
+    return "; ".join(parts) or "no DP"
 
 
 def _e(x: object) -> str:

@@ -17,7 +17,11 @@ from reports.summary import _configurations, _mean_std, attacks_across_seeds, fo
 from workbench.store import AttackRow, CellRow
 
 METRICS = ("auc", "tpr@0.01", "epsilon_lb")
-PRIVACY = {"epsilon": "accountant ε (δ of the suite)", "kl": "IB KL term (nats per node)"}
+PRIVACY = {
+    "epsilon": "accountant ε (δ of the suite)",
+    "metric": "metric-DP ε(ρ) at the k-NN percentile ρ",
+    "kl": "IB KL term (nats per node)",
+}
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class TradeoffPoint:
     configuration: str
     series: str  # the configuration without its swept settings: one line per series
     epsilon: float | None  # mean over seeds; None without DP events
+    metric_epsilon: float | None  # metric-DP's ε(ρ)
     kl_nats: float | None  # information bottleneck only
     accuracy: tuple[float, float]
     attacks: dict[str, dict[str, tuple[float, float]]]  # attack label → metric → mean, std
@@ -37,13 +42,15 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
     points = []
     for label, group in _configurations(cells):
         eps = [c.epsilon for c in group if c.epsilon is not None]
-        kl = [c.utility["ib_kl_nats"] for c in group if "ib_kl_nats" in c.utility]
+        metric = [c.utility.get("metric_epsilon") for c in group]
+        kl = [c.utility.get("ib_kl_nats") for c in group]
         points.append(
             TradeoffPoint(
                 label,
                 label.split(" [", 1)[0],
                 float(np.mean(eps)) if eps else None,
-                float(np.mean(kl)) if kl else None,
+                _mean_or_none(metric),
+                _mean_or_none(kl),
                 _mean_std([c.utility["accuracy"] for c in group]),
                 per_attack.get(label, {}),
             )
@@ -51,21 +58,32 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
     return points
 
 
+def _mean_or_none(values: list) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.mean(present)) if present else None
+
+
 def privacy_axis(points: list[TradeoffPoint]) -> str | None:
-    if any(p.epsilon is not None for p in points):
-        return "epsilon"
-    return "kl" if any(p.kl_nats is not None for p in points) else None
+    """The x axis: standard ε if any configuration has one, else metric ε(ρ), else IB KL."""
+    for axis in ("epsilon", "metric", "kl"):
+        if any(_x(p, axis) is not None for p in points):
+            return axis
+    return None
 
 
 def _x(p: TradeoffPoint, axis: str | None) -> float | None:
-    return p.epsilon if axis == "epsilon" else p.kl_nats if axis == "kl" else None
+    return {"epsilon": p.epsilon, "metric": p.metric_epsilon, "kl": p.kl_nats}.get(axis or "")
 
 
 def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
     """Markdown: configuration, privacy figure, accuracy (%), then each attack's metrics."""
     axis = privacy_axis(points)
     names = sorted({a for p in points for a in p.attacks})
-    head = ["configuration", "ε" if axis != "kl" else "KL (nats)", "accuracy %"]
+    head = [
+        "configuration",
+        {"kl": "KL (nats)", "metric": "ε(ρ)"}.get(axis or "", "ε"),
+        "accuracy %",
+    ]
     head += [f"{a} {m}" for a in names for m in METRICS]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for p in sorted(points, key=lambda p: (p.series, -(_x(p, axis) or np.inf))):

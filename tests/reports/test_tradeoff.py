@@ -1,0 +1,61 @@
+import base64
+
+import pytest
+
+from reports.tradeoff import privacy_axis, tradeoff_figure, tradeoff_points, tradeoff_table
+from workbench.store import AttackRow, CellRow
+
+
+def cell(seed: int, sigma: float | None, eps: float | None, acc: float, **extra) -> CellRow:
+    defenses = (
+        [] if sigma is None else [{"name": "dp-fedavg", "params": {"noise_multiplier": sigma}}]
+    )
+    config = {"seed": seed, "target": {"name": "fedavg", "defenses": defenses}}
+    label = "D/p/fedavg" + ("+dp-fedavg" if defenses else "") + f"/seed{seed}"
+    utility = {"accuracy": acc, "macro_f1": 0.5, **extra}
+    return CellRow(f"{seed}-{sigma}", label, config, utility, {}, [], eps, 0, 0)
+
+
+def attack(cell_id: str, auc: float) -> AttackRow:
+    metrics = {"auc": auc, "tpr@0.01": auc / 10, "epsilon_lb": 0.1}
+    return AttackRow(cell_id, "m", "mia-threshold", {}, "ok", None, metrics, None, 1.0)
+
+
+@pytest.fixture
+def store_rows():
+    cells = [
+        cell(s, sig, e, a)
+        for s in (0, 1)
+        for sig, e, a in [(None, None, 0.8), (1.0, 10.0, 0.6), (4.0, 2.0, 0.3)]
+    ]
+    attacks = [attack(c.cell_id, 0.5 + c.utility["accuracy"] / 10) for c in cells]
+    return cells, attacks
+
+
+def test_points_average_seeds_and_keep_the_undefended_reference(store_rows):
+    points = {p.configuration: p for p in tradeoff_points(*store_rows)}
+    assert points["D/p/fedavg"].epsilon is None
+    swept = [p for p in points.values() if p.epsilon is not None]
+    assert sorted(p.epsilon for p in swept) == [2.0, 10.0]
+    assert {p.series for p in swept} == {"D/p/fedavg+dp-fedavg"}
+    assert points["D/p/fedavg"].attacks["mia-threshold"]["auc"] == pytest.approx((0.58, 0.0))
+    assert privacy_axis(list(points.values())) == "epsilon"
+
+
+def test_table_and_figure(store_rows):
+    points = tradeoff_points(*store_rows)
+    table = tradeoff_table(points)
+    assert table[0].startswith("| configuration | ε | accuracy % |")
+    assert any("| none | 80.0 ± 0.0 |" in line for line in table)
+    png = base64.b64decode(tradeoff_figure(points))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_axis_falls_back_to_metric_epsilon_then_kl():
+    metric = [cell(0, None, None, 0.5, metric_epsilon=3.0, metric_rho=0.4)]
+    assert privacy_axis(tradeoff_points(metric, [])) == "metric"
+    kl = [cell(0, None, None, 0.5, ib_kl_nats=12.0)]
+    assert privacy_axis(tradeoff_points(kl, [])) == "kl"
+    plain = [cell(0, None, None, 0.5)]
+    assert privacy_axis(tradeoff_points(plain, [])) is None
+    assert tradeoff_figure(tradeoff_points(plain, [])) is None
