@@ -15,7 +15,7 @@ largest number of DP steps any client took."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -79,14 +79,12 @@ def train_graph_epochs_dp(
     cfg: DPSGDConfig,
     generator: torch.Generator,
 ) -> int:
-    """``epochs`` × ⌈1/q⌉ DP-SGD steps on Poisson batches; returns the number of steps."""
-    model.train()
-    steps = epochs * cfg.steps_per_epoch
-    for _ in range(steps):
-        chosen = torch.rand(len(graphs), generator=generator) < cfg.sample_rate
-        batch = [graphs[i] for i in chosen.nonzero().flatten().tolist()]
-        private_step(model, optimizer, per_graph_gradients(model, batch))
-    return steps
+    """``epochs`` × ⌈1/q⌉ DP-SGD steps on Poisson batches of graphs; returns the step count."""
+
+    def gradients(idx: torch.Tensor) -> list[torch.Tensor]:
+        return per_graph_gradients(model, [graphs[i] for i in idx.tolist()])
+
+    return _dp_steps(model, optimizer, len(graphs), epochs, cfg, generator, gradients)
 
 
 def per_node_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
@@ -111,13 +109,29 @@ def train_rows_epochs_dp(
     cfg: DPSGDConfig,
     generator: torch.Generator,
 ) -> int:
-    """DP-SGD on independent rows (node level, after GAP's aggregation): Poisson batches."""
+    """The same on independent rows (node level, after GAP's aggregation)."""
+
+    def gradients(idx: torch.Tensor) -> list[torch.Tensor]:
+        return per_node_gradients(model, x[idx], y[idx])
+
+    return _dp_steps(model, optimizer, x.size(0), epochs, cfg, generator, gradients)
+
+
+def _dp_steps(
+    model: nn.Module,
+    optimizer: DPOptimizer,
+    num_records: int,
+    epochs: int,
+    cfg: DPSGDConfig,
+    generator: torch.Generator,
+    gradients: Callable[[torch.Tensor], list[torch.Tensor]],
+) -> int:
+    """Poisson batches (each record joins w.p. q), per-record gradients, one private step."""
     model.train()
     steps = epochs * cfg.steps_per_epoch
     for _ in range(steps):
-        chosen = (torch.rand(x.size(0), generator=generator) < cfg.sample_rate).nonzero()
-        idx = chosen.flatten()
-        private_step(model, optimizer, per_node_gradients(model, x[idx], y[idx]))
+        chosen = torch.rand(num_records, generator=generator) < cfg.sample_rate
+        private_step(model, optimizer, gradients(chosen.nonzero().flatten()))
     return steps
 
 

@@ -58,3 +58,22 @@ def small_graphs():
     from workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
 
     return synthetic_graphs(SyntheticGraphsParams(num_graphs=120, seed=3))
+
+
+@pytest.fixture(scope="session")
+def querier_input():
+    """Builds the external querier's attack input against a trained target, with the
+    membership challenge kept apart for scoring."""
+    from attacks import AttackInput
+    from workbench.challenges import membership_challenge
+    from workbench.threat import background_knowledge, querier_view
+
+    def build(federation, trained, seed: int = 0):
+        challenge = membership_challenge(federation, seed)
+        view, knowledge = (
+            querier_view(trained, federation),
+            background_knowledge(federation, trained),
+        )
+        return AttackInput(view, knowledge, challenge.candidates), challenge
+
+    return build

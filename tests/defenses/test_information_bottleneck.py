@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from attacks import ATTACKS, AttackInput
+from attacks import ATTACKS
 from attacks.metrics import membership_metrics
 from defenses import applied
 from defenses.information_bottleneck import (
@@ -12,12 +12,10 @@ from defenses.information_bottleneck import (
     shared_head,
     transform_clients,
 )
-from workbench.challenges import membership_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, querier_view
 from workbench.transcript import SERVER
 
 FAST = {"epochs": 60, "head_hidden": 32, "lr": 0.01}
@@ -77,17 +75,12 @@ def _graph_level():
     return ds, make_partition(ds, "iid", 2, 0)
 
 
-def test_adaptive_attacker_queries_in_z_space(federation):
+def test_adaptive_attacker_queries_in_z_space(federation, querier_input):
     ib = applied("information-bottleneck", FAST)
     cfg = {"rounds": 10}
-    challenge = membership_challenge(federation, 0)
 
     def attack(trained, features):
-        inp = AttackInput(
-            querier_view(trained, federation),
-            background_knowledge(federation, trained),
-            challenge.candidates,
-        )
+        inp, _ = querier_input(federation, trained)
         params = ATTACKS.get("mia-threshold").Config(features=features)
         return ATTACKS.get("mia-threshold").run(inp, params, 0)
 
@@ -95,8 +88,9 @@ def test_adaptive_attacker_queries_in_z_space(federation):
     raw, adaptive = attack(defended, "raw"), attack(defended, "ib-surrogate")
     assert raw.scores.shape == adaptive.scores.shape
     assert not (raw.scores == adaptive.scores).all()
+    truth = querier_input(federation, defended)[1].is_member
     for out in (raw, adaptive):
-        assert 0.0 <= membership_metrics(out.scores, challenge.is_member)[0]["auc"] <= 1.0
+        assert 0.0 <= membership_metrics(out.scores, truth)[0]["auc"] <= 1.0
     plain = TARGETS.get("fedavg").fit(federation, cfg, [], seed=0)
     with pytest.raises(NotApplicableError, match="information-bottleneck"):
         attack(plain, "ib-surrogate")

@@ -3,15 +3,13 @@ import pytest
 import torch
 
 from accountants import PrivacyLedger, epsilon, metric_epsilon
-from attacks import ATTACKS, AttackInput
+from attacks import ATTACKS
 from defenses import applied
 from defenses.metric_dp import EmbeddingRelease, normalise
-from workbench.challenges import membership_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import NotApplicableError
 from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, querier_view
 from workbench.transcript import EMBEDDINGS, PUBLIC
 
 
@@ -57,14 +55,8 @@ def test_more_noise_less_linkage_and_smaller_epsilon(federation):
     )
 
 
-def test_posterior_attacks_are_not_applicable(federation):
-    trained = fit(federation, 0.5)
-    challenge = membership_challenge(federation, 0)
-    inp = AttackInput(
-        querier_view(trained, federation),
-        background_knowledge(federation, trained),
-        challenge.candidates,
-    )
+def test_posterior_attacks_are_not_applicable(federation, querier_input):
+    inp, _ = querier_input(federation, fit(federation, 0.5))
     attack = ATTACKS.get("mia-threshold")
     with pytest.raises(NotApplicableError, match="metric-DP"):
         attack.run(inp, attack.Config(), 0)

@@ -3,15 +3,13 @@ import pytest
 import torch
 
 from accountants import Gaussian, PrivacyLedger, SubsampledGaussian, epsilon
-from attacks import ATTACKS, AttackInput
+from attacks import ATTACKS
 from defenses import applied
-from workbench.challenges import membership_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
 from workbench.query import TableQueryAPI
 from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, querier_view
 
 CFG = {"encoder_rounds": 10, "rounds": 20, "local_epochs": 3}
 
@@ -63,14 +61,9 @@ def test_refusals_name_the_reason(federation):
         fit(federation, [applied("dp-fedavg", {})])
 
 
-def test_membership_attack_runs_on_the_released_table(federation):
+def test_membership_attack_runs_on_the_released_table(federation, querier_input):
     trained = fit(federation, [applied("aggregation-perturbation", {"noise_multiplier": 1.0})])
-    challenge = membership_challenge(federation, 0)
-    inp = AttackInput(
-        querier_view(trained, federation),
-        background_knowledge(federation, trained),
-        challenge.candidates,
-    )
+    inp, challenge = querier_input(federation, trained)
     attack = ATTACKS.get("mia-threshold")
     out = attack.run(inp, attack.Config(hops=2), 0)
     assert out.scores.shape == challenge.is_member.shape and np.isfinite(out.scores).all()
