@@ -11,12 +11,14 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.ticker import NullFormatter
 
 from reports.plots import _encode
 from reports.summary import _configurations, _mean_std, attacks_across_seeds, format_pm
 from workbench.store import AttackRow, CellRow
 
 METRICS = ("auc", "tpr@0.01", "epsilon_lb")
+REFERENCE_DASHES = (":", (0, (5, 2, 1, 2)), (0, (1, 4)))
 PRIVACY = {
     "epsilon": "accountant ε (δ of the suite)",
     "metric": "metric-DP ε(ρ) at the k-NN percentile ρ",
@@ -126,11 +128,16 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> str | None:
                         color=colours[s],
                         label=label,
                     )
-                else:  # undefended: a reference line
-                    ax.axhline(np.nanmean(ys), color=colours[s], linestyle=":", label=label)
+                else:  # undefended: a reference line, one dash pattern per attack
+                    dash = REFERENCE_DASHES[names.index(name) % 3] if name else ":"
+                    ax.axhline(np.nanmean(ys), color=colours[s], linestyle=dash, label=label)
         ax.set(xscale="log", xlabel=PRIVACY[axis], title=title)
+        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on short ranges
     axes[0].set_ylabel("test accuracy")
     axes[1].axhline(0.5, color="k", linewidth=0.8)
+    # fixed floors, so seed noise around chance does not fill the panel
+    axes[1].set_ylim(0.45, max(0.75, axes[1].get_ylim()[1]))
+    axes[2].set_ylim(0.0, max(0.05, axes[2].get_ylim()[1]))
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(
         handles,
