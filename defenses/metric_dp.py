@@ -124,10 +124,10 @@ def publish_embeddings(
     ds = federation.dataset
     assert isinstance(ds, NodeDataset)
     published, clean = release(model, ds.data, cfg, torch.Generator().manual_seed(seed))
-    rounds = max((m.round for m in transcript.messages), default=-1) + 1
-    transcript.send(
-        rounds, SERVER, PUBLIC, EMBEDDINGS, published.embeddings(np.arange(ds.num_items))
-    )
+    # published with the last round's index: a new round would drop the kept payloads of
+    # the last one (keep_payloads: last_round), which the server's view still needs
+    last = max((m.round for m in transcript.messages), default=0)
+    transcript.send(last, SERVER, PUBLIC, EMBEDDINGS, published.embeddings(np.arange(ds.num_items)))
     parts = federation.partition.clients
     train = np.concatenate([c.train for c in parts])
     test = np.concatenate([c.test for c in parts])

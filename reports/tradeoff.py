@@ -33,7 +33,7 @@ class TradeoffPoint:
     epsilon: float | None  # mean over seeds; None without DP events
     metric_epsilon: float | None  # metric-DP's ε(ρ)
     kl_nats: float | None  # information bottleneck only
-    accuracy: tuple[float, float]
+    accuracy: tuple[float, float]  # of what is released (see released_accuracy)
     attacks: dict[str, dict[str, tuple[float, float]]]  # attack label → metric → mean, std
 
 
@@ -53,7 +53,7 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
                 float(np.mean(eps)) if eps else None,
                 _mean_or_none(metric),
                 _mean_or_none(kl),
-                _mean_std([c.utility["accuracy"] for c in group]),
+                _mean_std([released_accuracy(c) for c in group]),
                 per_attack.get(label, {}),
             )
         )
@@ -63,6 +63,12 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
 def _mean_or_none(values: list) -> float | None:
     present = [v for v in values if v is not None]
     return float(np.mean(present)) if present else None
+
+
+def released_accuracy(c: CellRow) -> float:
+    """Accuracy of what the target releases: its model's test accuracy, or for an embedding
+    release (metric-DP) the accuracy of a linear probe trained on the released embeddings."""
+    return c.utility.get("release_probe_accuracy", c.utility["accuracy"])
 
 
 def privacy_axis(points: list[TradeoffPoint]) -> str | None:

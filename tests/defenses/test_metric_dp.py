@@ -10,7 +10,7 @@ from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import NotApplicableError
 from workbench.targets import TARGETS
-from workbench.transcript import EMBEDDINGS, PUBLIC
+from workbench.transcript import EMBEDDINGS, PUBLIC, SERVER
 
 
 def test_normalise_keeps_zero_rows():
@@ -37,6 +37,8 @@ def test_release_is_noisy_unit_vectors_and_recorded(federation):
     torch.testing.assert_close(api.embeddings(np.arange(5), hops=2), rows[:5])  # one release
     sent = [m for m in trained.transcript.messages if m.kind == EMBEDDINGS]
     assert len(sent) == 1 and sent[0].receiver == PUBLIC
+    # the publication does not start a new round, so the server keeps the last uploads
+    assert any(m.payload is not None for m in trained.transcript.received_by(SERVER))
     u = trained.utility
     assert u["release_probe_accuracy"] > 0.5 and u["release_linkage_rate"] > 0.5
     by_hand = metric_epsilon(0.05, u["metric_rho"], 1, 1e-5).epsilon

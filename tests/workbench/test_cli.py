@@ -14,14 +14,16 @@ def test_quickstart_end_to_end(tmp_path, capsys):
     out = tmp_path / "qs"
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
-    assert "2 cell(s) run" in printed and "report.html" in printed
+    assert "4 cell(s) run" in printed and "report.html" in printed
     db = sqlite3.connect(out / "results.sqlite")
-    assert db.execute("SELECT COUNT(*) FROM cells").fetchone()[0] == 2
+    eps = sorted(e is None for (e,) in db.execute("SELECT epsilon FROM cells"))
+    assert eps == [False, False, True, True]  # the DP-FedAvg cells carry their ε
     metrics = [json.loads(m) for (m,) in db.execute("SELECT metrics_json FROM attacks")]
-    assert len(metrics) == 10 and all(0 <= m["auc"] <= 1 for m in metrics)
-    assert (out / "report.html").stat().st_size > 10_000
+    assert len(metrics) == 20 and all(0 <= m["auc"] <= 1 for m in metrics)
+    report = (out / "report.html").read_text()
+    assert len(report) > 10_000 and "Privacy–utility" in report
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
-    assert "0 cell(s) run, 2 already done" in capsys.readouterr().out
+    assert "0 cell(s) run, 4 already done" in capsys.readouterr().out
 
 
 def test_cora_example_on_real_data(tmp_path, data_root):
