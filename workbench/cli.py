@@ -24,6 +24,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
+        "--dry-run", action="store_true", help="print the expanded cells and their count, run none"
+    )
+    run.add_argument(
         "--jobs", type=int, default=1, help="processes training shadow/reference models"
     )
     rep = sub.add_parser("report", help="write report.html from an output folder")
@@ -45,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "epsilon":
         return cli_epsilon.run(args)
+    if args.command == "run" and args.dry_run:
+        from workbench.suite import load_suite
+
+        return dry_run(load_suite(args.suite), Path(args.out))
     if args.command == "run":
         from reports import build_report
         from workbench.runner import run_suite
@@ -97,6 +104,35 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"{kind}:")
         for line in _listing(kind):
             print(f"  {line}")
+    return 0
+
+
+def dry_run(suite, out: Path) -> int:
+    """One line per cell: its label, what sets it apart from same-labelled cells, and whether
+    the results folder already holds it; then the counts."""
+    import json
+
+    from workbench.store import STORE_FILE, ResultsStore
+    from workbench.suite import expand
+
+    cells = expand(suite)
+    done: set[str] = set()
+    if (out / STORE_FILE).is_file():
+        store = ResultsStore(out)
+        done = {c.cell_id for c in store.cells()}
+        store.close()
+    repeated = {c.label for c in cells if sum(d.label == c.label for d in cells) > 1}
+    for c in cells:
+        target = c.config()["target"]
+        extra = ""
+        if c.label in repeated:
+            extra = "  " + json.dumps({k: v for k, v in target.items() if k != "name"})
+        print(f"{'done' if c.cell_id in done else 'todo'}  {c.label}{extra}")
+    todo = sum(c.cell_id not in done for c in cells)
+    print(
+        f"{len(cells)} cell(s) × {len(suite.attacks)} attack(s): {todo} to run, "
+        f"{len(cells) - todo} already in {out}"
+    )
     return 0
 
 

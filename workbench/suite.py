@@ -7,7 +7,9 @@ config model, and every name against its registry (the error lists the valid cho
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,11 @@ class TargetEntry(_Strict):
     name: str
     params: dict[str, Any] = {}
     defenses: list[DefenseEntry] = []
+    sweep: dict[str, list[Any]] = Field(
+        {},
+        description="dotted path -> values, e.g. {'defenses[0].params.noise_multiplier': "
+        "[0.3, 1], 'params.lr': [0.01, 0.001]}: the entry expands to every combination",
+    )
 
 
 class AttackEntry(_Strict):
@@ -88,9 +95,10 @@ class Cell:
         return {
             "dataset": self.dataset.model_dump(),
             "partition": self.partition.model_dump(),
-            # defenses only when present, so undefended cells keep their ids
+            # defenses only when present, so undefended cells keep their ids; a swept entry
+            # has been expanded already, so a cell hashes as if written out by hand
             "target": self.target.model_dump(
-                exclude=None if self.target.defenses else {"defenses"}
+                exclude={"sweep"} if self.target.defenses else {"sweep", "defenses"}
             ),
             "seed": self.seed,
         }
@@ -129,9 +137,74 @@ def parse_suite(raw: Any, source: str = "suite") -> Suite:
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid suite\n{format_errors(exc)}") from None
     problems = _check_components(suite)
+    if not problems:
+        targets, problems = expand_sweeps(suite.targets)
+        suite = suite.model_copy(update={"targets": targets})
+    if not problems:
+        problems = _check_components(suite)
     if problems:
         raise ConfigError(f"{source}: invalid suite\n" + "\n".join(problems))
     return suite
+
+
+def expand_sweeps(targets: list[TargetEntry]) -> tuple[list[TargetEntry], list[str]]:
+    """Every target entry with a ``sweep`` becomes one entry per combination of its values
+    (in the order the values are listed), with no ``sweep`` left; (entries, problems)."""
+    out: list[TargetEntry] = []
+    problems: list[str] = []
+    for i, t in enumerate(targets):
+        if not t.sweep:
+            out.append(t)
+            continue
+        base = t.model_dump(exclude={"sweep"})
+        paths = list(t.sweep)
+        for path in paths:
+            where = f"  targets[{i}].sweep.{path}"
+            if not t.sweep[path]:
+                problems.append(f"{where}: expected a non-empty list of values")
+            elif not _settable(base, path):
+                problems.append(
+                    f"{where}: expected a path into params or defenses[j].params "
+                    "(e.g. params.lr, defenses[0].params.noise_multiplier)"
+                )
+        if problems:
+            continue
+        for values in itertools.product(*(t.sweep[p] for p in paths)):
+            entry = copy.deepcopy(base)
+            for path, value in zip(paths, values, strict=True):
+                _set(entry, path, value)
+            out.append(TargetEntry(**entry))
+    return out, problems
+
+
+def _steps(path: str) -> list[str | int]:
+    steps: list[str | int] = []
+    for part in path.split("."):
+        name, _, rest = part.partition("[")
+        steps.append(name)
+        if rest:
+            steps.append(int(rest.rstrip("]")))
+    return steps
+
+
+def _settable(entry: dict, path: str) -> bool:
+    try:
+        steps = _steps(path)
+    except ValueError:
+        return False
+    if steps[:1] == ["params"]:
+        return len(steps) > 1
+    if len(steps) < 4 or steps[0] != "defenses" or steps[2] != "params":
+        return False
+    return isinstance(steps[1], int) and 0 <= steps[1] < len(entry["defenses"])
+
+
+def _set(entry: dict, path: str, value: Any) -> None:
+    steps = _steps(path)
+    node: Any = entry
+    for step in steps[:-1]:
+        node = node[step] if isinstance(step, int) else node.setdefault(step, {})
+    node[steps[-1]] = value
 
 
 def format_errors(exc: ValidationError, prefix: str = "") -> str:

@@ -82,3 +82,24 @@ def test_python_dash_m_entry_point():
         check=True,
     )
     assert "fedavg" in proc.stdout
+
+
+def test_dry_run_lists_cells_and_what_is_done(tmp_path, capsys):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        "name: s\nseeds: [0, 1]\ndatasets: [{name: csbm, params: {num_nodes: 200}}]\n"
+        "partitions: [{method: metis, num_clients: 2}]\n"
+        "targets:\n  - name: fedavg\n    params: {rounds: 2}\n"
+        "    defenses: [{name: dp-fedavg}]\n"
+        "    sweep:\n      defenses[0].params.noise_multiplier: [0.5, 2.0]\n"
+    )
+    out = tmp_path / "out"
+    assert main(["run", str(suite), "--out", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == f"4 cell(s) × 0 attack(s): 4 to run, 0 already in {out}"
+    assert all(line.startswith("todo  csbm/metis-2/fedavg+dp-fedavg/seed") for line in printed[:-1])
+    assert '"noise_multiplier": 2.0' in printed[2] and not out.exists()  # nothing ran
+    assert main(["run", str(suite), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(suite), "--out", str(out), "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(": 0 to run, 4 already in " + str(out))

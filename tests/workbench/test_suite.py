@@ -27,7 +27,7 @@ def error_of(raw) -> str:
 
 
 def test_examples_parse():
-    for path in EXAMPLES.glob("*.yaml"):
+    for path in EXAMPLES.rglob("*.yaml"):
         assert expand(load_suite(path))
 
 
@@ -104,9 +104,36 @@ def test_defenses_are_validated_labelled_and_hashed_only_when_present():
     assert "defenses" not in plain.config()["target"]  # undefended cells keep their ids
     assert defended.cell_id != plain.cell_id
     bad = {**target, "defenses": [{"name": "dp-fedavgg"}]}
-    assert (
-        "targets[0].defenses[0].name: unknown defense 'dp-fedavgg'; valid choices: dp-fedavg"
-        in (error_of(suite(targets=[bad])))
-    )
+    msg = error_of(suite(targets=[bad]))
+    assert "targets[0].defenses[0].name: unknown defense 'dp-fedavgg'; valid choices: " in msg
+    assert "dp-fedavg, dp-sgd" in msg
     bad = {**target, "defenses": [{"name": "dp-fedavg", "params": {"clip": -1}}]}
     assert "targets[0].defenses[0].params.clip" in error_of(suite(targets=[bad]))
+
+
+def dp_target(sigma=None, lr=None, sweep=None):
+    params = {"rounds": 2} | ({} if lr is None else {"lr": lr})
+    dp = {"clip": 1.0} | ({} if sigma is None else {"noise_multiplier": sigma})
+    entry = {"name": "fedavg", "params": params, "defenses": [{"name": "dp-fedavg", "params": dp}]}
+    return entry | ({"sweep": sweep} if sweep else {})
+
+
+def test_sweep_expands_to_the_cells_written_out_by_hand():
+    sweep = {"defenses[0].params.noise_multiplier": [0.3, 1.0], "params.lr": [0.1, 0.01]}
+    swept = expand(parse_suite(suite(targets=[dp_target(sweep=sweep)])))
+    by_hand = [dp_target(s, lr) for s in (0.3, 1.0) for lr in (0.1, 0.01)]
+    written = expand(parse_suite(suite(targets=by_hand)))
+    assert [c.cell_id for c in swept] == [c.cell_id for c in written]
+    assert len({c.cell_id for c in swept}) == 4
+
+
+def test_sweep_errors_name_the_path_and_check_every_value():
+    msg = error_of(suite(targets=[dp_target(sweep={"defenses[3].params.clip": [1.0]})]))
+    assert "targets[0].sweep.defenses[3].params.clip: expected a path" in msg
+    assert "expected a non-empty list" in error_of(
+        suite(targets=[dp_target(sweep={"params.lr": []})])
+    )
+    msg = error_of(
+        suite(targets=[dp_target(sweep={"defenses[0].params.noise_multiplier": [1, -1]})])
+    )
+    assert "noise_multiplier" in msg and "greater than 0" in msg
