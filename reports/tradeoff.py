@@ -134,7 +134,7 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> str | None:
                         color=colours[s],
                         label=label,
                     )
-                else:  # undefended: a reference line, one dash pattern per attack
+                elif not np.isnan(ys).all():  # undefended: a reference line per attack
                     dash = REFERENCE_DASHES[names.index(name) % 3] if name else ":"
                     ax.axhline(np.nanmean(ys), color=colours[s], linestyle=dash, label=label)
         ax.set(xscale="log", xlabel=PRIVACY[axis], title=title)
