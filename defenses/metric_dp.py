@@ -28,6 +28,7 @@ from defenses.base import DEFENSES
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import NotApplicableError
+from workbench.query import table_rows
 from workbench.transcript import EMBEDDINGS, PUBLIC, SERVER, Transcript
 
 
@@ -59,7 +60,7 @@ class EmbeddingRelease:
         """Rows of the published table (computed once on the whole graph, so ``hops`` does
         not change the answer; repeated queries return the same release, so they cost no
         further privacy)."""
-        return self._table[torch.from_numpy(np.asarray(node_ids, dtype=np.int64))]
+        return table_rows(self._table, node_ids)
 
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         raise NotApplicableError(

@@ -127,10 +127,15 @@ class TableQueryAPI:
         return int(self._logits.shape[0])
 
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
-        node_ids = np.asarray(node_ids, dtype=np.int64)
-        if node_ids.size and (node_ids.min() < 0 or node_ids.max() >= self.num_nodes):
-            raise ValueError(f"node_ids: must lie in [0, {self.num_nodes})")
-        return self._logits[torch.from_numpy(node_ids)]
+        return table_rows(self._logits, node_ids)
+
+
+def table_rows(table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
+    """Rows of a per-node table, with the ids checked."""
+    node_ids = np.asarray(node_ids, dtype=np.int64)
+    if node_ids.size and (node_ids.min() < 0 or node_ids.max() >= table.shape[0]):
+        raise ValueError(f"node_ids: must lie in [0, {table.shape[0]})")
+    return table[torch.from_numpy(node_ids)]
 
 
 QueryAPI = NodeQueryAPI | GraphQueryAPI | TableQueryAPI

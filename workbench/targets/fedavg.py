@@ -108,12 +108,10 @@ class _FedAvg:
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
         cfg = config if isinstance(config, FedAvgConfig) else FedAvgConfig(**(config or {}))
-        dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
-        sa = next((d.config for d in defenses if d.name == "secure-aggregation"), None)
-        dp_sgd = next((d.config for d in defenses if d.name == "dp-sgd"), None)
-        ib = next((d.config for d in defenses if d.name == "information-bottleneck"), None)
-        mdp = next((d.config for d in defenses if d.name == "metric-dp"), None)
-        gauss = next((d.config for d in defenses if d.name == "gaussian-upload"), None)
+        on = {d.name: d.config for d in defenses}
+        dp, dp_sgd, gauss = on.get("dp-fedavg"), on.get("dp-sgd"), on.get("gaussian-upload")
+        ib, mdp = on.get("information-bottleneck"), on.get("metric-dp")
+        sa = on.get("secure-aggregation")
         secure = None if sa is None else Session.start(sa)
         rng = seed_everything(derive_seed(seed, "fedavg"))
         noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
