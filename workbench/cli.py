@@ -27,7 +27,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dry-run", action="store_true", help="print the expanded cells and their count, run none"
     )
     run.add_argument(
-        "--jobs", type=int, default=1, help="processes training shadow/reference models"
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes: for shadow/reference models (serial executor) or for whole "
+        "cells (process executor)",
+    )
+    run.add_argument(
+        "--executor",
+        choices=("serial", "process"),
+        default="serial",
+        help="serial: one cell at a time; process: --jobs cells at a time",
     )
     rep = sub.add_parser("report", help="write report.html from an output folder")
     rep.add_argument("out")
@@ -57,7 +67,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         from workbench.runner import run_suite
         from workbench.suite import load_suite
 
-        summary = run_suite(load_suite(args.suite), args.out, args.data_root, args.quiet, args.jobs)
+        summary = run_suite(
+            load_suite(args.suite), args.out, args.data_root, args.quiet, args.jobs, args.executor
+        )
         print(
             f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "
             f"results in {summary.out_dir / 'results.sqlite'}"

@@ -7,13 +7,16 @@ runs agree."""
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from accountants import PrivacyLedger, epsilon
@@ -27,7 +30,7 @@ from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import make_partition
-from workbench.errors import NotApplicableError
+from workbench.errors import ConfigError, NotApplicableError
 from workbench.seeding import derive_seed, seed_everything
 from workbench.store import AttackRow, CellRow, ResultsStore
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
@@ -50,37 +53,78 @@ class RunSummary:
     cells_skipped: int
 
 
+Executor = Literal["serial", "process"]
+
+
 def run_suite(
     suite: Suite,
     out_dir: str | Path,
     data_root: str | None = None,
     quiet: bool = False,
     jobs: int = 1,
+    executor: Executor = "serial",
 ) -> RunSummary:
-    """Runs every pending cell; ``jobs`` worker processes train each cell's shadow and
-    reference models (the numbers do not depend on it)."""
+    """Runs every pending cell. ``serial``: cells one after another, ``jobs`` worker processes
+    training each cell's shadow and reference models. ``process``: ``jobs`` worker processes
+    each running whole cells (references in-process). The numbers depend on neither."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs: expected a whole number >= 1 (got {jobs})")
     store = ResultsStore(out_dir)
     store.set_meta("suite_name", suite.name)
     store.set_meta("suite_json", suite.model_dump_json())
     cells = expand(suite)
-    datasets: dict[str, Dataset] = {}
-    ran = skipped = 0
-    bar = tqdm(cells, disable=quiet, unit="cell", desc=suite.name)
-    for cell in bar:
+    todo = []
+    for cell in cells:
         pending = [a for a in cell.attacks if a.key not in store.done_attacks(cell.cell_id)]
-        if store.has_cell(cell.cell_id) and not pending:
-            skipped += 1
-            continue
-        bar.set_postfix_str(cell.label)
-        key = config_hash(cell.dataset.model_dump())
-        if key not in datasets:
-            datasets[key] = load_dataset(
-                cell.dataset.name, cell.dataset.params, data_root or suite.data_root
-            )
-        run_cell(cell, pending, datasets[key], store, suite.delta, jobs)
-        ran += 1
+        if not store.has_cell(cell.cell_id) or pending:
+            todo.append((cell, pending))
     store.close()
-    return RunSummary(Path(out_dir), len(cells), ran, skipped)
+    root = data_root or suite.data_root
+    bar = tqdm(total=len(todo), disable=quiet, unit="cell", desc=suite.name)
+    if executor == "process" and jobs > 1 and len(todo) > 1:
+        context = multiprocessing.get_context("spawn")  # fork with live OpenMP pools can hang
+        threads = torch.get_num_threads()  # the parent's, so every sum is done the same way
+        with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            futures = {
+                pool.submit(_cell_task, out_dir, c, p, root, suite.delta, threads): c
+                for c, p in todo
+            }
+            for future in as_completed(futures):
+                future.result()
+                bar.set_postfix_str(futures[future].label)
+                bar.update()
+    else:
+        for cell, pending in todo:
+            bar.set_postfix_str(cell.label)
+            _cell_task(out_dir, cell, pending, root, suite.delta, None, jobs)
+            bar.update()
+    bar.close()
+    return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
+
+
+_DATASETS: dict[str, Dataset] = {}  # per process: a worker loads each dataset once
+
+
+def _cell_task(
+    out_dir: str | Path,
+    cell: Cell,
+    pending: list[AttackEntry],
+    data_root: str | None,
+    delta: float,
+    threads: int | None,
+    jobs: int = 1,
+) -> None:
+    """One cell, start to finish, with its own connection to the store."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    key = config_hash([cell.dataset.model_dump(), data_root])
+    if key not in _DATASETS:
+        _DATASETS[key] = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
+    store = ResultsStore(out_dir)
+    try:
+        run_cell(cell, pending, _DATASETS[key], store, delta, jobs)
+    finally:
+        store.close()
 
 
 def run_cell(

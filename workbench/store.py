@@ -87,7 +87,8 @@ class ResultsStore:
         self.root = Path(out_dir)
         self.root.mkdir(parents=True, exist_ok=True)
         self.path = self.root / STORE_FILE
-        self._db = sqlite3.connect(self.path)
+        # cell workers of the process executor write concurrently: wait for the lock
+        self._db = sqlite3.connect(self.path, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
 
