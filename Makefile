@@ -33,6 +33,7 @@ bench: setup-dev
 	$(BIN)/python benchmarks/accountant.py
 	$(BIN)/python benchmarks/mia.py
 	$(BIN)/python benchmarks/secure_agg.py
+	$(BIN)/python benchmarks/suite.py
 
 clean:
 	rm -rf $(VENV) runs

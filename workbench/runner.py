@@ -83,7 +83,8 @@ def run_suite(
     bar = tqdm(total=len(todo), disable=quiet, unit="cell", desc=suite.name)
     if executor == "process" and jobs > 1 and len(todo) > 1:
         context = multiprocessing.get_context("spawn")  # fork with live OpenMP pools can hang
-        threads = torch.get_num_threads()  # the parent's, so every sum is done the same way
+        # the parent's cores shared out: oversubscribed OpenMP pools slow every worker ~15×
+        threads = max(1, torch.get_num_threads() // jobs)
         with ProcessPoolExecutor(jobs, mp_context=context) as pool:
             futures = {
                 pool.submit(_cell_task, out_dir, c, p, root, suite.delta, threads): c
