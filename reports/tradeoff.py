@@ -105,14 +105,20 @@ def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
 
 
 def tradeoff_figure(points: list[TradeoffPoint]) -> str | None:
-    """Accuracy, attack AUC and TPR at 1 % FPR against the privacy figure (log scale); base64
-    PNG, or None when no configuration has a privacy figure."""
+    """Accuracy, attack AUC, TPR at 1 % FPR and the audit gap (each attack's empirical ε lower
+    bound, with the line lb = ε that a correct accountant's ε must stay above) against the
+    privacy figure (log scale); base64 PNG, or None when no configuration has one."""
     axis = privacy_axis(points)
     if axis is None:
         return None
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    panels = [("accuracy", None), ("attack AUC", "auc"), ("attack TPR at 1% FPR", "tpr@0.01")]
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
+    panels = [
+        ("accuracy", None),
+        ("attack AUC", "auc"),
+        ("attack TPR at 1% FPR", "tpr@0.01"),
+        ("audit: empirical ε lower bound", "epsilon_lb"),
+    ]
     names = sorted({a for p in points for a in p.attacks})
     series = sorted({p.series for p in points})
     colours = dict(zip(series, sns.color_palette("colorblind", len(series)), strict=True))
@@ -144,6 +150,14 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> str | None:
     # fixed floors, so seed noise around chance does not fill the panel
     axes[1].set_ylim(0.45, max(0.75, axes[1].get_ylim()[1]))
     axes[2].set_ylim(0.0, max(0.05, axes[2].get_ylim()[1]))
+    top = max(1.0, axes[3].get_ylim()[1])
+    if axis == "epsilon":  # the accountant's ε bounds any attack's: lb must stay below lb = ε
+        xs = np.geomspace(*axes[3].get_xlim(), 200)
+        axes[3].plot(xs, xs, "k--", linewidth=0.8, label="lb = accountant ε")
+        if xs[0] > top:
+            note = f"the line lb = ε lies above this panel (ε ≥ {xs[0]:.2g})"
+            axes[3].text(0.02, 0.97, note, transform=axes[3].transAxes, va="top", fontsize=8)
+    axes[3].set_ylim(0.0, top)
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(
         handles,
