@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from reports.plots import roc_figure
-from reports.summary import across_seeds, format_pm
+from reports.summary import across_seeds, format_interval, format_pm
 from reports.tradeoff import tradeoff_figure, tradeoff_points
 from workbench.errors import WorkbenchError
 from workbench.store import STORE_FILE, ResultsStore
@@ -171,12 +171,13 @@ def _seed_table(cells: list) -> list[str]:
     return [
         "<h3>Across seeds (mean ± std, %)</h3>",
         _table(
-            ["configuration", "seeds", "accuracy", "macro-F1", "AUC"],
+            ["configuration", "seeds", "accuracy", "accuracy 95% CI", "macro-F1", "AUC"],
             [
                 [
                     s.label,
                     ",".join(map(str, s.seeds)),
                     format_pm(s.accuracy),
+                    format_interval(s.accuracy_ci),
                     format_pm(s.macro_f1),
                     format_pm(s.auc, 1.0, 3),
                 ]

@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
 from workbench.store import AttackRow, CellRow
 
@@ -21,6 +22,7 @@ class SeedSummary:
     accuracy: tuple[float, float]  # mean, std
     macro_f1: tuple[float, float]
     auc: tuple[float, float]
+    accuracy_ci: tuple[float, float]  # 95 % Student-t interval of the mean; NaN for one seed
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
             accuracy=_mean_std([c.utility["accuracy"] for c in group]),
             macro_f1=_mean_std([c.utility["macro_f1"] for c in group]),
             auc=_mean_std([c.utility.get("auc", float("nan")) for c in group]),
+            accuracy_ci=mean_interval([c.utility["accuracy"] for c in group]),
         )
         for label, group in _configurations(cells)
     ]
@@ -115,6 +118,21 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+def mean_interval(xs: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Student-t confidence interval of the mean over seeds (seeds are few, so not normal)."""
+    a = np.asarray(xs, dtype=float)
+    if a.size < 2:
+        return float("nan"), float("nan")
+    half = stats.t.ppf(0.5 + level / 2, a.size - 1) * a.std(ddof=1) / np.sqrt(a.size)
+    return float(a.mean() - half), float(a.mean() + half)
+
+
+def format_interval(interval: tuple[float, float], scale: float = 100.0, digits: int = 1) -> str:
+    if np.isnan(interval[0]):
+        return "n/a"
+    return f"[{interval[0] * scale:.{digits}f}, {interval[1] * scale:.{digits}f}]"
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:

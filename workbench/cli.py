@@ -78,7 +78,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "report":
         from reports import build_report
-        from reports.summary import across_seeds, attack_table, attacks_across_seeds, format_pm
+        from reports.summary import (
+            across_seeds,
+            attack_table,
+            attacks_across_seeds,
+            format_interval,
+            format_pm,
+        )
         from reports.tradeoff import (
             privacy_axis,
             tradeoff_figure,
@@ -92,7 +98,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         for s in across_seeds(store.cells()):
             seeds = ",".join(map(str, s.seeds))
             print(
-                f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)}  "
+                f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)} "
+                f"(95% CI {format_interval(s.accuracy_ci)})  "
                 f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
             )
         for line in attack_table(attacks_across_seeds(store.cells(), store.attacks())):

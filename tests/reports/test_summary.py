@@ -39,3 +39,16 @@ def test_attack_table_marks_unresolvable_metrics_and_failed_rows():
     assert "| 0.700 ± 0.141 | 0.100 ± 0.000 | n/a |" in table[2]
     failed = attack_table(attacks_across_seeds(cells, [attack("c0-0.1", None, "not_applicable")]))
     assert failed[2].endswith("| not_applicable |")
+
+
+def test_accuracy_interval_is_student_t_over_seeds():
+    from scipy import stats
+
+    from reports.summary import format_interval, mean_interval
+
+    low, high = mean_interval([0.5, 0.6, 0.7])
+    half = stats.t.ppf(0.975, 2) * 0.1 / 3**0.5
+    assert (low, high) == pytest.approx((0.6 - half, 0.6 + half))
+    assert format_interval(mean_interval([0.5])) == "n/a"
+    summary = across_seeds([cell(0, 0.1), cell(1, 0.1)])[0]
+    assert summary.accuracy_ci[0] < summary.accuracy[0] < summary.accuracy_ci[1]
