@@ -129,10 +129,10 @@ def _standardise(z: torch.Tensor) -> torch.Tensor:
 
 
 def transform_clients(
-    clients: Sequence[NodeClient], cfg: IBConfig, num_classes: int, seed: int
+    clients: Sequence[NodeClient], cfg: IBConfig, head: nn.Module, seed: int
 ) -> tuple[tuple[NodeClient, ...], float]:
-    """Every client's data with x replaced by its own Z, and the node-weighted mean KL (nats)."""
-    head = shared_head(cfg, clients[0].data.num_features, num_classes)
+    """Every client's data with x replaced by its own Z (trained through the shared ``head``),
+    and the node-weighted mean KL (nats)."""
     out, kl, nodes = [], 0.0, 0
     for c in clients:
         d = c.data

@@ -45,8 +45,9 @@ def federation(small_csbm):
 
 
 def test_transform_replaces_features_and_gamma_compresses(federation, small_csbm):
-    small, kl_small = transform_clients(federation.clients, IBConfig(**FAST, gamma=0.0), 4, 0)
-    big, kl_big = transform_clients(federation.clients, IBConfig(**FAST, gamma=1.0), 4, 0)
+    head = shared_head(IBConfig(**FAST), 16, 4)
+    small, kl_small = transform_clients(federation.clients, IBConfig(**FAST, gamma=0.0), head, 0)
+    big, kl_big = transform_clients(federation.clients, IBConfig(**FAST, gamma=1.0), head, 0)
     for before, after in zip(federation.clients, small, strict=True):
         z = after.data.x
         assert z.shape == before.data.x.shape and not torch.equal(z, before.data.x)

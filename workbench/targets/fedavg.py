@@ -123,9 +123,10 @@ class _FedAvg:
         transcript = Transcript(cfg.keep_payloads)
         ib_kl = None
         if ib is not None:  # one-shot, local: only the frozen head travels (server → clients)
-            head = shared_head(ib, ds.num_features, ds.num_classes).state_dict()
-            transcript.broadcast(0, SERVER, [client(k) for k in range(len(clients))], IB_HEAD, head)
-            clients, ib_kl = transform_clients(clients, ib, ds.num_classes, seed)
+            head = shared_head(ib, ds.num_features, ds.num_classes)
+            everyone = [client(k) for k in range(len(clients))]
+            transcript.broadcast(0, SERVER, everyone, IB_HEAD, head.state_dict())
+            clients, ib_kl = transform_clients(clients, ib, head, seed)
         local = [make() for _ in clients]
         gen = torch.Generator().manual_seed(derive_seed(seed, "batches"))
         sgd_noise = torch.Generator().manual_seed(derive_seed(seed, "dp-sgd-noise"))
@@ -143,6 +144,8 @@ class _FedAvg:
         history: list[dict[str, float]] = []
         release = Release(cfg.release)
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
+        # length of an encrypted contribution: every float parameter (+ the weight, without DP)
+        encrypted_size = update_vector(*[global_model.state_dict()] * 2).numel() + (dp is None)
 
         for r in range(cfg.rounds):
             if dp is None:
@@ -188,10 +191,9 @@ class _FedAvg:
                 expected = cfg.client_fraction * len(clients)
                 global_model.load_state_dict(server_aggregate(state, uploads, dp, expected, noise))
             else:
-                size = update_vector(state, state).numel() + (dp is None)
-                extra = None if dp is None else server_noise(size, dp, noise)
+                extra = None if dp is None else server_noise(encrypted_size, dp, noise)
                 addend = None if extra is None else extra.numpy()
-                aggregate = secure.server.sum(uploads, size, addend)
+                aggregate = secure.server.sum(uploads, encrypted_size, addend)
                 everyone = [client(k) for k in range(len(clients))]
                 transcript.broadcast(r, SERVER, everyone, CIPHERTEXT, aggregate)
                 total = torch.from_numpy(secure.keys.decrypt(aggregate))

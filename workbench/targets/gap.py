@@ -162,7 +162,8 @@ class GAP:
         rounds = FederatedRows(cfg, dp_sgd, transcript, seed, [c.data.train_mask for c in clients])
         ys = [c.data.y for c in clients]
 
-        steps = rounds.run(model.encoder, [c.data.x for c in clients], ys, None, 0, ENCODER_WEIGHTS)
+        xs = [c.data.x for c in clients]
+        steps = rounds.run(model.encoder, xs, ys, None, cfg.encoder_rounds, 0, ENCODER_WEIGHTS)
 
         def aggregates(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
             if ap is not None and ap.level == "node":
@@ -173,8 +174,15 @@ class GAP:
         cached = [aggregates(c.data.x, c.data.edge_index) for c in clients]
         release = Release(cfg.release)
         vals = [c.data.val_mask for c in clients]
+        selection = (vals, release)
         steps += rounds.run(
-            model.classifier, cached, ys, (vals, release), cfg.encoder_rounds, CLASSIFIER_WEIGHTS
+            model.classifier,
+            cached,
+            ys,
+            selection,
+            cfg.rounds,
+            cfg.encoder_rounds,
+            CLASSIFIER_WEIGHTS,
         )
         release.load_into(model.classifier)
         model.eval()
@@ -261,12 +269,13 @@ class FederatedRows:
         xs: list[torch.Tensor],
         ys: list[torch.Tensor],
         selection: tuple[list[torch.Tensor], Release] | None,
+        count: int,
         offset: int,
         kind: str,
     ) -> int:
-        """Train ``module`` in place; returns the DP-SGD steps of the busiest client."""
-        cfg, k = self.cfg, len(xs)
-        count = cfg.rounds if selection is not None else cfg.encoder_rounds
+        """Train ``module`` for ``count`` rounds in place (transcript rounds from ``offset``);
+        returns the DP-SGD steps of the busiest client."""
+        k = len(xs)
         local = [copy.deepcopy(module) for _ in range(k)]
         opts = [self._optimizer(m, int(t.sum())) for m, t in zip(local, self.train, strict=True)]
         steps = np.zeros(k, dtype=int)
