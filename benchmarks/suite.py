@@ -1,7 +1,8 @@
 """Wall time of a 12-cell suite (the embedded CSBM and real Cora, FedAvg over 5 Louvain
-clients, 6 seeds each, loss-threshold MIA) with the serial executor and with the process
-executor (2 workers), each into a fresh results folder; the speed-up is serial / process. The
-rows of both runs are compared, since the executor must not change a number.
+clients, 6 seeds each, loss-threshold MIA) with the serial executor, the process executor (2
+workers) and the Ray executor (a local instance with 2 CPUs, its start-up included), each into
+a fresh results folder; the speed-up is serial / executor. Every run's rows are compared with
+the serial run's, since the executor must not change a number.
 
     FGLWB_DATA=../shared/data python benchmarks/suite.py
 """
@@ -42,6 +43,7 @@ def main() -> None:
         for name, kwargs in [
             ("serial", {}),
             ("process, 2 workers", {"executor": "process", "jobs": 2}),
+            ("ray, local 2 CPUs", {"executor": "ray", "jobs": 2}),
         ]:
             out = Path(tmp) / name.split(",")[0]
             start = time.perf_counter()
@@ -49,8 +51,9 @@ def main() -> None:
             timings[name] = time.perf_counter() - start
             speed = timings["serial"] / timings[name]
             print(f"{name:<22}{timings[name]:>9.1f}{speed:>10.2f}")
-        same = rows(Path(tmp) / "serial") == rows(Path(tmp) / "process")
-        print(f"identical rows: {same}")
+        serial = rows(Path(tmp) / "serial")
+        for name in ("process", "ray"):
+            print(f"{name} rows identical to serial: {rows(Path(tmp) / name) == serial}")
 
 
 if __name__ == "__main__":

@@ -35,9 +35,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     run.add_argument(
         "--executor",
-        choices=("serial", "process"),
+        choices=("serial", "process", "ray"),
         default="serial",
-        help="serial: one cell at a time; process: --jobs cells at a time",
+        help="serial: one cell at a time; process: --jobs cells at a time; ray: every cell a "
+        "Ray task (pip install 'fgl-workbench[ray]')",
+    )
+    run.add_argument(
+        "--address",
+        default="local",
+        help="with --executor ray: 'local' starts a private Ray instance with --jobs CPUs, "
+        "'auto' joins the running cluster, or a Ray address",
     )
     rep = sub.add_parser("report", help="write report.html from an output folder")
     rep.add_argument("out")
@@ -53,6 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(
+            "\ninterrupted: finished cells are in the results store; run the same command "
+            "again to resume",
+            file=sys.stderr,
+        )
+        return 130
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
@@ -71,7 +85,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         from workbench.suite import load_suite
 
         summary = run_suite(
-            load_suite(args.suite), args.out, args.data_root, args.quiet, args.jobs, args.executor
+            load_suite(args.suite),
+            args.out,
+            args.data_root,
+            args.quiet,
+            args.jobs,
+            args.executor,
+            args.address,
         )
         print(
             f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "

@@ -10,8 +10,10 @@ from __future__ import annotations
 import multiprocessing
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,10 +31,10 @@ from workbench.challenges import Challenge, membership_challenge
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
-from workbench.data.partition import make_partition
+from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.seeding import derive_seed, seed_everything
-from workbench.store import AttackRow, CellRow, ResultsStore
+from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import (
@@ -53,7 +55,9 @@ class RunSummary:
     cells_skipped: int
 
 
-Executor = Literal["serial", "process"]
+Executor = Literal["serial", "process", "ray"]
+EXECUTORS: tuple[str, ...] = ("serial", "process", "ray")
+Pending = list[tuple[Cell, list[AttackEntry]]]
 
 
 def run_suite(
@@ -63,47 +67,94 @@ def run_suite(
     quiet: bool = False,
     jobs: int = 1,
     executor: Executor = "serial",
+    address: str = "local",
 ) -> RunSummary:
     """Runs every pending cell. ``serial``: cells one after another, ``jobs`` worker processes
     training each cell's shadow and reference models. ``process``: ``jobs`` worker processes
-    each running whole cells (references in-process). The numbers depend on neither."""
+    each running whole cells (references in-process). ``ray``: every cell a Ray task on the
+    instance at ``address`` (``local`` starts one with ``jobs`` CPUs). The numbers depend on
+    none of these."""
     if jobs < 1:
         raise ConfigError(f"--jobs: expected a whole number >= 1 (got {jobs})")
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
     store = ResultsStore(out_dir)
     store.set_meta("suite_name", suite.name)
     store.set_meta("suite_json", suite.model_dump_json())
     cells = expand(suite)
-    todo = []
+    todo: Pending = []
     for cell in cells:
         pending = [a for a in cell.attacks if a.key not in store.done_attacks(cell.cell_id)]
         if not store.has_cell(cell.cell_id) or pending:
             todo.append((cell, pending))
     store.close()
     root = data_root or suite.data_root
-    bar = tqdm(total=len(todo), disable=quiet, unit="cell", desc=suite.name)
-    if executor == "process" and jobs > 1 and len(todo) > 1:
-        context = multiprocessing.get_context("spawn")  # fork with live OpenMP pools can hang
-        # the parent's cores shared out: oversubscribed OpenMP pools slow every worker ~15×
-        threads = max(1, torch.get_num_threads() // jobs)
-        with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-            futures = {
-                pool.submit(_cell_task, out_dir, c, p, root, suite.delta, threads): c
-                for c, p in todo
-            }
-            for future in as_completed(futures):
-                future.result()
-                bar.set_postfix_str(futures[future].label)
-                bar.update()
-    else:
-        for cell, pending in todo:
-            bar.set_postfix_str(cell.label)
-            _cell_task(out_dir, cell, pending, root, suite.delta, None, jobs)
-            bar.update()
-    bar.close()
+    with Progress(len(todo), suite.name, quiet) as progress:
+        if executor == "ray":
+            from workbench.ray_executor import run_on_ray
+
+            run_on_ray(todo, out_dir, root, suite.delta, address, jobs, progress)
+        elif executor == "process" and jobs > 1 and len(todo) > 1:
+            _run_in_processes(todo, out_dir, root, suite.delta, jobs, progress)
+        else:
+            for cell, pending in todo:
+                stage = partial(progress.stage, cell.label)
+                _cell_task(out_dir, cell, pending, root, suite.delta, None, jobs, stage)
+                progress.finished(cell.label)
     return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
 
 
+class Progress:
+    """The suite's progress bar: cells done of pending, elapsed and ETA, and what is running
+    (the serial executor names the cell's stage: partition, train, each attack)."""
+
+    def __init__(self, total: int, name: str, quiet: bool) -> None:
+        self.bar = tqdm(
+            total=total,
+            disable=quiet,
+            desc=name,
+            unit="cell",
+            bar_format="{desc}: {n}/{total} cells |{bar:20}| {elapsed}<{remaining}{postfix}",
+        )
+
+    def stage(self, label: str, stage: str) -> None:
+        self.bar.set_postfix_str(f"{label}: {stage}")
+
+    def finished(self, label: str, running: int = 0) -> None:
+        self.bar.update()
+        busy = f", {running} running" if running else ""
+        self.bar.set_postfix_str(f"done: {label}{busy}")
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+
+
+def _run_in_processes(
+    todo: Pending,
+    out_dir: str | Path,
+    root: str | None,
+    delta: float,
+    jobs: int,
+    progress: Progress,
+) -> None:
+    context = multiprocessing.get_context("spawn")  # fork with live OpenMP pools can hang
+    # the parent's cores shared out: oversubscribed OpenMP pools slow every worker ~15×
+    threads = max(1, torch.get_num_threads() // jobs)
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = {pool.submit(_cell_task, out_dir, c, p, root, delta, threads): c for c, p in todo}
+        for done, future in enumerate(as_completed(futures), start=1):
+            future.result()
+            progress.finished(futures[future].label, min(jobs, len(futures) - done))
+
+
 _DATASETS: dict[str, Dataset] = {}  # per process: a worker loads each dataset once
+
+
+def dataset_key(cell: Cell, data_root: str | None) -> str:
+    return config_hash([cell.dataset.model_dump(), data_root])
 
 
 def _cell_task(
@@ -114,30 +165,33 @@ def _cell_task(
     delta: float,
     threads: int | None,
     jobs: int = 1,
+    on_stage: Callable[[str], None] | None = None,
 ) -> None:
     """One cell, start to finish, with its own connection to the store."""
     if threads is not None:
         torch.set_num_threads(threads)
-    key = config_hash([cell.dataset.model_dump(), data_root])
+    key = dataset_key(cell, data_root)
     if key not in _DATASETS:
         _DATASETS[key] = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
     store = ResultsStore(out_dir)
     try:
-        run_cell(cell, pending, _DATASETS[key], store, delta, jobs)
+        run_cell(cell, pending, _DATASETS[key], store, delta, jobs, on_stage=on_stage)
     finally:
         store.close()
 
 
-def run_cell(
-    cell: Cell,
-    attacks: list[AttackEntry],
-    dataset: Dataset,
-    store: ResultsStore,
-    delta: float = 1e-5,
-    jobs: int = 1,
-) -> None:
+@dataclass(frozen=True)
+class Partitioned:
+    """A cell's partition and the seconds it took: cells that differ only in their target
+    share it (the Ray executor computes it once)."""
+
+    partition: Partition
+    seconds: float
+
+
+def partition_cell(cell: Cell, dataset: Dataset) -> Partitioned:
     p = cell.partition
-    t0 = time.perf_counter()
+    start = time.perf_counter()
     partition = make_partition(
         dataset,
         p.method,
@@ -147,7 +201,26 @@ def run_cell(
         split=p.split,
         aux_fraction=p.aux_fraction,
     )
+    return Partitioned(partition, time.perf_counter() - start)
+
+
+def run_cell(
+    cell: Cell,
+    attacks: list[AttackEntry],
+    dataset: Dataset,
+    store: ResultSink,
+    delta: float = 1e-5,
+    jobs: int = 1,
+    partitioned: Partitioned | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> None:
+    """Trains the cell's target, stores its row, then runs and stores each attack."""
+    report = on_stage or (lambda stage: None)
+    report("partition")
+    partitioned = partitioned or partition_cell(cell, dataset)
+    partition = partitioned.partition
     federation = build_federation(dataset, partition)
+    report("train")
     t1 = time.perf_counter()
     target = TARGETS.get(cell.target.name)
     defenses = [applied(d.name, d.params) for d in cell.target.defenses]
@@ -168,7 +241,7 @@ def run_cell(
         communication(trained),
         [vars(s) for s in partition.stats(dataset)],
         ledger_epsilon(trained.ledger, delta),
-        t1 - t0,
+        partitioned.seconds,
         t2 - t1,
     )
     store.put_cell(row, config_hash(cell.config()))
@@ -179,6 +252,7 @@ def run_cell(
     with ReferencePool(jobs, derive_seed(cell.seed, "references")) as pool:
         inputs = CellInputs(trained, federation, challenge, knowledge, pool)
         for entry in attacks:
+            report(f"attack {entry.key}")
             row, row_hash = run_attack(cell, entry, inputs, store)
             store.put_attack(row, row_hash)
 
@@ -227,7 +301,7 @@ def adversary_view(cfg: Any, trained: TrainedTarget, federation: Federation) -> 
 
 
 def run_attack(
-    cell: Cell, entry: AttackEntry, inputs: CellInputs, store: ResultsStore
+    cell: Cell, entry: AttackEntry, inputs: CellInputs, store: ResultSink
 ) -> tuple[AttackRow, str]:
     """One attack against a trained cell; only ``challenge.candidates`` reaches the attack."""
     attack = ATTACKS.get(entry.name)

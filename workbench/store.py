@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -150,10 +150,10 @@ class ResultsStore:
             )
 
     def save_roc(self, cell_id: str, attack_key: str, fpr: np.ndarray, tpr: np.ndarray) -> str:
-        rel = Path("artifacts") / cell_id / f"{attack_key}.npz"
+        rel = roc_artifact(cell_id, attack_key)
         (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
         np.savez_compressed(self.root / rel, fpr=fpr, tpr=tpr)
-        return str(rel)
+        return rel
 
     def load_roc(self, rel: str) -> tuple[np.ndarray, np.ndarray]:
         with np.load(self.root / rel, allow_pickle=False) as z:
@@ -188,6 +188,49 @@ class ResultsStore:
             )
             for r in self._db.execute(q)
         ]
+
+
+def roc_artifact(cell_id: str, attack_key: str) -> str:
+    """Where a ROC curve lives, relative to the results folder."""
+    return str(Path("artifacts") / cell_id / f"{attack_key}.npz")
+
+
+class ResultSink(Protocol):
+    """Where a cell writes its rows: the store itself, or a buffer the driver writes later."""
+
+    def put_cell(self, row: CellRow, config_hash: str) -> None: ...
+
+    def put_attack(self, row: AttackRow, config_hash: str) -> None: ...
+
+    def save_roc(self, cell_id: str, attack_key: str, fpr: np.ndarray, tpr: np.ndarray) -> str: ...
+
+
+@dataclass
+class BufferedResults:
+    """A cell's rows held in memory. A Ray worker may not share the driver's disk, so it
+    returns these and the driver writes them (ROC files first, then the rows)."""
+
+    cells: list[tuple[CellRow, str]] = field(default_factory=list)
+    attacks: list[tuple[AttackRow, str]] = field(default_factory=list)
+    rocs: list[tuple[str, str, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def put_cell(self, row: CellRow, config_hash: str) -> None:
+        self.cells.append((row, config_hash))
+
+    def put_attack(self, row: AttackRow, config_hash: str) -> None:
+        self.attacks.append((row, config_hash))
+
+    def save_roc(self, cell_id: str, attack_key: str, fpr: np.ndarray, tpr: np.ndarray) -> str:
+        self.rocs.append((cell_id, attack_key, fpr, tpr))
+        return roc_artifact(cell_id, attack_key)
+
+    def write_to(self, store: ResultsStore) -> None:
+        for roc in self.rocs:
+            store.save_roc(*roc)
+        for row, config_hash in self.cells:
+            store.put_cell(row, config_hash)
+        for row, config_hash in self.attacks:
+            store.put_attack(row, config_hash)
 
 
 def _dump(obj: Any) -> str:

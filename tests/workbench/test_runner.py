@@ -1,3 +1,4 @@
+import signal
 import sqlite3
 
 import pytest
@@ -163,11 +164,14 @@ def test_a_defended_cell_stores_the_accountants_epsilon(tmp_path):
     assert cell.label.endswith("fedavg+dp-fedavg/seed0")
 
 
-def test_sigkill_mid_suite_then_rerun_equals_an_uninterrupted_run(tmp_path):
-    """A real process killed with SIGKILL while cells are being written: the store survives
-    (WAL), the re-run computes only the missing cells, and the results equal a clean run's."""
+@pytest.mark.parametrize(
+    ("signum", "returncode"), [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)]
+)
+def test_killed_mid_suite_then_rerun_equals_an_uninterrupted_run(tmp_path, signum, returncode):
+    """A real process killed (SIGKILL) or interrupted (SIGINT, Ctrl-C: the CLI exits 130) while
+    cells are being written: the store survives (WAL), the re-run computes only the missing
+    cells, and the results equal a clean run's."""
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -189,10 +193,10 @@ def test_sigkill_mid_suite_then_rerun_equals_an_uninterrupted_run(tmp_path):
         except sqlite3.OperationalError:  # the store is being created
             continue
         if done >= 2:
-            os.kill(proc.pid, signal.SIGKILL)
+            os.kill(proc.pid, signum)
             break
     proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL, "the suite finished before it could be killed"
+    assert proc.returncode == returncode, "the suite finished before it could be killed"
     assert 2 <= done < 6
     resumed = run_suite(parse_suite(raw), out, quiet=True)
     # every stored cell is skipped but the one killed between training and its attacks

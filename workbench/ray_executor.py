@@ -1,0 +1,138 @@
+"""Cells as Ray Core tasks, for suites too large for one machine.
+
+The driver loads each dataset once and puts it in the object store; each distinct
+(dataset, partition, seed) is partitioned once by a task whose result the cells that share it
+take by reference. A cell task returns its rows instead of writing them, since a worker on
+another node may not see the driver's disk; the driver writes each cell's rows as it finishes,
+so an interrupted suite resumes like the other executors'. A task whose worker dies is retried
+(``RETRIES``); an error raised by the cell itself is not, and stops the suite.
+
+Ray is an optional extra: ``pip install 'fgl-workbench[ray]'``. Workers of a cluster need the
+project installed; they need no datasets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from workbench.data.catalog import load_dataset
+from workbench.data.datasets import Dataset
+from workbench.errors import ConfigError, WorkbenchError
+from workbench.runner import (
+    Partitioned,
+    Pending,
+    Progress,
+    dataset_key,
+    partition_cell,
+    run_cell,
+)
+from workbench.store import BufferedResults, ResultsStore
+from workbench.suite import AttackEntry, Cell, config_hash
+
+RETRIES = 3
+
+
+def run_on_ray(
+    todo: Pending,
+    out_dir: str | Path,
+    data_root: str | None,
+    delta: float,
+    address: str,
+    jobs: int,
+    progress: Progress,
+) -> None:
+    """Submits every pending cell and writes each one's rows as it completes. ``address``:
+    ``local`` starts a private instance with ``jobs`` CPUs (all cores when ``jobs`` is 1),
+    ``auto`` joins the running cluster, anything else is passed to ``ray.init``."""
+    ray = _import_ray()
+    started = not ray.is_initialized()
+    if started:
+        _init(ray, address, jobs)
+    try:
+        partition_task = ray.remote(num_cpus=1, max_retries=RETRIES)(_partition)
+        cell_task = ray.remote(num_cpus=1, max_retries=RETRIES)(_cell)
+        datasets: dict[str, Any] = {}
+        partitions: dict[str, Any] = {}
+        refs = {}
+        for cell, pending in todo:
+            dkey = dataset_key(cell, data_root)
+            if dkey not in datasets:
+                loaded = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
+                datasets[dkey] = ray.put(loaded)
+            pkey = config_hash([dkey, cell.partition.model_dump(), cell.seed])
+            if pkey not in partitions:
+                partitions[pkey] = partition_task.remote(cell, datasets[dkey])
+            ref = cell_task.remote(cell, pending, datasets[dkey], partitions[pkey], delta)
+            refs[ref] = cell
+        store = ResultsStore(out_dir)
+        try:
+            waiting = list(refs)
+            while waiting:
+                (ready,), waiting = ray.wait(waiting, num_returns=1)
+                _get(ray, ready).write_to(store)
+                progress.finished(refs[ready].label, len(waiting))
+        finally:
+            store.close()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "--executor ray: Ray is not installed; install the extra with "
+            "`pip install 'fgl-workbench[ray]'`"
+        ) from None
+    return ray
+
+
+def _init(ray: Any, address: str, jobs: int) -> None:
+    if not address:
+        raise ConfigError("--address: expected 'local', 'auto' or a Ray address (got '')")
+    options: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": "ERROR",
+    }
+    if address == "local":
+        options["num_cpus"] = jobs if jobs > 1 else None
+    else:
+        options["address"] = address
+    try:
+        ray.init(**options)
+    except ConnectionError as exc:
+        raise ConfigError(f"--address {address}: no Ray cluster reachable ({exc})") from None
+
+
+def _get(ray: Any, ref: Any) -> BufferedResults:
+    """The task's value; a workbench error raised inside the task is re-raised as itself, so
+    the command line reports it in one line like any other."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, WorkbenchError):
+            raise exc.cause from None
+        raise
+
+
+def _partition(cell: Cell, dataset: Dataset) -> Partitioned:
+    torch.set_num_threads(1)
+    return partition_cell(cell, dataset)
+
+
+def _cell(
+    cell: Cell,
+    pending: list[AttackEntry],
+    dataset: Dataset,
+    partitioned: Partitioned,
+    delta: float,
+) -> BufferedResults:
+    torch.set_num_threads(1)  # one CPU per task: Ray packs as many tasks as there are CPUs
+    results = BufferedResults()
+    run_cell(cell, pending, dataset, results, delta, partitioned=partitioned)
+    return results
