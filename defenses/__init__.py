@@ -10,6 +10,22 @@ from defenses import (  # noqa: F401
     metric_dp,
     secure_aggregation,
 )
-from defenses.base import DEFENSES, AppliedDefense, Defense, applied
+from defenses.base import (
+    DEFENSES,
+    AppliedDefense,
+    Defense,
+    PrivacyUnit,
+    applied,
+    covers_membership,
+    privacy_units,
+)
 
-__all__ = ["DEFENSES", "AppliedDefense", "Defense", "applied"]
+__all__ = [
+    "DEFENSES",
+    "AppliedDefense",
+    "Defense",
+    "PrivacyUnit",
+    "applied",
+    "covers_membership",
+    "privacy_units",
+]

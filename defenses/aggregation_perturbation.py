@@ -22,7 +22,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from accountants import Gaussian
-from defenses.base import DEFENSES
+from defenses.base import DEFENSES, PrivacyUnit
 from defenses.metric_dp import normalise
 
 
@@ -86,6 +86,9 @@ class AggregationPerturbation:
     name = "aggregation-perturbation"
     stage = "message_passing"
     Config = APConfig
+
+    def privacy_unit(self, config: APConfig) -> PrivacyUnit | None:
+        return config.level
 
 
 DEFENSES.register("aggregation-perturbation")(AggregationPerturbation())

@@ -12,12 +12,19 @@ from pydantic import BaseModel
 from workbench.registry import Registry
 
 Stage = Literal["data", "local_training", "upload", "aggregation", "message_passing", "release"]
+# what two neighbouring datasets differ in under the defense's ε: a whole client's data, one
+# training record (node or graph), one node with its edges, one edge
+PrivacyUnit = Literal["client", "record", "node", "edge"]
 
 
 class Defense(Protocol):
     name: str
     stage: Stage
     Config: type[BaseModel]
+
+    def privacy_unit(self, config: Any) -> PrivacyUnit | None:
+        """The unit the defense's ε protects; None when it gives no (ε, δ) guarantee."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,23 @@ class AppliedDefense:
 
 
 DEFENSES: Registry[Defense] = Registry("defense")
+
+
+def privacy_units(defenses: list[dict[str, Any]]) -> set[PrivacyUnit]:
+    """Units protected by a cell's defenses (suite entries ``{name, params}``)."""
+    units = set()
+    for d in defenses:
+        defense = DEFENSES.get(d["name"], field="defenses.name")
+        unit = defense.privacy_unit(defense.Config(**d.get("params", {})))
+        if unit is not None:
+            units.add(unit)
+    return units
+
+
+def covers_membership(defenses: list[dict[str, Any]]) -> bool:
+    """Whether the cell's ε bounds a membership attack on one node or graph: so it does when
+    some defense protects a whole client, a record or a node; edge-level DP alone does not."""
+    return bool(privacy_units(defenses) & {"client", "record", "node"})
 
 
 def applied(name: str, params: dict[str, Any]) -> AppliedDefense:

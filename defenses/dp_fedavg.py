@@ -19,7 +19,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from accountants import SubsampledGaussian
-from defenses.base import DEFENSES
+from defenses.base import DEFENSES, PrivacyUnit
 
 State = dict[str, torch.Tensor]
 
@@ -100,6 +100,9 @@ class DPFedAvg:
     name = "dp-fedavg"
     stage = "aggregation"
     Config = DPFedAvgConfig
+
+    def privacy_unit(self, config: DPFedAvgConfig) -> PrivacyUnit | None:
+        return "client"
 
 
 DEFENSES.register("dp-fedavg")(DPFedAvg())

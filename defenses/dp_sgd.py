@@ -26,7 +26,7 @@ from torch.func import functional_call, grad, vmap
 from torch_geometric.data import Batch, Data
 
 from accountants import SubsampledGaussian
-from defenses.base import DEFENSES
+from defenses.base import DEFENSES, PrivacyUnit
 
 
 class DPSGDConfig(BaseModel):
@@ -152,6 +152,9 @@ class DPSGD:
     name = "dp-sgd"
     stage = "local_training"
     Config = DPSGDConfig
+
+    def privacy_unit(self, config: DPSGDConfig) -> PrivacyUnit | None:
+        return "record"
 
 
 DEFENSES.register("dp-sgd")(DPSGD())

@@ -16,7 +16,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from accountants import Gaussian
-from defenses.base import DEFENSES
+from defenses.base import DEFENSES, PrivacyUnit
 from defenses.dp_fedavg import clip_to_norm
 
 
@@ -51,6 +51,9 @@ class GaussianUpload:
     name = "gaussian-upload"
     stage = "upload"
     Config = GaussianUploadConfig
+
+    def privacy_unit(self, config: GaussianUploadConfig) -> PrivacyUnit | None:
+        return "client"
 
 
 DEFENSES.register("gaussian-upload")(GaussianUpload())

@@ -28,7 +28,7 @@ from torch_geometric.data import Data
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import subgraph
 
-from defenses.base import DEFENSES
+from defenses.base import DEFENSES, PrivacyUnit
 from workbench.data.federation import NodeClient
 from workbench.models import ModelConfig, ModelSpec
 from workbench.seeding import derive_seed
@@ -175,6 +175,9 @@ class InformationBottleneck:
     name = "information-bottleneck"
     stage = "data"
     Config = IBConfig
+
+    def privacy_unit(self, config: IBConfig) -> PrivacyUnit | None:
+        return None  # a KL term, no (ε, δ)
 
 
 DEFENSES.register("information-bottleneck")(InformationBottleneck())

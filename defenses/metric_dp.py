@@ -24,7 +24,7 @@ from torch import nn
 from torch_geometric.data import Data
 
 from accountants import MetricGaussian, rho_knn_percentile
-from defenses.base import DEFENSES
+from defenses.base import DEFENSES, PrivacyUnit
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import NotApplicableError
@@ -144,6 +144,9 @@ class MetricDP:
     name = "metric-dp"
     stage = "release"
     Config = MetricDPConfig
+
+    def privacy_unit(self, config: MetricDPConfig) -> PrivacyUnit | None:
+        return None  # ε(ρ) is metric-DP, not (ε, δ) over a neighbouring relation
 
 
 DEFENSES.register("metric-dp")(MetricDP())

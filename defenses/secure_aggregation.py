@@ -22,7 +22,7 @@ import numpy as np
 import tenseal as ts
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from defenses.base import DEFENSES
+from defenses.base import DEFENSES, PrivacyUnit
 from workbench.errors import ConfigError
 
 
@@ -172,6 +172,9 @@ class SecureAggregation:
     name = "secure-aggregation"
     stage = "aggregation"
     Config = SecureAggConfig
+
+    def privacy_unit(self, config: SecureAggConfig) -> PrivacyUnit | None:
+        return None  # hides uploads; adds no noise
 
 
 DEFENSES.register("secure-aggregation")(SecureAggregation())

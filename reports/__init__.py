@@ -1,5 +1,5 @@
-"""Reports built from a results folder."""
+"""Reports built from a results folder: HTML and PDF of the same content."""
 
-from reports.html import build_report
+from reports.report import build_report
 
 __all__ = ["build_report"]

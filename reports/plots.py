@@ -1,9 +1,13 @@
-"""Figures for the report, returned as base64 PNG so the HTML stays one self-contained file."""
+"""Figures for the report: ROC curves per attack, the attack × configuration heatmap and the
+communication cost. Each returns a matplotlib figure; the renderers embed it (PNG in HTML,
+vector in PDF)."""
 
 from __future__ import annotations
 
 import base64
 import io
+import math
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -11,31 +15,186 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from reports.colours import series_colours, series_of, shade  # noqa: E402
+
+FPR_FLOOR = 1e-4
+FPR_GRID = np.geomspace(FPR_FLOOR, 1.0, 300)
 
 
-def roc_figure(curves: list[tuple[str, np.ndarray, np.ndarray]]) -> str:
-    """Log-log ROC: the low-FPR region is where membership inference matters."""
+@dataclass(frozen=True)
+class RocCurve:
+    """One configuration's ROC under one attack, averaged over its seeds (vertically, on a
+    log-spaced FPR grid); ``ceiling`` is the (ε, δ) of a DP run whose ε bounds membership."""
+
+    configuration: str
+    attack: str
+    fpr: np.ndarray
+    tpr: np.ndarray
+    seeds: int
+    ceiling: tuple[float, float] | None = None
+
+
+def mean_roc(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Vertical average of ROC curves on ``FPR_GRID`` (the low-FPR end is what matters)."""
+    tprs = [np.interp(FPR_GRID, fpr, tpr) for fpr, tpr in curves]
+    return FPR_GRID, np.mean(tprs, axis=0)
+
+
+def dp_tpr_ceiling(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """The highest TPR any membership test can reach at ``fpr`` against an (ε, δ)-DP mechanism
+    (Kairouz, Oh and Viswanath 2015): TPR ≤ e^ε·FPR + δ and TPR ≤ 1 − e^−ε·(1 − δ − FPR)."""
+    eps = min(epsilon, 50.0)  # beyond, the ceiling is 1 at every FPR on the grid
+    first = np.exp(eps) * fpr + delta
+    second = 1.0 - np.exp(-eps) * (1.0 - delta - fpr)
+    return np.clip(np.minimum(first, second), 0.0, 1.0)
+
+
+def roc_figure(curves: list[RocCurve]) -> Figure:
+    """Log-log ROC, one panel per attack, one line per configuration in its series' colour;
+    a DP configuration's ceiling is drawn dashed in the same colour."""
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(6, max(5.0, 0.16 * len(curves))))
-    floor = 1e-4
-    for label, fpr, tpr in curves:
-        ax.plot(np.clip(fpr, floor, 1), np.clip(tpr, floor, 1), label=label, linewidth=1.4)
-    ax.plot([floor, 1], [floor, 1], "k--", linewidth=0.8, label="chance")
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="False positive rate",
-        ylabel="True positive rate",
-        xlim=(floor, 1),
-        ylim=(floor, 1.05),
-        title="Membership inference ROC",
+    attacks = sorted({c.attack for c in curves})
+    cols = min(3, len(attacks))
+    rows = math.ceil(len(attacks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.4 * rows), squeeze=False)
+    colours = _configuration_colours([c.configuration for c in curves])
+    for ax, attack in zip(axes.flat, attacks, strict=False):
+        for c in (c for c in curves if c.attack == attack):
+            colour = colours[c.configuration]
+            ax.plot(
+                np.clip(c.fpr, FPR_FLOOR, 1),
+                np.clip(c.tpr, FPR_FLOOR, 1),
+                color=colour,
+                linewidth=1.4,
+                label=c.configuration,
+            )
+            if c.ceiling is not None:
+                eps, delta = c.ceiling
+                ax.plot(
+                    FPR_GRID,
+                    np.clip(dp_tpr_ceiling(FPR_GRID, eps, delta), FPR_FLOOR, 1),
+                    color=colour,
+                    linestyle="--",
+                    linewidth=1.0,
+                    label=f"DP ceiling, ε = {eps:.2g}",
+                )
+        ax.plot([FPR_FLOOR, 1], [FPR_FLOOR, 1], "k:", linewidth=0.8)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(FPR_FLOOR, 1),
+            ylim=(FPR_FLOOR, 1.05),
+            xlabel="false positive rate",
+            ylabel="true positive rate",
+            title=attack,
+        )
+        ax.title.set_fontsize(9)
+    for ax in list(axes.flat)[len(attacks) :]:
+        ax.set_visible(False)
+    _legend_below(fig, 1 if len(attacks) == 1 else 2)
+    fig.tight_layout()
+    return fig
+
+
+def heatmap_figure(
+    configurations: list[str], attacks: list[str], values: dict[str, np.ndarray]
+) -> Figure:
+    """Attack (columns) × configuration (rows) matrices, one panel per metric, annotated with
+    the mean over seeds; grey where the attack does not apply or the metric is not resolved."""
+    sns.set_theme(style="white", context="notebook")
+    width = max(4.0, 0.9 * len(attacks) + 1.5)
+    height = max(2.5, 0.38 * len(configurations) + 1.8)
+    fig, axes = plt.subplots(1, len(values), figsize=(width * len(values) + 3, height))
+    axes = np.atleast_1d(axes)
+    for i, (ax, (title, matrix)) in enumerate(zip(axes, values.items(), strict=True)):
+        low, high = (0.5, 1.0) if title.startswith("AUC") else (0.0, max(0.05, np.nanmax(matrix)))
+        sns.heatmap(
+            matrix,
+            ax=ax,
+            annot=True,
+            fmt=".2f",
+            cmap="rocket_r",
+            vmin=low,
+            vmax=high,
+            mask=np.isnan(matrix),
+            xticklabels=attacks,
+            yticklabels=configurations if i == 0 else False,
+            annot_kws={"fontsize": 8},
+            cbar_kws={"shrink": 0.8},
+        )
+        ax.set_facecolor("#dddddd")
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="x", labelrotation=35, labelsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+    fig.tight_layout()
+    return fig
+
+
+@dataclass(frozen=True)
+class CommunicationCost:
+    configuration: str
+    rounds: float
+    up_per_round: float  # bytes, mean over seeds
+    down_per_round: float
+    total: float
+
+
+def communication_figure(costs: list[CommunicationCost]) -> Figure:
+    """Bytes per round (uplink and downlink) and in total, per configuration, log scale."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(1, 2, figsize=(12, max(2.5, 0.42 * len(costs) + 1.4)), sharey=True)
+    colours = _configuration_colours([c.configuration for c in costs])
+    y = np.arange(len(costs))
+    names = [c.configuration for c in costs]
+    up = np.array([c.up_per_round for c in costs]) / 1e6
+    down = np.array([c.down_per_round for c in costs]) / 1e6
+    bar = [colours[n] for n in names]
+    axes[0].barh(y - 0.2, up, height=0.4, color=bar, label="uplink")
+    axes[0].barh(y + 0.2, down, height=0.4, color=bar, alpha=0.45, label="downlink")
+    axes[0].set(xscale="log", xlabel="MB per round (solid: up, light: down)")
+    axes[1].barh(y, [c.total / 1e6 for c in costs], color=bar)
+    axes[1].set(xscale="log", xlabel="MB in total (up + down)")
+    axes[0].set_yticks(y, names, fontsize=8)
+    axes[0].invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def _configuration_colours(configurations: list[str]) -> dict[str, tuple[float, float, float]]:
+    """Each configuration in its series' colour, shaded when a series has several."""
+    base = series_colours([series_of(c) for c in configurations])
+    out = {}
+    for s, colour in base.items():
+        mine = sorted({c for c in configurations if series_of(c) == s})
+        out.update({c: shade(colour, i, len(mine)) for i, c in enumerate(mine)})
+    return out
+
+
+def _legend_below(fig: Figure, columns: int) -> None:
+    """One legend under all panels, each label once: panels share their configurations."""
+    handles, labels = [], []
+    for a in fig.axes:
+        for h, lab in zip(*a.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=columns,
+        fontsize=7,
+        frameon=False,
     )
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: any count
-    return _encode(fig)
 
 
-def _encode(fig: plt.Figure) -> str:
+def encode_png(fig: Figure) -> str:
+    """The figure as base64 PNG, so the HTML stays one self-contained file."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()

@@ -44,14 +44,14 @@ def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
             auc=_mean_std([c.utility.get("auc", float("nan")) for c in group]),
             accuracy_ci=mean_interval([c.utility["accuracy"] for c in group]),
         )
-        for label, group in _configurations(cells)
+        for label, group in configurations(cells)
     ]
     return sorted(out, key=lambda s: s.label)
 
 
 def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list[AttackSummary]:
     """One row per configuration × attack, its metrics as mean ± std over seeds."""
-    label = {c.cell_id: lab for lab, group in _configurations(cells) for c in group}
+    label = {c.cell_id: lab for lab, group in configurations(cells) for c in group}
     rows: dict[tuple[str, str], list[AttackRow]] = defaultdict(list)
     for a in attacks:
         if a.cell_id in label:
@@ -88,10 +88,12 @@ def attack_table(rows: list[AttackSummary]) -> list[str]:
     return lines
 
 
-def _configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:
+def configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:
     """Cells grouped by configuration (all but the seed), each group with its label. Where
     configurations share a label (a sweep over parameters), the settings that tell them apart
-    are appended, e.g. ``PROTEINS/iid-3/fedavg [target.params.lr=0.01]``."""
+    are appended by their last name where that is unambiguous, e.g.
+    ``Cora/louvain-10/fedavg+dp-fedavg [noise_multiplier=0.5]``, else by their full path,
+    e.g. ``PROTEINS/iid-3/fedavg [target.params.lr=0.01]`` when another ``lr`` differs too."""
     groups: dict[str, list[CellRow]] = defaultdict(list)
     for c in cells:
         key = json.dumps({k: v for k, v in c.config.items() if k != "seed"}, sort_keys=True)
@@ -105,18 +107,41 @@ def _configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:
         if len(twins) > 1:
             keys = sorted({k for j in twins for k in flat[j]})
             differ = [k for k in keys if len({repr(flat[j].get(k)) for j in twins}) > 1]
-            label = f"{label} [" + ", ".join(f"{k}={flat[i].get(k, '-')}" for k in differ) + "]"
+            short = _short_names(differ)
+            label = (
+                f"{label} [" + ", ".join(f"{short[k]}={flat[i].get(k, '-')}" for k in differ) + "]"
+            )
         out.append((label, members[i]))
     return out
 
 
-def _flatten(d: dict, prefix: str = "") -> dict[str, object]:
+def cell_labels(cells: list[CellRow]) -> dict[str, str]:
+    """Each cell's label with the settings that set it apart from its sweep twins, e.g.
+    ``Cora/louvain-10/fedavg+dp-fedavg/seed0 [noise_multiplier=0.5]``."""
+    out = {}
+    for label, group in configurations(cells):
+        base, _, settings = label.partition(" [")
+        for c in group:
+            seed = f"{base}/seed{c.config['seed']}"
+            out[c.cell_id] = f"{seed} [{settings}" if settings else seed
+    return out
+
+
+def _short_names(paths: list[str]) -> dict[str, str]:
+    """Each dotted path by its last name, unless two paths share it."""
+    last = [p.rsplit(".", 1)[-1] for p in paths]
+    return {p: n if last.count(n) == 1 else p for p, n in zip(paths, last, strict=True)}
+
+
+def _flatten(d: dict | list, prefix: str = "") -> dict[str, object]:
     out: dict[str, object] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
+    items = d.items() if isinstance(d, dict) else ((f"[{i}]", v) for i, v in enumerate(d))
+    for k, v in items:
+        key = f"{prefix}{k}" if not prefix or k.startswith("[") else f"{prefix}.{k}"
+        if isinstance(v, dict | list) and v:
+            out.update(_flatten(v, key))
         else:
-            out[f"{prefix}{k}"] = v
+            out[key] = v
     return out
 
 

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from reports.plots import _encode
-from reports.summary import _configurations, _mean_std, attacks_across_seeds, format_pm
+from reports.colours import series_colours, series_of
+from reports.summary import _mean_std, attacks_across_seeds, configurations, format_pm
 from workbench.store import AttackRow, CellRow
 
 METRICS = ("auc", "tpr@0.01", "epsilon_lb")
@@ -42,7 +43,7 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
     for row in attacks_across_seeds(cells, attacks):
         per_attack.setdefault(row.cell, {})[row.attack] = row.metrics
     points = []
-    for label, group in _configurations(cells):
+    for label, group in configurations(cells):
         eps = [c.epsilon for c in group if c.epsilon is not None]
         metric = [c.utility.get("metric_epsilon") for c in group]
         kl = [c.utility.get("ib_kl_nats") for c in group]
@@ -104,45 +105,78 @@ def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
     return lines
 
 
-def tradeoff_figure(points: list[TradeoffPoint]) -> str | None:
+def tradeoff_figure(points: list[TradeoffPoint]) -> Figure | None:
     """Accuracy, attack AUC, TPR at 1 % FPR and the audit gap (each attack's empirical ε lower
     bound, with the line lb = ε that a correct accountant's ε must stay above) against the
-    privacy figure (log scale); base64 PNG, or None when no configuration has one."""
+    privacy figure (log scale); one row of panels per dataset and partition, one colour per
+    target with its defenses. None when no configuration has a privacy figure."""
     axis = privacy_axis(points)
     if axis is None:
         return None
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
+    settings = sorted({_setting(p) for p in points})
+    fig, grid = plt.subplots(len(settings), 4, figsize=(20, 4.2 * len(settings)), squeeze=False)
+    names = sorted({a for p in points for a in p.attacks})
+    colours = series_colours([series_of(p.series) for p in points])
+    for setting, axes in zip(settings, grid, strict=True):
+        mine = [p for p in points if _setting(p) == setting]
+        _tradeoff_row(axes, mine, axis, names, colours)
+        if len(settings) > 1:
+            axes[0].set_ylabel(f"{setting}\ntest accuracy")
+    handles, labels = [], []
+    for ax in grid[:, 1]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=2,
+        fontsize=7,
+        bbox_to_anchor=(0.5, 0.0),
+        frameon=False,
+    )
+    fig.tight_layout()
+    return fig
+
+
+def _setting(p: TradeoffPoint) -> str:
+    """Dataset and partition of a configuration: ``Cora/louvain-10``."""
+    return "/".join(p.series.split("/")[:2])
+
+
+def _tradeoff_row(
+    axes: np.ndarray,
+    points: list[TradeoffPoint],
+    axis: str,
+    names: list[str],
+    colours: dict[str, tuple[float, float, float]],
+) -> None:
     panels = [
         ("accuracy", None),
         ("attack AUC", "auc"),
         ("attack TPR at 1% FPR", "tpr@0.01"),
         ("audit: empirical ε lower bound", "epsilon_lb"),
     ]
-    names = sorted({a for p in points for a in p.attacks})
-    series = sorted({p.series for p in points})
-    colours = dict(zip(series, sns.color_palette("colorblind", len(series)), strict=True))
     styles = dict(zip(names, ["o-", "s--", "^-.", "d:", "v-", "P--"] * 4, strict=False))
+    series = sorted({p.series for p in points})
     for ax, (title, metric) in zip(axes, panels, strict=True):
         for s in series:
-            mine = [p for p in points if p.series == s]
-            keyed = [(_x(p, axis), p) for p in mine]
+            colour = colours[series_of(s)]
+            keyed = [(_x(p, axis), p) for p in points if p.series == s]
             dp = sorted([(x, p) for x, p in keyed if x is not None], key=lambda t: t[0])
             for name in [None] if metric is None else names:
                 label = s if metric is None else f"{s} · {name}"
-                ys = [_y(p, metric, name) for p in (q for _, q in keyed)]
+                ys = [_y(p, metric, name) for _, p in keyed]
                 if dp:
                     xs = [x for x, _ in dp]
-                    ax.plot(
-                        xs,
-                        [_y(p, metric, name) for _, p in dp],
-                        styles.get(name, "o-"),
-                        color=colours[s],
-                        label=label,
-                    )
+                    ys = [_y(p, metric, name) for _, p in dp]
+                    ax.plot(xs, ys, styles.get(name, "o-"), color=colour, label=label)
                 elif not np.isnan(ys).all():  # undefended: a reference line per attack
                     dash = REFERENCE_DASHES[names.index(name) % 3] if name else ":"
-                    ax.axhline(np.nanmean(ys), color=colours[s], linestyle=dash, label=label)
+                    ax.axhline(np.nanmean(ys), color=colour, linestyle=dash, label=label)
         ax.set(xscale="log", xlabel=PRIVACY[axis], title=title)
         ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on short ranges
     axes[0].set_ylabel("test accuracy")
@@ -158,17 +192,6 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> str | None:
             note = f"the line lb = ε lies above this panel (ε ≥ {xs[0]:.2g})"
             axes[3].text(0.02, 0.97, note, transform=axes[3].transAxes, va="top", fontsize=8)
     axes[3].set_ylim(0.0, top)
-    handles, labels = axes[1].get_legend_handles_labels()
-    fig.legend(
-        handles,
-        labels,
-        loc="lower center",
-        ncol=2,
-        fontsize=7,
-        bbox_to_anchor=(0.5, -0.02 - 0.03 * len(labels) / 2),
-    )
-    fig.tight_layout()
-    return _encode(fig)
 
 
 def _y(p: TradeoffPoint, metric: str | None, attack: str | None) -> float:

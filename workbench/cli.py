@@ -4,7 +4,6 @@ user errors print one line naming what is wrong and exit 2."""
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -139,7 +138,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise WorkbenchError(
                     "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
                 )
-            Path(args.tradeoff_png).write_bytes(base64.b64decode(figure))
+            figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
         print(f"report: {path}")
         return 0
     for kind in [args.kind] if args.kind else LIST_KINDS:

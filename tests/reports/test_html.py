@@ -24,13 +24,85 @@ def results(tmp_path_factory):
 
 def test_report_is_self_contained_and_shows_every_section(results):
     page = build_report(results).read_text()
-    for heading in ("Setup", "Utility and cost", "Attacks"):
-        assert f"<h2>{heading}</h2>" in page
+    for heading in (
+        "Setup",
+        "Utility",
+        "Communication",
+        "Attacks",
+        "ROC curves",
+        "Methods glossary",
+        "Suite",
+    ):
+        assert re.search(rf'<h2 id="s\d+">{heading}</h2>', page), heading
     assert "report &lt;test&gt;" in page  # escaped
-    assert len(re.findall(r'src="data:image/png;base64,', page)) == 1
+    # communication, attack heatmap, ROC curves; no privacy-utility figure without DP
+    assert len(re.findall(r'src="data:image/png;base64,', page)) == 3
+    assert "Privacy–utility" not in page
     assert "http://" not in page and "https://" not in page
     assert page.count("csbm/louvain-3/fedavg/seed0") >= 3
     assert "no DP" in page
+    assert "Likelihood-ratio" not in page  # the glossary lists only what the run used
+    assert "Loss / confidence / entropy threshold attack" in page
+
+
+def test_the_pdf_carries_the_same_sections(results):
+    build_report(results)
+    pdf = (results / "report.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF-")
+    assert pdf.count(b"/Type /Page\n") + pdf.count(b"/Type /Page ") >= 4
+
+
+def test_a_dp_run_gets_ceilings_tradeoff_and_audit(tmp_path):
+    raw = {
+        "name": "dp",
+        "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
+        "partitions": [{"method": "louvain", "num_clients": 3}],
+        "targets": [
+            {"name": "fedavg", "params": {"rounds": 3}},
+            {
+                "name": "fedavg",
+                "params": {"rounds": 3},
+                "defenses": [{"name": "dp-fedavg", "params": {"noise_multiplier": 1.0}}],
+            },
+        ],
+        "attacks": [{"name": "mia-threshold"}],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    page = build_report(tmp_path).read_text()
+    assert "Privacy–utility and the audit gap" in page
+    assert len(re.findall(r'src="data:image/png;base64,', page)) == 4
+    assert "Client-level DP-FedAvg" in page
+
+
+def test_roc_ceilings_only_where_epsilon_bounds_membership(tmp_path):
+    from reports.report import roc_curves
+    from workbench.store import ResultsStore
+
+    raw = {
+        "name": "units",
+        "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
+        "partitions": [{"method": "louvain", "num_clients": 3}],
+        "targets": [
+            {
+                "name": "gap",
+                "params": {"rounds": 2},
+                "defenses": [{"name": "aggregation-perturbation", "params": {"level": "edge"}}],
+            },
+            {
+                "name": "fedavg",
+                "params": {"rounds": 2},
+                "defenses": [{"name": "dp-fedavg", "params": {"noise_multiplier": 1.0}}],
+            },
+        ],
+        "attacks": [{"name": "mia-threshold"}],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    store = ResultsStore(tmp_path)
+    curves = roc_curves(store, store.cells(), store.attacks(), 1e-5)
+    ceilings = {c.configuration.split("/")[2]: c.ceiling for c in curves}
+    assert ceilings["gap+aggregation-perturbation"] is None  # edge-level ε: no node bound
+    eps = next(c.epsilon for c in store.cells() if "dp-fedavg" in c.label)
+    assert ceilings["fedavg+dp-fedavg"] == (eps, 1e-5)
 
 
 def test_no_aux_pool_means_no_threshold(results):
@@ -81,6 +153,6 @@ def test_sweep_configurations_get_distinct_labels(tmp_path):
     run_suite(parse_suite(raw), tmp_path, quiet=True)
     labels = [s.label for s in across_seeds(ResultsStore(tmp_path).cells())]
     assert labels == [
-        "csbm/metis-2/fedavg [target.params.lr=0.01]",
-        "csbm/metis-2/fedavg [target.params.lr=0.1]",
+        "csbm/metis-2/fedavg [lr=0.01]",
+        "csbm/metis-2/fedavg [lr=0.1]",
     ]

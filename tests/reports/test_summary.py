@@ -21,8 +21,8 @@ def test_attack_rows_average_over_seeds_per_configuration():
     attacks.append(attack("c1-0.01", None, "not_applicable"))
     rows = attacks_across_seeds(cells, attacks)
     assert [r.cell for r in rows] == [
-        "D/p/fedavg [target.params.lr=0.01]",
-        "D/p/fedavg [target.params.lr=0.1]",
+        "D/p/fedavg [lr=0.01]",
+        "D/p/fedavg [lr=0.1]",
     ]
     assert rows[1].metrics["auc"] == pytest.approx((0.7, 0.1414), abs=1e-4)
     assert rows[0].metrics["auc"] == (0.7, 0.0) and rows[0].seeds == 2  # the failed seed skipped

@@ -2,6 +2,7 @@ import base64
 
 import pytest
 
+from reports.plots import encode_png
 from reports.tradeoff import privacy_axis, tradeoff_figure, tradeoff_points, tradeoff_table
 from workbench.store import AttackRow, CellRow
 
@@ -47,7 +48,13 @@ def test_table_and_figure(store_rows):
     table = tradeoff_table(points)
     assert table[0].startswith("| configuration | ε | accuracy % |")
     assert any("| none | 80.0 ± 0.0 |" in line for line in table)
-    png = base64.b64decode(tradeoff_figure(points))
+    figure = tradeoff_figure(points)
+    accuracy, auc, tpr, audit = figure.axes[:4]
+    assert accuracy.get_title() == "accuracy" and audit.get_title().startswith("audit")
+    # one line per series in the accuracy panel, the undefended one as a reference line
+    assert len(accuracy.get_lines()) == len({p.series for p in points})
+    assert any(line.get_label() == "lb = accountant ε" for line in audit.get_lines())
+    png = base64.b64decode(encode_png(figure))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 

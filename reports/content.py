@@ -1,0 +1,54 @@
+"""What a report says, apart from how it is drawn: sections of paragraphs, tables and
+figures. The HTML and the PDF renderers draw the same ``Report``, so both files always carry
+the same content."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from matplotlib.figure import Figure as MplFigure
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: str
+
+
+@dataclass(frozen=True)
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    left_columns: int = 2  # how many leading columns hold names (left-aligned)
+
+
+@dataclass(frozen=True)
+class Figure:
+    figure: MplFigure
+    alt: str
+
+
+@dataclass(frozen=True)
+class Preformatted:
+    """Long verbatim text (the suite's configuration): folded away in HTML."""
+
+    summary: str
+    text: str
+
+
+Block = Paragraph | Table | Figure | Preformatted
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    level: int = 2
+
+
+@dataclass
+class Report:
+    title: str
+    sections: list[Section]
+
+    def figures(self) -> list[MplFigure]:
+        return [b.figure for s in self.sections for b in s.blocks if isinstance(b, Figure)]

@@ -1,0 +1,413 @@
+"""The content of a results folder's report, read from its store: setup and data statistics,
+utility, communication cost, the attack × configuration heatmap, ROC curves with DP ceilings,
+privacy–utility curves, the audit gap and a methods glossary. ``build_report`` writes it as
+one self-contained HTML file and as a PDF."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import yaml
+
+from defenses import covers_membership
+from reports.content import Figure, Paragraph, Preformatted, Report, Section, Table
+from reports.glossary import glossary_rows
+from reports.plots import (
+    CommunicationCost,
+    RocCurve,
+    communication_figure,
+    heatmap_figure,
+    mean_roc,
+    roc_figure,
+)
+from reports.summary import (
+    across_seeds,
+    attacks_across_seeds,
+    cell_labels,
+    configurations,
+    format_interval,
+    format_pm,
+)
+from reports.tradeoff import tradeoff_figure, tradeoff_points, tradeoff_table
+from workbench.errors import WorkbenchError
+from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore
+
+HTML_FILE = "report.html"
+PDF_FILE = "report.pdf"
+
+
+def build_report(out_dir: str | Path) -> Path:
+    """Writes ``report.html`` and ``report.pdf`` into ``out_dir``; returns the HTML's path."""
+    from reports.html import render_html
+    from reports.pdf import render_pdf
+
+    out_dir = Path(out_dir)
+    report = report_content(out_dir)
+    try:
+        (out_dir / HTML_FILE).write_text(render_html(report))
+        render_pdf(report, out_dir / PDF_FILE)
+    finally:
+        for fig in report.figures():
+            plt.close(fig)
+    return out_dir / HTML_FILE
+
+
+def report_content(out_dir: Path) -> Report:
+    if not (out_dir / STORE_FILE).is_file():
+        raise WorkbenchError(
+            f"no results store in {out_dir} (expected {out_dir / STORE_FILE}); "
+            "run `fgl-workbench run SUITE.yaml --out DIR` first"
+        )
+    store = ResultsStore(out_dir)
+    try:
+        cells, attacks = store.cells(), store.attacks()
+        name = store.meta("suite_name") or out_dir.name
+        suite = json.loads(store.meta("suite_json") or "{}")
+        curves = roc_curves(store, cells, attacks, suite.get("delta", 1e-5))
+    finally:
+        store.close()
+    labels = cell_labels(cells)
+    sections = [
+        _setup(cells, labels),
+        _utility(cells, labels),
+        _communication(cells),
+        _attacks(cells, attacks, labels),
+    ]
+    if curves:
+        sections.append(_roc(curves))
+    sections += _privacy(cells, attacks)
+    names = {c.config["target"]["name"] for c in cells}
+    names |= {d["name"] for c in cells for d in c.config["target"].get("defenses", [])}
+    names |= {a.attack for a in attacks}
+    sections.append(
+        Section("Methods glossary", [Table(["term", "meaning"], glossary_rows(sorted(names)), 2)])
+    )
+    suite_text = yaml.safe_dump(suite, sort_keys=False, default_flow_style=None, width=100)
+    sections.append(Section("Suite", [Preformatted("Suite configuration", suite_text)]))
+    intro = Paragraph(
+        f"{len(cells)} trained cell(s) in {len(configurations(cells))} configuration(s), "
+        f"{len(attacks)} attack result(s); ε is reported at δ = {suite.get('delta', 1e-5):g}. "
+        "Everything shown is read from the results store."
+    )
+    sections[0].blocks.insert(0, intro)
+    return Report(f"fgl-workbench report: {name}", sections)
+
+
+def _setup(cells: list[CellRow], labels: dict[str, str]) -> Section:
+    return Section(
+        "Setup",
+        [
+            Table(
+                ["cell", "dataset", "partition", "clients", "aux pool", "target", "seed"],
+                [
+                    [
+                        labels[c.cell_id],
+                        c.config["dataset"]["name"],
+                        c.config["partition"]["method"],
+                        str(c.config["partition"]["num_clients"]),
+                        str(c.config["partition"]["aux_fraction"]),
+                        "+".join(
+                            [c.config["target"]["name"]]
+                            + [d["name"] for d in c.config["target"].get("defenses", [])]
+                        ),
+                        str(c.config["seed"]),
+                    ]
+                    for c in cells
+                ],
+            ),
+            Paragraph(
+                "Data statistics per dataset and partition (first seed): records held by "
+                "the clients with their train/validation/test split, edges inside clients "
+                "(node level) and the clients' mean edge homophily."
+            ),
+            Table(
+                [
+                    "dataset/partition",
+                    "clients",
+                    "records",
+                    "train/val/test",
+                    "smallest–largest client",
+                    "classes",
+                    "edges in clients",
+                    "homophily",
+                ],
+                _data_statistics(cells),
+                1,
+            ),
+        ],
+    )
+
+
+def _data_statistics(cells: list[CellRow]) -> list[list[str]]:
+    rows, seen = [], set()
+    for c in sorted(cells, key=lambda c: c.config["seed"]):
+        key = "/".join(c.label.split("/")[:2])
+        if key in seen:
+            continue
+        seen.add(key)
+        parts = c.partition
+        sizes = [p["size"] for p in parts]
+        homophily = [p["edge_homophily"] for p in parts if p["edge_homophily"] is not None]
+        rows.append(
+            [
+                key,
+                str(len(parts)),
+                str(sum(sizes)),
+                "/".join(
+                    str(sum(p[k] for p in parts)) for k in ("num_train", "num_val", "num_test")
+                ),
+                f"{min(sizes)}–{max(sizes)}",
+                str(len(parts[0]["label_histogram"])) if parts else "0",
+                str(sum(p["num_edges"] for p in parts)),
+                f"{np.mean(homophily):.3f}" if homophily else "n/a",
+            ]
+        )
+    return rows
+
+
+def _utility(cells: list[CellRow], labels: dict[str, str]) -> Section:
+    blocks = [
+        Paragraph(
+            "Accuracy and macro-F1 of the released global model on the clients' test sets "
+            "(weighted by test size) and ROC AUC pooled over them, at the round selected on "
+            "validation. ε is shown only when the privacy ledger holds DP events: the "
+            "accountant's ε at the suite's δ, metric-DP's ε(ρ) at the k-NN percentile ρ, or the "
+            "information bottleneck's KL term (no formal guarantee)."
+        ),
+        Table(
+            ["cell", "accuracy", "macro-F1", "AUC", "best round", "rounds", "ε", "train s"],
+            [
+                [
+                    labels[c.cell_id],
+                    _f(c.utility.get("accuracy")),
+                    _f(c.utility.get("macro_f1")),
+                    _f(c.utility.get("auc")),
+                    _f(c.utility.get("best_round"), 0),
+                    str(c.comm["rounds"]),
+                    privacy_figure(c),
+                    _f(c.seconds_train, 1),
+                ]
+                for c in cells
+            ],
+            1,
+        ),
+    ]
+    summary = across_seeds(cells)
+    if any(len(s.seeds) > 1 for s in summary):
+        blocks += [
+            Paragraph("Across seeds: mean ± sample standard deviation, in %."),
+            Table(
+                ["configuration", "seeds", "accuracy", "accuracy 95% CI", "macro-F1", "AUC"],
+                [
+                    [
+                        s.label,
+                        ",".join(map(str, s.seeds)),
+                        format_pm(s.accuracy),
+                        format_interval(s.accuracy_ci),
+                        format_pm(s.macro_f1),
+                        format_pm(s.auc, 1.0, 3),
+                    ]
+                    for s in summary
+                ],
+                1,
+            ),
+        ]
+    return Section("Utility", blocks)
+
+
+def communication_costs(cells: list[CellRow]) -> list[CommunicationCost]:
+    """Bytes per round and in total from each cell's transcript, mean over seeds."""
+    out = []
+    for label, group in configurations(cells):
+        rounds = np.mean([max(c.comm["rounds"], 1) for c in group])
+        up = np.mean([c.comm["bytes"]["up"] / max(c.comm["rounds"], 1) for c in group])
+        down = np.mean([c.comm["bytes"]["down"] / max(c.comm["rounds"], 1) for c in group])
+        total = np.mean([c.comm["bytes"]["up"] + c.comm["bytes"]["down"] for c in group])
+        out.append(CommunicationCost(label, float(rounds), float(up), float(down), float(total)))
+    return sorted(out, key=lambda c: c.configuration)
+
+
+def _communication(cells: list[CellRow]) -> Section:
+    costs = communication_costs(cells)
+    return Section(
+        "Communication",
+        [
+            Paragraph(
+                "Bytes each configuration sent, from its transcript (every message recorded "
+                "with its size; encrypted uploads at their ciphertext size), mean over seeds."
+            ),
+            Figure(communication_figure(costs), "communication cost per configuration"),
+            Table(
+                ["configuration", "rounds", "KB up / round", "KB down / round", "MB total"],
+                [
+                    [
+                        c.configuration,
+                        f"{c.rounds:.0f}",
+                        f"{c.up_per_round / 1e3:.1f}",
+                        f"{c.down_per_round / 1e3:.1f}",
+                        f"{c.total / 1e6:.2f}",
+                    ]
+                    for c in costs
+                ],
+                1,
+            ),
+        ],
+    )
+
+
+def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, str]) -> Section:
+    if not attacks:
+        return Section("Attacks", [Paragraph("The suite runs no attack.")])
+    blocks: list = [
+        Paragraph(
+            "Attack × configuration: mean over seeds of the AUC and of the TPR at 1% FPR "
+            "(grey: not applicable, or fewer than 100 non-members). The table below has every "
+            "cell: AUC with its 95% bootstrap interval; ε lb: the empirical lower bound on ε "
+            "from the best ROC point with Clopper–Pearson intervals; client AUC: the server's "
+            "attack on each client's upload, scored on that client's records."
+        )
+    ]
+    summary = attacks_across_seeds(cells, attacks)
+    if summary:
+        configs = sorted({r.cell for r in summary})
+        names = sorted({r.attack for r in summary})
+        matrices = {}
+        for title, metric in (("AUC", "auc"), ("TPR at 1% FPR", "tpr@0.01")):
+            m = np.full((len(configs), len(names)), np.nan)
+            for r in summary:
+                if metric in r.metrics:
+                    m[configs.index(r.cell), names.index(r.attack)] = r.metrics[metric][0]
+            matrices[title] = m
+        blocks.append(
+            Figure(heatmap_figure(configs, names, matrices), "attack by configuration heatmap")
+        )
+    blocks.append(
+        Table(
+            [
+                "cell",
+                "attack",
+                "status",
+                "AUC",
+                "95% CI",
+                "advantage",
+                "TPR@10%",
+                "TPR@1%",
+                "TPR@0.1%",
+                "bal. acc.",
+                "ε lb",
+                "client AUC",
+            ],
+            [
+                [
+                    labels.get(a.cell_id, a.cell_id),
+                    a.label,
+                    a.status if a.status == "ok" else f"n/a: {a.reason}",
+                    _f((a.metrics or {}).get("auc")),
+                    _interval(a.metrics),
+                    *(
+                        _f((a.metrics or {}).get(k))
+                        for k in (
+                            "advantage",
+                            "tpr@0.1",
+                            "tpr@0.01",
+                            "tpr@0.001",
+                            "balanced_accuracy",
+                            "epsilon_lb",
+                            "client_auc_mean",
+                        )
+                    ),
+                ]
+                for a in attacks
+            ],
+        )
+    )
+    return Section("Attacks", blocks)
+
+
+def roc_curves(
+    store: ResultsStore, cells: list[CellRow], attacks: list[AttackRow], delta: float
+) -> list[RocCurve]:
+    """Each configuration's ROC per attack, averaged over seeds; with the DP ceiling where the
+    run's ε bounds membership of a node or graph (not for edge-level DP)."""
+    config_of = {c.cell_id: (label, group) for label, group in configurations(cells) for c in group}
+    grouped: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    for a in attacks:
+        if a.artifact and a.cell_id in config_of:
+            grouped[(config_of[a.cell_id][0], a.label)].append(store.load_roc(a.artifact))
+    groups = dict(configurations(cells))
+    out = []
+    for (label, attack), rocs in sorted(grouped.items()):
+        group = groups[label]
+        eps = [c.epsilon for c in group if c.epsilon is not None]
+        covered = covers_membership(group[0].config["target"].get("defenses", []))
+        ceiling = (float(np.mean(eps)), delta) if eps and covered else None
+        fpr, tpr = mean_roc(rocs)
+        out.append(RocCurve(label, attack, fpr, tpr, len(rocs), ceiling))
+    return out
+
+
+def _roc(curves: list[RocCurve]) -> Section:
+    return Section(
+        "ROC curves",
+        [
+            Paragraph(
+                "Log-log ROC per attack, mean over seeds, one colour per target (shades for "
+                "the settings of a sweep). Dashed: the highest TPR any attack can reach "
+                "against the run's (ε, δ), drawn where ε protects a whole client, a record "
+                "or a node (edge-level ε does not bound node membership); a curve above its "
+                "ceiling would mean the accounting is wrong."
+            ),
+            Figure(roc_figure(curves), "membership inference ROC curves"),
+        ],
+    )
+
+
+def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
+    points = tradeoff_points(cells, attacks)
+    figure = tradeoff_figure(points)
+    if figure is None:
+        return []
+    lines = tradeoff_table(points)
+    header = [h.strip() for h in lines[0].strip("|").split("|")]
+    rows = [[v.strip() for v in line.strip("|").split("|")] for line in lines[2:]]
+    return [
+        Section(
+            "Privacy–utility and the audit gap",
+            [
+                Paragraph(
+                    "Mean over seeds. The privacy figure is the accountant's ε where the run "
+                    "is DP, else metric-DP's ε(ρ), else the information bottleneck's KL term; "
+                    "undefended configurations are dotted reference lines. The last panel is "
+                    "the audit gap: each attack's empirical lower bound on ε against the "
+                    "accountant's ε; a correct accountant's ε stays above every lower bound."
+                ),
+                Figure(figure, "privacy-utility curves and audit gap"),
+                Table(header, rows, 1),
+            ],
+        )
+    ]
+
+
+def privacy_figure(c: CellRow) -> str:
+    """The cell's privacy figure: the accountant's ε, metric-DP's ε(ρ), or the information
+    bottleneck's KL term (no formal guarantee); "no DP" otherwise."""
+    parts = [] if c.epsilon is None else [_f(c.epsilon, 2)]
+    if "metric_epsilon" in c.utility:
+        parts.append(f"ε(ρ={c.utility['metric_rho']:.3f}) = {c.utility['metric_epsilon']:.2f}")
+    if "ib_kl_nats" in c.utility:
+        parts.append(f"IB KL {c.utility['ib_kl_nats']:.2f} nats")
+    return "; ".join(parts) or "no DP"
+
+
+def _interval(metrics: dict | None) -> str:
+    if not metrics or metrics.get("auc_ci_low") is None:
+        return "n/a"
+    return f"[{metrics['auc_ci_low']:.3f}, {metrics['auc_ci_high']:.3f}]"
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
