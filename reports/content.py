@@ -29,9 +29,8 @@ class Figure:
 
 @dataclass(frozen=True)
 class Preformatted:
-    """Long verbatim text (the suite's configuration): folded away in HTML."""
+    """Verbatim text in a fixed-width font (the suite's configuration)."""
 
-    summary: str
     text: str
 
 
@@ -40,9 +39,13 @@ Block = Paragraph | Table | Figure | Preformatted
 
 @dataclass
 class Section:
+    """``folded``: reference material (every cell's rows, the suite file), folded away in
+    HTML and printed in full in the PDF."""
+
     title: str
     blocks: list[Block] = field(default_factory=list)
     level: int = 2
+    folded: bool = False
 
 
 @dataclass

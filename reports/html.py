@@ -15,6 +15,7 @@ th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
 th{background:#f3f3f3} td.l,th.l{text-align:left}
 img{max-width:100%;height:auto;display:block;margin:1em 0}
 nav a{margin-right:1em} pre{font-size:0.8em;background:#f6f6f6;padding:0.5em}
+summary h2{display:inline;cursor:pointer}
 """
 
 
@@ -22,8 +23,12 @@ def render_html(report: Report) -> str:
     nav = " ".join(f'<a href="#s{i}">{_e(s.title)}</a>' for i, s in enumerate(report.sections))
     parts = [f"<h1>{_e(report.title)}</h1>", f"<nav>{nav}</nav>"]
     for i, section in enumerate(report.sections):
-        parts.append(f'<h{section.level} id="s{i}">{_e(section.title)}</h{section.level}>')
-        parts += [_block(b) for b in section.blocks]
+        heading = f'<h{section.level} id="s{i}">{_e(section.title)}</h{section.level}>'
+        body = "".join(_block(b) for b in section.blocks)
+        if section.folded:
+            parts.append(f"<details><summary>{heading}</summary>{body}</details>")
+        else:
+            parts.append(heading + body)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(report.title)}</title>"
         f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
@@ -38,9 +43,7 @@ def _block(block: object) -> str:
     if isinstance(block, Figure):
         return f'<img alt="{_e(block.alt)}" src="data:image/png;base64,{encode_png(block.figure)}">'
     if isinstance(block, Preformatted):
-        return (
-            f"<details><summary>{_e(block.summary)}</summary><pre>{_e(block.text)}</pre></details>"
-        )
+        return f"<pre>{_e(block.text)}</pre>"
     raise TypeError(f"unknown report block {type(block).__name__}")
 
 

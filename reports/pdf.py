@@ -20,7 +20,8 @@ CHAR = 0.52  # mean glyph width in font sizes (DejaVu Sans)
 
 
 def render_pdf(report: Report, path: Path) -> None:
-    with PdfPages(path) as pdf:
+    # TrueType fonts embedded: the PDF's text can be searched and copied
+    with plt.rc_context({"pdf.fonttype": 42}), PdfPages(path) as pdf:
         pages = _Pages(pdf)
         pages.text(report.title, 16, bold=True)
         for section in report.sections:
@@ -33,7 +34,6 @@ def render_pdf(report: Report, path: Path) -> None:
                 elif isinstance(block, Figure):
                     pages.figure(block.figure)
                 elif isinstance(block, Preformatted):
-                    pages.text(block.summary + ":", 9)
                     lines = block.text.splitlines()
                     for start in range(0, len(lines), 60):  # about a page at this size
                         pages.text("\n".join(lines[start : start + 60]), FONT - 1, mono=True)

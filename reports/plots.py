@@ -93,7 +93,7 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
         ax.title.set_fontsize(9)
     for ax in list(axes.flat)[len(attacks) :]:
         ax.set_visible(False)
-    _legend_below(fig, 1 if len(attacks) == 1 else 2)
+    legend_below(fig, 1 if len(attacks) == 1 else 2)
     fig.tight_layout()
     return fig
 
@@ -101,14 +101,16 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
 def heatmap_figure(
     configurations: list[str], attacks: list[str], values: dict[str, np.ndarray]
 ) -> Figure:
-    """Attack (columns) × configuration (rows) matrices, one panel per metric, annotated with
-    the mean over seeds; grey where the attack does not apply or the metric is not resolved."""
+    """Attack (columns) × configuration (rows) matrices, one panel per metric (stacked),
+    annotated with the mean over seeds; grey where the attack does not apply or the metric is
+    not resolved."""
     sns.set_theme(style="white", context="notebook")
-    width = max(4.0, 0.9 * len(attacks) + 1.5)
-    height = max(2.5, 0.38 * len(configurations) + 1.8)
-    fig, axes = plt.subplots(1, len(values), figsize=(width * len(values) + 3, height))
-    axes = np.atleast_1d(axes)
-    for i, (ax, (title, matrix)) in enumerate(zip(axes, values.items(), strict=True)):
+    width = max(5.0, 1.1 * len(attacks) + 2.0)
+    height = max(2.0, 0.42 * len(configurations) + 0.8)
+    fig, axes = plt.subplots(
+        len(values), 1, figsize=(width + 4.0, height * len(values) + 2.2), squeeze=False
+    )
+    for i, (ax, (title, matrix)) in enumerate(zip(axes[:, 0], values.items(), strict=True)):
         low, high = (0.5, 1.0) if title.startswith("AUC") else (0.0, max(0.05, np.nanmax(matrix)))
         sns.heatmap(
             matrix,
@@ -119,8 +121,8 @@ def heatmap_figure(
             vmin=low,
             vmax=high,
             mask=np.isnan(matrix),
-            xticklabels=attacks,
-            yticklabels=configurations if i == 0 else False,
+            xticklabels=attacks if i == len(values) - 1 else False,  # the panels share them
+            yticklabels=configurations,
             annot_kws={"fontsize": 8},
             cbar_kws={"shrink": 0.8},
         )
@@ -174,7 +176,7 @@ def _configuration_colours(configurations: list[str]) -> dict[str, tuple[float, 
     return out
 
 
-def _legend_below(fig: Figure, columns: int) -> None:
+def legend_below(fig: Figure, columns: int) -> None:
     """One legend under all panels, each label once: panels share their configurations."""
     handles, labels = [], []
     for a in fig.axes:

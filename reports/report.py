@@ -31,6 +31,7 @@ from reports.summary import (
     configurations,
     format_interval,
     format_pm,
+    natural_key,
 )
 from reports.tradeoff import tradeoff_figure, tradeoff_points, tradeoff_table
 from workbench.errors import WorkbenchError
@@ -71,6 +72,7 @@ def report_content(out_dir: Path) -> Report:
     finally:
         store.close()
     labels = cell_labels(cells)
+    cells = sorted(cells, key=lambda c: natural_key(labels[c.cell_id]))
     sections = [
         _setup(cells, labels),
         _utility(cells, labels),
@@ -87,7 +89,9 @@ def report_content(out_dir: Path) -> Report:
         Section("Methods glossary", [Table(["term", "meaning"], glossary_rows(sorted(names)), 2)])
     )
     suite_text = yaml.safe_dump(suite, sort_keys=False, default_flow_style=None, width=100)
-    sections.append(Section("Suite", [Preformatted("Suite configuration", suite_text)]))
+    if attacks:
+        sections.append(_every_attack(attacks, labels))
+    sections.append(Section("Suite configuration", [Preformatted(suite_text)], folded=True))
     intro = Paragraph(
         f"{len(cells)} trained cell(s) in {len(configurations(cells))} configuration(s), "
         f"{len(attacks)} attack result(s); ε is reported at δ = {suite.get('delta', 1e-5):g}. "
@@ -228,7 +232,7 @@ def communication_costs(cells: list[CellRow]) -> list[CommunicationCost]:
         down = np.mean([c.comm["bytes"]["down"] / max(c.comm["rounds"], 1) for c in group])
         total = np.mean([c.comm["bytes"]["up"] + c.comm["bytes"]["down"] for c in group])
         out.append(CommunicationCost(label, float(rounds), float(up), float(down), float(total)))
-    return sorted(out, key=lambda c: c.configuration)
+    return sorted(out, key=lambda c: natural_key(c.configuration))
 
 
 def _communication(cells: list[CellRow]) -> Section:
@@ -262,70 +266,92 @@ def _communication(cells: list[CellRow]) -> Section:
 def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, str]) -> Section:
     if not attacks:
         return Section("Attacks", [Paragraph("The suite runs no attack.")])
-    blocks: list = [
-        Paragraph(
-            "Attack × configuration: mean over seeds of the AUC and of the TPR at 1% FPR "
-            "(grey: not applicable, or fewer than 100 non-members). The table below has every "
-            "cell: AUC with its 95% bootstrap interval; ε lb: the empirical lower bound on ε "
-            "from the best ROC point with Clopper–Pearson intervals; client AUC: the server's "
-            "attack on each client's upload, scored on that client's records."
-        )
-    ]
     summary = attacks_across_seeds(cells, attacks)
-    if summary:
-        configs = sorted({r.cell for r in summary})
-        names = sorted({r.attack for r in summary})
-        matrices = {}
-        for title, metric in (("AUC", "auc"), ("TPR at 1% FPR", "tpr@0.01")):
-            m = np.full((len(configs), len(names)), np.nan)
-            for r in summary:
-                if metric in r.metrics:
-                    m[configs.index(r.cell), names.index(r.attack)] = r.metrics[metric][0]
-            matrices[title] = m
-        blocks.append(
-            Figure(heatmap_figure(configs, names, matrices), "attack by configuration heatmap")
-        )
-    blocks.append(
-        Table(
-            [
-                "cell",
-                "attack",
-                "status",
-                "AUC",
-                "95% CI",
-                "advantage",
-                "TPR@10%",
-                "TPR@1%",
-                "TPR@0.1%",
-                "bal. acc.",
-                "ε lb",
-                "client AUC",
-            ],
-            [
+    configs = sorted({r.cell for r in summary}, key=natural_key)
+    names = sorted({r.attack for r in summary})
+    matrices = {}
+    for title, metric in (("AUC", "auc"), ("TPR at 1% FPR", "tpr@0.01")):
+        m = np.full((len(configs), len(names)), np.nan)
+        for r in summary:
+            if metric in r.metrics:
+                m[configs.index(r.cell), names.index(r.attack)] = r.metrics[metric][0]
+        matrices[title] = m
+    metrics = ("auc", "tpr@0.01", "tpr@0.001", "epsilon_lb", "client_auc_mean")
+    return Section(
+        "Attacks",
+        [
+            Paragraph(
+                "Attack × configuration: mean over seeds of the AUC and of the TPR at 1% FPR "
+                "(grey: not applicable, or fewer than 100 non-members). The table gives mean "
+                "± std over seeds; ε lb is the empirical lower bound on ε from the best ROC "
+                "point with Clopper–Pearson intervals; client AUC is the server's attack on "
+                "each client's upload, scored on that client's records. Every cell's own "
+                "numbers, with AUC intervals, are in the section after the glossary."
+            ),
+            Figure(heatmap_figure(configs, names, matrices), "attack by configuration heatmap"),
+            Table(
+                ["configuration", "attack", "seeds", "AUC", "TPR@1%", "TPR@0.1%", "ε lb"]
+                + ["client AUC"],
                 [
-                    labels.get(a.cell_id, a.cell_id),
-                    a.label,
-                    a.status if a.status == "ok" else f"n/a: {a.reason}",
-                    _f((a.metrics or {}).get("auc")),
-                    _interval(a.metrics),
-                    *(
-                        _f((a.metrics or {}).get(k))
-                        for k in (
-                            "advantage",
-                            "tpr@0.1",
-                            "tpr@0.01",
-                            "tpr@0.001",
-                            "balanced_accuracy",
-                            "epsilon_lb",
-                            "client_auc_mean",
-                        )
-                    ),
-                ]
-                for a in attacks
-            ],
-        )
+                    [r.cell, r.attack, str(r.seeds)]
+                    + [
+                        format_pm(r.metrics[m], 1.0, 3)
+                        if m in r.metrics
+                        else ("n/a" if r.status == "ok" else "not applicable")
+                        for m in metrics
+                    ]
+                    for r in summary
+                ],
+            ),
+        ],
     )
-    return Section("Attacks", blocks)
+
+
+def _every_attack(attacks: list[AttackRow], labels: dict[str, str]) -> Section:
+    return Section(
+        "Every attack result",
+        [
+            Table(
+                [
+                    "cell",
+                    "attack",
+                    "status",
+                    "AUC",
+                    "95% CI",
+                    "advantage",
+                    "TPR@10%",
+                    "TPR@1%",
+                    "TPR@0.1%",
+                    "bal. acc.",
+                    "ε lb",
+                    "client AUC",
+                ],
+                [
+                    [
+                        labels.get(a.cell_id, a.cell_id),
+                        a.label,
+                        a.status if a.status == "ok" else f"n/a: {a.reason}",
+                        _f((a.metrics or {}).get("auc")),
+                        _interval(a.metrics),
+                        *(
+                            _f((a.metrics or {}).get(k))
+                            for k in (
+                                "advantage",
+                                "tpr@0.1",
+                                "tpr@0.01",
+                                "tpr@0.001",
+                                "balanced_accuracy",
+                                "epsilon_lb",
+                                "client_auc_mean",
+                            )
+                        ),
+                    ]
+                    for a in attacks
+                ],
+            )
+        ],
+        folded=True,
+    )
 
 
 def roc_curves(

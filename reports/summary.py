@@ -4,6 +4,7 @@ as mean ± sample standard deviation over the seeds."""
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -46,7 +47,7 @@ def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
         )
         for label, group in configurations(cells)
     ]
-    return sorted(out, key=lambda s: s.label)
+    return sorted(out, key=lambda s: natural_key(s.label))
 
 
 def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list[AttackSummary]:
@@ -67,7 +68,7 @@ def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list
         out.append(
             AttackSummary(cell, attack, len(group), metrics, "ok" if ok else group[0].status)
         )
-    return sorted(out, key=lambda r: (r.cell, r.attack))
+    return sorted(out, key=lambda r: (natural_key(r.cell), r.attack))
 
 
 def attack_table(rows: list[AttackSummary]) -> list[str]:
@@ -113,6 +114,12 @@ def configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:
             )
         out.append((label, members[i]))
     return out
+
+
+def natural_key(label: str) -> list:
+    """Sort key that orders the numbers inside labels by value: σ = 3 before σ = 10."""
+    parts = re.split(r"(\d+(?:\.\d+)?)", label)
+    return [(0, float(p), "") if i % 2 else (1, 0.0, p) for i, p in enumerate(parts)]
 
 
 def cell_labels(cells: list[CellRow]) -> dict[str, str]:

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from reports.colours import series_colours, series_of
+from reports.plots import legend_below
 from reports.summary import _mean_std, attacks_across_seeds, configurations, format_pm
 from workbench.store import AttackRow, CellRow
 
@@ -123,21 +124,7 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> Figure | None:
         _tradeoff_row(axes, mine, axis, names, colours)
         if len(settings) > 1:
             axes[0].set_ylabel(f"{setting}\ntest accuracy")
-    handles, labels = [], []
-    for ax in grid[:, 1]:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    fig.legend(
-        handles,
-        labels,
-        loc="upper center",
-        ncol=2,
-        fontsize=7,
-        bbox_to_anchor=(0.5, 0.0),
-        frameon=False,
-    )
+    legend_below(fig, 2)
     fig.tight_layout()
     return fig
 

@@ -121,9 +121,9 @@ class Progress:
         self.bar.set_postfix_str(f"{label}: {stage}")
 
     def finished(self, label: str, running: int = 0) -> None:
-        self.bar.update()
         busy = f", {running} running" if running else ""
-        self.bar.set_postfix_str(f"done: {label}{busy}")
+        self.bar.set_postfix_str(f"done: {label}{busy}", refresh=False)
+        self.bar.update()
 
     def __enter__(self) -> Progress:
         return self

@@ -8,10 +8,6 @@ import subprocess
 import pytest
 from PIL import Image
 
-from reports import build_report
-from workbench.runner import run_suite
-from workbench.suite import parse_suite
-
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)"
@@ -24,27 +20,6 @@ PROBE = (
     "document.body.dataset.broken = imgs.filter(i => !(i.complete && i.naturalWidth > 0))"
     ".length;});</script>"
 )
-
-
-@pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("browser")
-    raw = {
-        "name": "browser",
-        "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
-        "partitions": [{"method": "louvain", "num_clients": 3}],
-        "targets": [
-            {"name": "fedavg", "params": {"rounds": 3}},
-            {
-                "name": "fedavg",
-                "params": {"rounds": 3},
-                "defenses": [{"name": "dp-fedavg", "params": {"noise_multiplier": 1.0}}],
-            },
-        ],
-        "attacks": [{"name": "mia-threshold"}],
-    }
-    run_suite(parse_suite(raw), out, quiet=True)
-    return build_report(out)
 
 
 def _chromium(*args: str) -> subprocess.CompletedProcess:
@@ -63,17 +38,17 @@ def _probe(page: str, path) -> tuple[int, int]:
     return int(images.group(1)), int(broken.group(1))
 
 
-def test_every_image_in_the_report_decodes_in_chromium(report, tmp_path):
+def test_every_image_in_the_report_decodes_in_chromium(dp_report, tmp_path):
     # communication, heatmap, ROC, privacy-utility: all decode
-    assert _probe(report.read_text(), tmp_path / "probed.html") == (4, 0)
+    assert _probe(dp_report.read_text(), tmp_path / "probed.html") == (4, 0)
     # the probe does see a broken image
-    spoiled = report.read_text().replace("<h1>", '<img src="data:image/png;base64,AAAA"><h1>', 1)
+    spoiled = dp_report.read_text().replace("<h1>", '<img src="data:image/png;base64,AAAA"><h1>', 1)
     assert _probe(spoiled, tmp_path / "spoiled.html") == (5, 1)
 
 
-def test_chromium_screenshot_of_the_report_is_not_blank(report, tmp_path):
+def test_chromium_screenshot_of_the_report_is_not_blank(dp_report, tmp_path):
     shot = tmp_path / "report.png"
-    _chromium(f"--screenshot={shot}", "--window-size=1200,2400", report.as_uri())
+    _chromium(f"--screenshot={shot}", "--window-size=1200,2400", dp_report.as_uri())
     pixels = Image.open(shot).convert("L")
     assert pixels.size == (1200, 2400)
     histogram = pixels.histogram()

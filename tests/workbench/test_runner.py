@@ -219,3 +219,24 @@ def test_process_executor_equals_serial(tmp_path):
 def test_jobs_must_be_positive(tmp_path):
     with pytest.raises(runner.ConfigError, match="--jobs"):
         run_suite(parse_suite(RAW), tmp_path, quiet=True, jobs=0)
+
+
+def test_progress_bar_names_cells_and_quiet_silences_it(tmp_path, capsys):
+    raw = {**RAW, "seeds": [0], "attacks": RAW["attacks"][:1]}
+    run_suite(parse_suite(raw), tmp_path / "loud")
+    err = capsys.readouterr().err
+    assert "resume: 1/1 cells" in err and "done: csbm/metis-3/fedavg/seed0" in err
+    run_suite(parse_suite(raw), tmp_path / "quiet", quiet=True)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_cell_reports_each_stage_it_enters(tmp_path):
+    from workbench.data.catalog import load_dataset
+
+    suite = parse_suite({**RAW, "seeds": [0]})
+    cell = runner.expand(suite)[0]
+    stages: list[str] = []
+    store = ResultsStore(tmp_path)
+    dataset = load_dataset("csbm", {"num_nodes": 300}, None)
+    runner.run_cell(cell, list(cell.attacks), dataset, store, on_stage=stages.append)
+    assert stages == ["partition", "train"] + [f"attack {a.key}" for a in cell.attacks]
