@@ -47,6 +47,8 @@ def run_on_ray(
     ``local`` starts a private instance with ``jobs`` CPUs (all cores when ``jobs`` is 1),
     ``auto`` joins the running cluster, anything else is passed to ``ray.init``."""
     ray = _import_ray()
+    if not todo:  # nothing to run: no instance to start
+        return
     started = not ray.is_initialized()
     if started:
         _init(ray, address, jobs)
@@ -67,12 +69,13 @@ def run_on_ray(
             ref = cell_task.remote(cell, pending, datasets[dkey], partitions[pkey], delta)
             refs[ref] = cell
         store = ResultsStore(out_dir)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
         try:
             waiting = list(refs)
             while waiting:
                 (ready,), waiting = ray.wait(waiting, num_returns=1)
                 _get(ray, ready).write_to(store)
-                progress.finished(refs[ready].label, len(waiting))
+                progress.finished(refs[ready].label, min(cpus, len(waiting)))
         finally:
             store.close()
     finally:

@@ -70,3 +70,9 @@ def test_without_ray_the_error_names_the_extra(tmp_path, monkeypatch):
 def test_unknown_executor_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="--executor"):
         run_suite(parse_suite(RAW), tmp_path, quiet=True, executor="threads")
+
+
+def test_auto_without_a_cluster_names_the_address(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ConfigError, match="--address auto: no Ray cluster reachable"):
+        run_suite(parse_suite(RAW), tmp_path, quiet=True, executor="ray", address="auto")

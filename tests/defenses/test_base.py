@@ -1,0 +1,35 @@
+import pytest
+
+from defenses import DEFENSES, covers_membership, privacy_units
+from workbench.errors import ConfigError
+
+
+def test_every_defense_states_what_its_epsilon_protects():
+    units = {
+        name: DEFENSES.get(name).privacy_unit(DEFENSES.get(name).Config()) for name in DEFENSES
+    }
+    assert units == {
+        "aggregation-perturbation": "edge",
+        "dp-fedavg": "client",
+        "dp-sgd": "record",
+        "gaussian-upload": "client",
+        "information-bottleneck": None,
+        "metric-dp": None,
+        "secure-aggregation": None,
+    }
+
+
+def test_edge_level_dp_alone_does_not_bound_membership():
+    edge = {"name": "aggregation-perturbation", "params": {"level": "edge"}}
+    node = {"name": "aggregation-perturbation", "params": {"level": "node"}}
+    assert privacy_units([edge]) == {"edge"}
+    assert not covers_membership([edge])
+    assert covers_membership([node])
+    assert covers_membership([edge, {"name": "dp-sgd"}])
+    assert not covers_membership([{"name": "secure-aggregation"}])
+    assert not covers_membership([])
+
+
+def test_an_unknown_defense_is_named():
+    with pytest.raises(ConfigError, match="unknown defense 'nope'"):
+        covers_membership([{"name": "nope"}])
