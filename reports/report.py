@@ -33,7 +33,7 @@ from reports.summary import (
     format_pm,
     natural_key,
 )
-from reports.tradeoff import tradeoff_figure, tradeoff_points, tradeoff_table
+from reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from workbench.errors import WorkbenchError
 from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore
 
@@ -397,9 +397,7 @@ def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
     figure = tradeoff_figure(points)
     if figure is None:
         return []
-    lines = tradeoff_table(points)
-    header = [h.strip() for h in lines[0].strip("|").split("|")]
-    rows = [[v.strip() for v in line.strip("|").split("|")] for line in lines[2:]]
+    header, rows = strongest_attacks(points)
     return [
         Section(
             "Privacy–utility and the audit gap",
@@ -412,6 +410,7 @@ def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
                     "accountant's ε; a correct accountant's ε stays above every lower bound."
                 ),
                 Figure(figure, "privacy-utility curves and audit gap"),
+                Paragraph("The strongest attack against each configuration, by each metric."),
                 Table(header, rows, 1),
             ],
         )

@@ -106,6 +106,33 @@ def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
     return lines
 
 
+def strongest_attacks(points: list[TradeoffPoint]) -> tuple[list[str], list[list[str]]]:
+    """Per configuration: its privacy figure, accuracy, and the strongest attack by AUC, by
+    TPR at 1% FPR and by empirical ε lower bound (mean ± std over seeds, with the attack)."""
+    axis = privacy_axis(points)
+    header = [
+        "configuration",
+        {"kl": "KL (nats)", "metric": "ε(ρ)"}.get(axis or "", "ε"),
+        "accuracy %",
+        "best AUC",
+        "best TPR@1% FPR",
+        "largest ε lb",
+    ]
+    rows = []
+    for p in sorted(points, key=lambda p: (p.series, -(_x(p, axis) or np.inf))):
+        x = _x(p, axis)
+        row = [p.configuration, "none" if x is None else f"{x:.3g}", format_pm(p.accuracy)]
+        for metric in METRICS:
+            got = [(m[metric], a) for a, m in p.attacks.items() if metric in m]
+            if got:
+                (mean, std), attack = max(got, key=lambda t: t[0][0])
+                row.append(f"{format_pm((mean, std), 1.0, 3)} ({attack})")
+            else:
+                row.append("n/a")
+        rows.append(row)
+    return header, rows
+
+
 def tradeoff_figure(points: list[TradeoffPoint]) -> Figure | None:
     """Accuracy, attack AUC, TPR at 1 % FPR and the audit gap (each attack's empirical ε lower
     bound, with the line lb = ε that a correct accountant's ε must stay above) against the

@@ -3,7 +3,13 @@ import base64
 import pytest
 
 from reports.plots import encode_png
-from reports.tradeoff import privacy_axis, tradeoff_figure, tradeoff_points, tradeoff_table
+from reports.tradeoff import (
+    privacy_axis,
+    strongest_attacks,
+    tradeoff_figure,
+    tradeoff_points,
+    tradeoff_table,
+)
 from workbench.store import AttackRow, CellRow
 
 
@@ -66,3 +72,19 @@ def test_axis_falls_back_to_metric_epsilon_then_kl():
     plain = [cell(0, None, None, 0.5)]
     assert privacy_axis(tradeoff_points(plain, [])) is None
     assert tradeoff_figure(tradeoff_points(plain, [])) is None
+
+
+def test_strongest_attack_per_configuration(store_rows):
+    cells, attacks = store_rows
+    second = [
+        AttackRow(c.cell_id, "s", "mia-shadow", {}, "ok", None, {"auc": 0.9}, None, 1.0)
+        for c in cells
+        if c.epsilon == 2.0
+    ]
+    header, rows = strongest_attacks(tradeoff_points(cells, attacks + second))
+    assert header[:3] == ["configuration", "ε", "accuracy %"]
+    by_eps = {r[1]: r for r in rows}
+    assert by_eps["2"][3] == "0.900 ± 0.000 (mia-shadow)"  # the shadow attack is stronger here
+    assert by_eps["10"][3] == "0.560 ± 0.000 (mia-threshold)"
+    assert by_eps["2"][4] == "0.053 ± 0.000 (mia-threshold)"  # the shadow row has no TPR
+    assert by_eps["none"][2] == "80.0 ± 0.0"
