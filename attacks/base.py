@@ -1,6 +1,7 @@
 """The attack interface. An attack receives one ``AttackInput`` (the adversary's view, its
-background knowledge and the candidate records) and returns one ``AttackOutput``. Nothing in
-the input carries membership labels, hidden attributes or cut edges."""
+background knowledge and the candidates: records for membership, node pairs for links) and
+returns one ``AttackOutput``. Nothing in the input carries membership labels, hidden
+attributes or the edges asked about."""
 
 from __future__ import annotations
 
@@ -26,16 +27,31 @@ class Candidates:
 
 
 @dataclass(frozen=True)
+class NodePairs:
+    """Node pairs the adversary is asked about (is there an edge?), as population-graph ids;
+    shuffled, so position carries no information."""
+
+    src: np.ndarray
+    dst: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.src.size)
+
+
+@dataclass(frozen=True)
 class AttackInput:
     view: Any  # a workbench.threat view
     knowledge: Any  # workbench.threat.BackgroundKnowledge
-    candidates: Candidates
+    candidates: Candidates | NodePairs
     references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
+
+
+Family = Literal["membership", "link"]
 
 
 @dataclass(frozen=True)
 class AttackOutput:
-    scores: np.ndarray  # one per candidate; higher = more likely a member
+    scores: np.ndarray  # one per candidate; higher = more likely a member (an edge, ...)
     threshold: float | None = None  # decision threshold the adversary chose, if any
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -45,7 +61,7 @@ class Attack(Protocol):
     attack that party's view, the querier's when the config has no such field."""
 
     name: str
-    family: Literal["membership"]
+    family: Family  # what it infers: membership of records, edges between nodes, ...
     Config: type[BaseModel]
 
     def run(self, inp: AttackInput, config: Any, seed: int) -> AttackOutput: ...
@@ -55,6 +71,9 @@ ATTACKS: Registry[Attack] = Registry("attack")
 
 
 def adversaries(attack: Attack) -> tuple[str, ...]:
-    """The parties an attack can be run as, read from its config's ``adversary`` field."""
+    """The parties an attack can be run as, read from its config's ``adversary`` field; a
+    link attack queries the clients' served posteriors."""
+    if attack.family == "link":
+        return ("served",)
     field = attack.Config.model_fields.get("adversary")
     return get_args(field.annotation) if field is not None else ("querier",)

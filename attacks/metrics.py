@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import beta
-from sklearn.metrics import roc_auc_score, roc_curve
+from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
 
 DEFAULT_FPRS = (0.1, 0.01, 0.001)
 CONFIDENCE = 0.95
@@ -130,3 +130,21 @@ def membership_metrics(
         out["threshold_fpr"] = float(1 - tnr)
         out["threshold_tpr"] = float(tpr)
     return out, curve
+
+
+def link_metrics(
+    scores: np.ndarray, is_edge: np.ndarray, cut: np.ndarray
+) -> tuple[dict[str, float | None], ROC]:
+    """Membership-style metrics over all pairs (an edge is the "member"; the empirical ε lower
+    bound is then edge-level), plus AUC and average precision separately for pairs inside one
+    client and pairs across clients (edges the partition cut)."""
+    metrics, curve = membership_metrics(scores, is_edge)
+    metrics["average_precision"] = float(average_precision_score(is_edge, scores))
+    for name, part in (("intra", ~cut), ("cut", cut)):
+        truth = is_edge[part]
+        if truth.any() and not truth.all():
+            metrics[f"auc_{name}"] = float(roc_auc_score(truth, scores[part]))
+            metrics[f"average_precision_{name}"] = float(
+                average_precision_score(truth, scores[part])
+            )
+    return metrics, curve

@@ -16,7 +16,7 @@ from defenses.base import (
     Defense,
     PrivacyUnit,
     applied,
-    covers_membership,
+    covers,
     privacy_units,
 )
 
@@ -26,6 +26,6 @@ __all__ = [
     "Defense",
     "PrivacyUnit",
     "applied",
-    "covers_membership",
+    "covers",
     "privacy_units",
 ]

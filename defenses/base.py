@@ -50,10 +50,19 @@ def privacy_units(defenses: list[dict[str, Any]]) -> set[PrivacyUnit]:
     return units
 
 
-def covers_membership(defenses: list[dict[str, Any]]) -> bool:
-    """Whether the cell's ε bounds a membership attack on one node or graph: so it does when
-    some defense protects a whole client, a record or a node; edge-level DP alone does not."""
-    return bool(privacy_units(defenses) & {"client", "record", "node"})
+# the units whose protection bounds what each attack family infers: a record's membership is
+# covered by client-, record- and node-level DP; an edge by client-, node- and edge-level DP
+COVERING_UNITS: dict[str, set[str]] = {
+    "membership": {"client", "record", "node"},
+    "link": {"client", "node", "edge"},
+}
+
+
+def covers(defenses: list[dict[str, Any]], family: str = "membership") -> bool:
+    """Whether the cell's ε bounds what an attack of ``family`` infers (membership of one node
+    or graph, one edge): edge-level DP alone does not bound membership, record-level DP-SGD
+    does not bound an edge."""
+    return bool(privacy_units(defenses) & COVERING_UNITS.get(family, set()))
 
 
 def applied(name: str, params: dict[str, Any]) -> AppliedDefense:

@@ -20,6 +20,9 @@ COMPONENTS: dict[str, str] = {
     "loss under reference models trained with and without it.",
     "mia-rmia": "Relative membership inference (Zarifzadeh et al. 2024): the record's "
     "likelihood ratio against population records, over reference models.",
+    "link-stealing": "Link stealing (He et al. 2021): two nodes' served posteriors are closer "
+    "when they are linked; unsupervised by one of eight distances, or an MLP trained on the "
+    "edges the adversary knows.",
     # defenses
     "dp-fedavg": "Client-level DP-FedAvg (McMahan et al. 2018): clipped client updates, "
     "Gaussian noise on their sum, Poisson client sampling; ε protects a whole client.",
@@ -52,6 +55,8 @@ METRICS: dict[str, str] = {
     "run: min(e^ε·FPR + δ, 1 − e^−ε·(1 − δ − FPR)).",
     "client AUC": "the server's attack on each client's upload, scored on that client's "
     "records, mean over clients.",
+    "AUC intra / cut": "link attacks: AUC on node pairs inside one client (edges in its private "
+    "subgraph) and on pairs across clients (edges the partition cut, held by no client).",
 }
 
 

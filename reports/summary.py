@@ -13,7 +13,15 @@ from scipy import stats
 
 from workbench.store import AttackRow, CellRow
 
-ATTACK_METRICS = ("auc", "tpr@0.01", "tpr@0.001", "epsilon_lb", "client_auc_mean")
+ATTACK_METRICS = (
+    "auc",
+    "tpr@0.01",
+    "tpr@0.001",
+    "epsilon_lb",
+    "client_auc_mean",
+    "auc_intra",
+    "auc_cut",
+)
 
 
 @dataclass(frozen=True)

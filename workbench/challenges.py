@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks.base import Candidates
+from attacks.base import Candidates, NodePairs
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
+from workbench.errors import NotApplicableError
 
 
 @dataclass(frozen=True)
@@ -36,3 +37,98 @@ def membership_challenge(federation: Federation, seed: int) -> Challenge:
     ds = federation.dataset
     graphs = () if isinstance(ds, NodeDataset) else tuple(ds.graphs[i] for i in ids.tolist())
     return Challenge(Candidates(ds.level, ids, ds.labels[ids], graphs), truth, owner)
+
+
+@dataclass(frozen=True)
+class LinkChallenge:
+    """Node pairs to judge, half real edges and half non-edges, of two kinds: pairs inside one
+    client (an edge there is in that client's private subgraph) and pairs across clients (an
+    edge there is one the partition cut, held by no client). ``known_*`` are the adversary's
+    stated partial knowledge (a share of the intra-client edges and as many non-edges),
+    disjoint from the pairs it is asked about."""
+
+    candidates: NodePairs
+    is_edge: np.ndarray  # ground truth, for scoring only
+    cut: np.ndarray  # True for cross-client pairs, for scoring only
+    known_edges: np.ndarray  # [2, K]
+    known_non_edges: np.ndarray  # [2, K]
+
+
+def link_challenge(
+    federation: Federation, seed: int, known_fraction: float = 0.2, max_pairs: int = 2000
+) -> LinkChallenge:
+    """Positives: the population graph's edges between client nodes (``max_pairs`` at most
+    of each kind); negatives: as many random non-adjacent pairs of the same kind."""
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset):
+        raise NotApplicableError("link inference needs a node-level dataset")
+    rng = np.random.default_rng(seed)
+    n = ds.num_items
+    owner = federation.partition.owner(n)
+    src, dst = ds.data.edge_index.numpy()
+    keep = (src < dst) & (owner[src] >= 0) & (owner[dst] >= 0)
+    edges = np.unique(np.stack([src[keep], dst[keep]]), axis=1)
+    edges = edges[:, rng.permutation(edges.shape[1])]
+    cut = owner[edges[0]] != owner[edges[1]]
+    intra = edges[:, ~cut]
+    known = int(known_fraction * intra.shape[1])
+    known_edges, intra = intra[:, :known], intra[:, known:][:, :max_pairs]
+    cut_edges = edges[:, cut][:, :max_pairs]
+    adjacent = set((edges[0] * n + edges[1]).tolist())
+    taken: set[int] = set()
+    non_intra = _non_edges(owner, intra.shape[1], True, adjacent, taken, rng)
+    non_cut = _non_edges(owner, cut_edges.shape[1], False, adjacent, taken, rng)
+    known_non = _non_edges(owner, known, True, adjacent, taken, rng)
+    pairs = np.concatenate([intra, cut_edges, non_intra, non_cut], axis=1)
+    is_edge = np.concatenate(
+        [
+            np.ones(intra.shape[1] + cut_edges.shape[1], bool),
+            np.zeros(pairs.shape[1] - intra.shape[1] - cut_edges.shape[1], bool),
+        ]
+    )
+    is_cut = np.concatenate(
+        [
+            np.zeros(intra.shape[1], bool),
+            np.ones(cut_edges.shape[1], bool),
+            np.zeros(non_intra.shape[1], bool),
+            np.ones(non_cut.shape[1], bool),
+        ]
+    )
+    order = rng.permutation(pairs.shape[1])
+    pairs, is_edge, is_cut = pairs[:, order], is_edge[order], is_cut[order]
+    flip = rng.random(pairs.shape[1]) < 0.5  # endpoint order carries no information either
+    pairs[:, flip] = pairs[::-1, flip]
+    return LinkChallenge(NodePairs(pairs[0], pairs[1]), is_edge, is_cut, known_edges, known_non)
+
+
+def _non_edges(
+    owner: np.ndarray,
+    count: int,
+    same_client: bool,
+    adjacent: set[int],
+    taken: set[int],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``count`` distinct non-adjacent pairs (u < v) of client nodes, inside one client or
+    across two; ``taken`` keeps the draws of one challenge disjoint."""
+    n = owner.size
+    nodes = np.flatnonzero(owner >= 0)
+    by_client = {k: np.flatnonzero(owner == k) for k in np.unique(owner[nodes])}
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        u = rng.choice(nodes, size=2 * (count - len(out)) + 16)
+        if same_client:
+            v = np.array([rng.choice(by_client[owner[x]]) for x in u])
+        else:
+            v = rng.choice(nodes, size=u.size)
+        for a, b in zip(np.minimum(u, v).tolist(), np.maximum(u, v).tolist(), strict=True):
+            key = a * n + b
+            if a == b or key in adjacent or key in taken:
+                continue
+            if (owner[a] == owner[b]) != same_client:
+                continue
+            taken.add(key)
+            out.append((a, b))
+            if len(out) == count:
+                break
+    return np.array(out, dtype=np.int64).T.reshape(2, count)

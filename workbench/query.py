@@ -7,6 +7,9 @@ graph, so a batch costs one forward pass."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -136,6 +139,43 @@ def table_rows(table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
     if node_ids.size and (node_ids.min() < 0 or node_ids.max() >= table.shape[0]):
         raise ValueError(f"node_ids: must lie in [0, {table.shape[0]})")
     return table[torch.from_numpy(node_ids)]
+
+
+class ServedAPI:
+    """Posteriors as the clients' deployments serve them: each client runs the released model
+    on its own private subgraph and answers for its own nodes, by id (He et al.'s link-stealing
+    setting: the querier sees posteriors, never the edges behind them). Nodes held by no client
+    are not served."""
+
+    def __init__(self, model: nn.Module, clients: list[tuple[np.ndarray, Data]], n: int) -> None:
+        table = torch.full((n, 0), float("nan"))
+        model.eval()
+        with torch.no_grad():
+            for ids, data in clients:
+                out = model(data.x, data.edge_index)
+                if table.shape[1] == 0:
+                    table = torch.full((n, out.shape[1]), float("nan"))
+                table[torch.from_numpy(ids)] = out
+        self._table = table
+        self._served = (
+            ~torch.isnan(table).any(dim=1).numpy() if table.shape[1] else np.zeros(n, bool)
+        )
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self._table.shape[0])
+
+    def logits(self, node_ids: np.ndarray) -> torch.Tensor:
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        rows = table_rows(self._table, node_ids)
+        if not self._served[node_ids].all():
+            raise ValueError("node_ids: some nodes are held by no client, so no one serves them")
+        return rows
+
+
+def serve(model: nn.Module, clients: Sequence[Any], num_nodes: int) -> ServedAPI:
+    """The deployments of node-level ``clients`` (each with ``data.global_id``)."""
+    return ServedAPI(model, [(c.data.global_id.numpy(), c.data) for c in clients], num_nodes)
 
 
 QueryAPI = NodeQueryAPI | GraphQueryAPI | TableQueryAPI

@@ -12,7 +12,7 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -23,11 +23,12 @@ from tqdm import tqdm
 
 from accountants import PrivacyLedger, epsilon
 from accountants.accountant import OrderGridWarning
-from attacks import ATTACKS, AttackInput, AttackOutput
+from attacks import ATTACKS, AttackInput, AttackOutput, Candidates
+from attacks.base import NodePairs
 from attacks.membership.reference import ReferencePool
-from attacks.metrics import membership_metrics
+from attacks.metrics import ROC, link_metrics, membership_metrics
 from defenses import applied
-from workbench.challenges import Challenge, membership_challenge
+from workbench.challenges import Challenge, LinkChallenge, link_challenge, membership_challenge
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
@@ -42,7 +43,9 @@ from workbench.threat import (
     View,
     background_knowledge,
     client_view,
+    link_knowledge,
     querier_view,
+    served_view,
     server_view,
 )
 
@@ -250,7 +253,7 @@ def run_cell(
     challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
     knowledge = background_knowledge(federation, trained)
     with ReferencePool(jobs, derive_seed(cell.seed, "references")) as pool:
-        inputs = CellInputs(trained, federation, challenge, knowledge, pool)
+        inputs = CellInputs(trained, federation, challenge, knowledge, pool, cell.seed)
         for entry in attacks:
             report(f"attack {entry.key}")
             row, row_hash = run_attack(cell, entry, inputs, store)
@@ -282,13 +285,54 @@ def communication(trained: TrainedTarget) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CellInputs:
-    """What a cell's attacks share: built once per cell, reference models trained once."""
+    """What a cell's attacks share: built once per cell, reference models trained once; the
+    link challenge is built the first time a link attack asks for it."""
 
     trained: TrainedTarget
     federation: Federation
     challenge: Challenge
     knowledge: BackgroundKnowledge
     pool: ReferencePool
+    seed: int
+    _links: dict[str, LinkChallenge] = field(default_factory=dict)
+
+    def links(self) -> LinkChallenge:
+        if "challenge" not in self._links:
+            self._links["challenge"] = link_challenge(
+                self.federation, derive_seed(self.seed, "link-challenge")
+            )
+        return self._links["challenge"]
+
+
+@dataclass(frozen=True)
+class FamilyInputs:
+    """An attack family's adversary view, knowledge and candidates, and how its output is
+    scored (with the ground truth that only the scorer holds)."""
+
+    view: View
+    knowledge: BackgroundKnowledge
+    candidates: Candidates | NodePairs
+    score: Callable[[AttackOutput], tuple[dict[str, Any], ROC]]
+
+
+def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
+    if family == "link":
+        links = inputs.links()
+        return FamilyInputs(
+            served_view(inputs.trained, inputs.federation),
+            link_knowledge(inputs.federation, inputs.trained, links),
+            links.candidates,
+            lambda out: link_metrics(out.scores, links.is_edge, links.cut),
+        )
+    challenge = inputs.challenge
+
+    def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
+        metrics, curve = membership_metrics(out.scores, challenge.is_member, out.threshold)
+        metrics.update(per_client_metrics(out, challenge))
+        return metrics, curve
+
+    view = adversary_view(cfg, inputs.trained, inputs.federation)
+    return FamilyInputs(view, inputs.knowledge, challenge.candidates, score)
 
 
 def adversary_view(cfg: Any, trained: TrainedTarget, federation: Federation) -> View:
@@ -303,17 +347,17 @@ def adversary_view(cfg: Any, trained: TrainedTarget, federation: Federation) -> 
 def run_attack(
     cell: Cell, entry: AttackEntry, inputs: CellInputs, store: ResultSink
 ) -> tuple[AttackRow, str]:
-    """One attack against a trained cell; only ``challenge.candidates`` reaches the attack."""
+    """One attack against a trained cell; only the family's candidates reach the attack, the
+    truth stays with the scorer."""
     attack = ATTACKS.get(entry.name)
     cfg = attack.Config(**entry.params)
     row_hash = config_hash({"cell": cell.config(), "attack": entry.model_dump()})
-    challenge = inputs.challenge
-    view = adversary_view(cfg, inputs.trained, inputs.federation)
-    inp = AttackInput(view, inputs.knowledge, challenge.candidates, inputs.pool)
     start = time.perf_counter()
     seed = derive_seed(cell.seed, entry.key)
     seed_everything(seed)
     try:
+        family = family_inputs(attack.family, cfg, inputs)
+        inp = AttackInput(family.view, family.knowledge, family.candidates, inputs.pool)
         out = attack.run(inp, cfg, seed)
     except NotApplicableError as exc:
         row = AttackRow(
@@ -329,8 +373,7 @@ def run_attack(
         )
         return row, row_hash
     seconds = time.perf_counter() - start
-    metrics, curve = membership_metrics(out.scores, challenge.is_member, out.threshold)
-    metrics.update(per_client_metrics(out, challenge))
+    metrics, curve = family.score(out)
     artifact = store.save_roc(cell.cell_id, entry.key, curve.fpr, curve.tpr)
     row = AttackRow(
         cell.cell_id, entry.key, entry.name, entry.params, "ok", None, metrics, artifact, seconds

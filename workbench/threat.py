@@ -7,19 +7,25 @@ data. None of them holds membership labels or the partition."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 from torch_geometric.data import Data
 
 from attacks.base import Candidates
 from workbench.data.datasets import Level, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
+from workbench.errors import NotApplicableError
 from workbench.models import ModelSpec
-from workbench.query import QueryAPI
+from workbench.query import QueryAPI, ServedAPI
 from workbench.targets.base import TrainedTarget
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import SERVER, Message, client
+
+if TYPE_CHECKING:
+    from workbench.challenges import LinkChallenge
 
 
 @dataclass(frozen=True)
@@ -48,12 +54,31 @@ class ClientView:
     spec: ModelSpec
 
 
-View = QuerierView | ServerView | ClientView
-VIEWS = ("querier", "server", "client")
+@dataclass(frozen=True)
+class ServedView:
+    """An external querier of the clients' deployments: posteriors by node id, computed on
+    each client's private subgraph (link stealing's adversary)."""
+
+    level: Level
+    num_classes: int
+    api: ServedAPI
+
+
+View = QuerierView | ServerView | ClientView | ServedView
+VIEWS = ("querier", "server", "client", "served")
 
 
 def querier_view(trained: TrainedTarget, federation: Federation) -> QuerierView:
     return QuerierView(trained.level, federation.dataset.num_classes, trained.query)
+
+
+def served_view(trained: TrainedTarget, federation: Federation) -> ServedView:
+    if trained.served is None:
+        raise NotApplicableError(
+            f"target {trained.name} serves no per-client posteriors (graph level, or an "
+            "embedding release)"
+        )
+    return ServedView(trained.level, federation.dataset.num_classes, trained.served)
 
 
 def server_view(trained: TrainedTarget, federation: Federation) -> ServerView:
@@ -94,10 +119,28 @@ class BackgroundKnowledge:
     graph: Data | None
     spec: ModelSpec
     recipe: TrainingRecipe
+    known_non_edges: np.ndarray | None = None  # link inference: pairs known to be unlinked
 
     @property
     def aux(self) -> Candidates:
         return Candidates(self.level, self.aux_ids, self.aux_labels, self.aux_graphs)
+
+
+def link_knowledge(
+    federation: Federation, trained: TrainedTarget, challenge: LinkChallenge
+) -> BackgroundKnowledge:
+    """A link adversary's knowledge: the auxiliary pool, the population's node features, and
+    of its edges only the known share of the challenge (``graph.edge_index``, both directions)
+    with as many known non-edges. The edges it is asked about are nowhere in it."""
+    base = background_knowledge(federation, trained)
+    assert base.graph is not None
+    known = torch.from_numpy(challenge.known_edges)
+    graph = Data(
+        x=base.graph.x,
+        edge_index=torch.cat([known, known.flip(0)], 1),
+        num_nodes=base.graph.num_nodes,
+    )
+    return replace(base, graph=graph, known_non_edges=challenge.known_non_edges)
 
 
 def background_knowledge(federation: Federation, trained: TrainedTarget) -> BackgroundKnowledge:

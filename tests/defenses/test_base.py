@@ -1,6 +1,6 @@
 import pytest
 
-from defenses import DEFENSES, covers_membership, privacy_units
+from defenses import DEFENSES, covers, privacy_units
 from workbench.errors import ConfigError
 
 
@@ -23,13 +23,19 @@ def test_edge_level_dp_alone_does_not_bound_membership():
     edge = {"name": "aggregation-perturbation", "params": {"level": "edge"}}
     node = {"name": "aggregation-perturbation", "params": {"level": "node"}}
     assert privacy_units([edge]) == {"edge"}
-    assert not covers_membership([edge])
-    assert covers_membership([node])
-    assert covers_membership([edge, {"name": "dp-sgd"}])
-    assert not covers_membership([{"name": "secure-aggregation"}])
-    assert not covers_membership([])
+    assert not covers([edge])
+    assert covers([node])
+    assert covers([edge, {"name": "dp-sgd"}])
+    assert not covers([{"name": "secure-aggregation"}])
+    assert not covers([])
+
+
+def test_edge_and_client_level_dp_bound_link_inference_record_level_does_not():
+    assert covers([{"name": "aggregation-perturbation"}], "link")
+    assert covers([{"name": "dp-fedavg"}], "link")
+    assert not covers([{"name": "dp-sgd"}], "link")
 
 
 def test_an_unknown_defense_is_named():
     with pytest.raises(ConfigError, match="unknown defense 'nope'"):
-        covers_membership([{"name": "nope"}])
+        covers([{"name": "nope"}])

@@ -17,7 +17,7 @@ from accountants import PrivacyLedger
 from workbench.data.datasets import Level
 from workbench.data.federation import Federation
 from workbench.models import ModelSpec
-from workbench.query import QueryAPI
+from workbench.query import QueryAPI, ServedAPI
 from workbench.registry import Registry
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import Transcript
@@ -36,6 +36,9 @@ class TrainedTarget:
     ledger: PrivacyLedger
     utility: dict[str, float]
     history: list[dict[str, float]] = field(default_factory=list)
+    # node level: what the clients' deployments answer for their own nodes (link stealing's
+    # view); None for targets that do not serve per-client posteriors
+    served: ServedAPI | None = None
 
 
 class Target(Protocol):

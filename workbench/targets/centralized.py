@@ -21,7 +21,7 @@ from workbench.data.federation import Federation, GraphClient, NodeClient, node_
 from workbench.data.partition import ClientPart
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
-from workbench.query import GraphQueryAPI, NodeQueryAPI
+from workbench.query import GraphQueryAPI, NodeQueryAPI, serve
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import (
@@ -107,6 +107,7 @@ class Centralized:
                 int(pooled.data.train_mask.sum()) if node else len(pooled.train),
             ),
             query=api,
+            served=serve(model, [pooled], ds.num_items) if node else None,
             transcript=Transcript("none"),
             ledger=PrivacyLedger(),
             utility={

@@ -37,7 +37,7 @@ from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
-from workbench.query import GraphQueryAPI, NodeQueryAPI
+from workbench.query import GraphQueryAPI, NodeQueryAPI, serve
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import (
@@ -247,6 +247,10 @@ class _FedAvg:
             ledger=ledger,
             utility=utility,
             history=history,
+            # an embedding release (metric-DP) serves no posteriors
+            served=serve(global_model, clients, ds.num_items)
+            if isinstance(ds, NodeDataset) and mdp is None
+            else None,
         )
 
     @staticmethod

@@ -1,0 +1,1 @@
+"""Reconstruction attacks: what the adversary rebuilds of the clients' private graphs."""

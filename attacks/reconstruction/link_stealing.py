@@ -1,0 +1,124 @@
+"""Link stealing (He, Jia, Backes, Gong and Zhang, USENIX Security 2021): are two nodes
+linked in a client's private graph, judged from the posteriors its deployment serves?
+
+A GNN's posterior for a node mixes its neighbours', so linked nodes get closer posteriors.
+Unsupervised: the pair's score is minus the distance between the two posteriors, in one of the
+paper's eight distances. Supervised: a small MLP over all eight distances and both entropies,
+trained on the pairs the adversary knows to be linked or not (its partial knowledge of the
+graph). ``signal: features`` scores the same distances on raw node features, the
+target-independent baseline: whatever the posteriors add over it is what the model leaks."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict
+from sklearn.neural_network import MLPClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs
+from workbench.errors import NotApplicableError
+from workbench.threat import BackgroundKnowledge, ServedView
+
+Distance = Literal[
+    "cosine",
+    "euclidean",
+    "correlation",
+    "chebyshev",
+    "braycurtis",
+    "canberra",
+    "cityblock",
+    "sqeuclidean",
+]
+DISTANCES: tuple[str, ...] = Distance.__args__  # type: ignore[attr-defined]
+
+
+class LinkStealingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["unsupervised", "supervised"] = "unsupervised"
+    distance: Distance = "correlation"
+    signal: Literal["posterior", "features"] = "posterior"
+
+
+def pair_distance(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
+    """Row-wise distance between ``a[i]`` and ``b[i]`` (scipy's definitions, vectorised)."""
+    diff = np.abs(a - b)
+    if metric == "cityblock":
+        return diff.sum(1)
+    if metric == "euclidean":
+        return np.sqrt((diff**2).sum(1))
+    if metric == "sqeuclidean":
+        return (diff**2).sum(1)
+    if metric == "chebyshev":
+        return diff.max(1)
+    if metric == "braycurtis":
+        return diff.sum(1) / np.maximum(np.abs(a + b).sum(1), 1e-12)
+    if metric == "canberra":
+        denom = np.abs(a) + np.abs(b)
+        return np.where(denom > 0, diff / np.where(denom > 0, denom, 1), 0.0).sum(1)
+    if metric == "cosine":
+        norm = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+        return 1.0 - (a * b).sum(1) / np.maximum(norm, 1e-12)
+    if metric == "correlation":
+        return pair_distance(a - a.mean(1, keepdims=True), b - b.mean(1, keepdims=True), "cosine")
+    raise ValueError(f"distance: expected one of {', '.join(DISTANCES)} (got {metric!r})")
+
+
+def pair_features(signal: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """All eight distances and the two entropies (smaller first) of each pair."""
+    a, b = signal[src], signal[dst]
+    entropy = -(signal * np.log(np.clip(signal, 1e-12, None))).sum(1)
+    ea, eb = entropy[src], entropy[dst]
+    columns = [pair_distance(a, b, m) for m in DISTANCES] + [np.minimum(ea, eb), np.maximum(ea, eb)]
+    return np.stack(columns, 1)
+
+
+class LinkStealing:
+    name = "link-stealing"
+    family = "link"
+    Config = LinkStealingConfig
+
+    def run(self, inp: AttackInput, config: LinkStealingConfig, seed: int) -> AttackOutput:
+        pairs, knowledge = inp.candidates, inp.knowledge
+        if not isinstance(pairs, NodePairs) or not isinstance(inp.view, ServedView):
+            raise NotApplicableError("link stealing needs node pairs and served posteriors")
+        known = _known_pairs(knowledge)
+        nodes = np.unique(np.concatenate([pairs.src, pairs.dst, *known[0]]))
+        if config.signal == "posterior":
+            post = torch.softmax(inp.view.api.logits(nodes).float(), dim=1).numpy()
+            signal = np.zeros((knowledge.graph.num_nodes, post.shape[1]))
+            signal[nodes] = post
+        else:
+            signal = knowledge.graph.x.numpy().astype(float)
+        if config.mode == "unsupervised":
+            scores = -pair_distance(signal[pairs.src], signal[pairs.dst], config.distance)
+            return AttackOutput(scores)
+        (src, dst), truth = known
+        if truth.all() or not truth.any():
+            raise NotApplicableError("supervised link stealing needs known edges and non-edges")
+        clf = make_pipeline(
+            StandardScaler(),
+            MLPClassifier((32,), max_iter=500, random_state=seed % 2**32),
+        )
+        clf.fit(pair_features(signal, src, dst), truth)
+        scores = clf.predict_proba(pair_features(signal, pairs.src, pairs.dst))[:, 1]
+        return AttackOutput(scores, details={"trained_on": int(truth.size)})
+
+
+def _known_pairs(
+    knowledge: BackgroundKnowledge,
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """The adversary's known edges (one direction each) and known non-edges, with labels."""
+    ei = knowledge.graph.edge_index.numpy()
+    edges = ei[:, ei[0] < ei[1]]
+    non = knowledge.known_non_edges if knowledge.known_non_edges is not None else np.zeros((2, 0))
+    src = np.concatenate([edges[0], non[0]]).astype(np.int64)
+    dst = np.concatenate([edges[1], non[1]]).astype(np.int64)
+    truth = np.concatenate([np.ones(edges.shape[1], bool), np.zeros(non.shape[1], bool)])
+    return (src, dst), truth
+
+
+ATTACKS.register("link-stealing")(LinkStealing())

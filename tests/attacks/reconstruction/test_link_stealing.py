@@ -1,0 +1,121 @@
+"""Link stealing: scipy's distances, a strong signal on a homophilous CSBM that vanishes when
+the served posteriors carry none, and the separation of candidates, knowledge and truth."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial import distance
+
+from attacks import ATTACKS, AttackInput
+from attacks.reconstruction.link_stealing import DISTANCES, LinkStealingConfig, pair_distance
+from workbench.challenges import link_challenge
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.data.synthetic import CSBMParams, csbm
+from workbench.errors import NotApplicableError
+from workbench.runner import family_inputs
+from workbench.targets import TARGETS
+from workbench.threat import ServedView, link_knowledge, served_view
+
+
+@pytest.mark.parametrize("metric", DISTANCES)
+def test_distances_match_scipy(metric):
+    rng = np.random.default_rng(0)
+    a, b = rng.random((20, 7)), rng.random((20, 7))
+    expected = [getattr(distance, metric)(x, y) for x, y in zip(a, b, strict=True)]
+    assert np.allclose(pair_distance(a, b, metric), expected)
+
+
+@pytest.fixture(scope="module")
+def setting():
+    ds = csbm(CSBMParams(num_nodes=600, homophily=0.9, seed=0))
+    federation = build_federation(ds, make_partition(ds, "louvain", 4, 0, aux_fraction=0.1))
+    fedavg = TARGETS.get("fedavg")
+    trained = fedavg.fit(federation, fedavg.Config(rounds=30), [], 0)
+    challenge = link_challenge(federation, 0)
+    return federation, trained, challenge
+
+
+def _run(setting, view=None, **params):
+    federation, trained, challenge = setting
+    attack = ATTACKS.get("link-stealing")
+    view = view or served_view(trained, federation)
+    knowledge = link_knowledge(federation, trained, challenge)
+    out = attack.run(
+        AttackInput(view, knowledge, challenge.candidates), LinkStealingConfig(**params), 0
+    )
+    from attacks.metrics import link_metrics
+
+    return link_metrics(out.scores, challenge.is_edge, challenge.cut)[0]
+
+
+@pytest.mark.parametrize("params", [{}, {"distance": "cosine"}, {"mode": "supervised"}])
+def test_posteriors_of_a_homophilous_graph_give_links_away(setting, params):
+    metrics = _run(setting, **params)
+    assert metrics["auc_intra"] > 0.7
+    assert metrics["auc"] > 0.7
+
+
+def test_posteriors_add_to_the_feature_baseline_inside_clients(setting):
+    posterior = _run(setting, distance="cosine")["auc_intra"]
+    features = _run(setting, distance="cosine", signal="features")["auc_intra"]
+    assert posterior > features + 0.05
+
+
+class NoiseAPI:
+    """Served posteriors that carry no information: random logits per node."""
+
+    def logits(self, node_ids):
+        gen = torch.Generator().manual_seed(1)
+        return torch.randn(len(node_ids), 4, generator=gen)
+
+
+@pytest.mark.parametrize("mode", ["unsupervised", "supervised"])
+def test_noise_posteriors_give_chance(setting, mode):
+    metrics = _run(setting, view=ServedView("node", 4, NoiseAPI()), mode=mode)
+    assert abs(metrics["auc"] - 0.5) < 0.06
+
+
+def test_the_adversary_never_sees_the_edges_it_is_asked_about(setting):
+    federation, trained, challenge = setting
+    knowledge = link_knowledge(federation, trained, challenge)
+    ei = knowledge.graph.edge_index.numpy()
+    n = federation.dataset.num_items
+    known = set((np.minimum(*ei) * n + np.maximum(*ei)).tolist())
+    pairs = challenge.candidates
+    asked = set((np.minimum(pairs.src, pairs.dst) * n + np.maximum(pairs.src, pairs.dst)).tolist())
+    assert not known & asked
+    assert ei.shape[1] == 2 * challenge.known_edges.shape[1]  # only the known share
+    non = challenge.known_non_edges
+    assert not set((non[0] * n + non[1]).tolist()) & asked
+    # the candidates are bare pairs, the view a posterior API: no truth, no graph
+    assert set(vars(pairs)) == {"src", "dst"}
+    assert set(vars(served_view(trained, federation))) == {"level", "num_classes", "api"}
+    # balanced, with both kinds of pair
+    assert challenge.is_edge.mean() == 0.5 and 0 < challenge.cut.mean() < 1
+
+
+def test_graph_level_and_embedding_releases_are_not_applicable(setting, small_graphs):
+    federation, trained, _ = setting
+    graphs = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, 0))
+    with pytest.raises(NotApplicableError, match="node-level"):
+        link_challenge(graphs, 0)
+    trained.served, served = None, trained.served
+    try:
+        with pytest.raises(NotApplicableError, match="serves no per-client posteriors"):
+            served_view(trained, federation)
+    finally:
+        trained.served = served
+
+
+def test_link_family_inputs_come_from_the_link_challenge(setting):
+    from types import SimpleNamespace
+
+    federation, trained, challenge = setting
+    cached = {"challenge": challenge}
+    inputs = SimpleNamespace(
+        trained=trained, federation=federation, links=lambda: cached["challenge"]
+    )
+    family = family_inputs("link", LinkStealingConfig(), inputs)
+    assert family.candidates is challenge.candidates
+    assert isinstance(family.view, ServedView)
