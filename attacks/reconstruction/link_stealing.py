@@ -101,7 +101,7 @@ class LinkStealing:
             raise NotApplicableError("supervised link stealing needs known edges and non-edges")
         clf = make_pipeline(
             StandardScaler(),
-            MLPClassifier((32,), max_iter=500, random_state=seed % 2**32),
+            MLPClassifier((32,), alpha=1e-3, max_iter=3000, random_state=seed % 2**32),
         )
         clf.fit(pair_features(signal, src, dst), truth)
         scores = clf.predict_proba(pair_features(signal, pairs.src, pairs.dst))[:, 1]
