@@ -42,16 +42,18 @@ class NodePairs:
 class AttackInput:
     view: Any  # a workbench.threat view
     knowledge: Any  # workbench.threat.BackgroundKnowledge
-    candidates: Candidates | NodePairs
+    candidates: Candidates | NodePairs | np.ndarray  # records, node pairs, or client ids
     references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
 
 
-Family = Literal["membership", "link"]
+Family = Literal["membership", "link", "distribution"]
 
 
 @dataclass(frozen=True)
 class AttackOutput:
-    scores: np.ndarray  # one per candidate; higher = more likely a member (an edge, ...)
+    # one per candidate: higher = more likely a member (an edge, ...); for the distribution
+    # family one row of class fractions per client
+    scores: np.ndarray
     threshold: float | None = None  # decision threshold the adversary chose, if any
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -75,5 +77,7 @@ def adversaries(attack: Attack) -> tuple[str, ...]:
     link attack queries the clients' served posteriors."""
     if attack.family == "link":
         return ("served",)
+    if attack.family == "distribution":
+        return ("server",)
     field = attack.Config.model_fields.get("adversary")
     return get_args(field.annotation) if field is not None else ("querier",)

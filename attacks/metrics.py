@@ -148,3 +148,23 @@ def link_metrics(
                 average_precision_score(truth, scores[part])
             )
     return metrics, curve
+
+
+def distribution_metrics(
+    predicted: np.ndarray, truth: np.ndarray, prior: np.ndarray
+) -> dict[str, float | None]:
+    """Total-variation distance between each client's predicted and true label distribution
+    (mean over clients) and how often the dominant class is right, each beside the baseline of
+    predicting the adversary's prior for every client."""
+    if predicted.shape != truth.shape:
+        raise ValueError(f"predicted {predicted.shape} and truth {truth.shape} differ in shape")
+    tv = 0.5 * np.abs(predicted - truth).sum(1)
+    tv_prior = 0.5 * np.abs(prior[None, :] - truth).sum(1)
+    dominant = truth.argmax(1)
+    return {
+        "tv_mean": float(tv.mean()),
+        "tv_baseline": float(tv_prior.mean()),
+        "dominant_accuracy": float((predicted.argmax(1) == dominant).mean()),
+        "dominant_baseline": float((prior.argmax() == dominant).mean()),
+        "clients": float(truth.shape[0]),
+    }

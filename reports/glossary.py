@@ -23,6 +23,9 @@ COMPONENTS: dict[str, str] = {
     "link-stealing": "Link stealing (He et al. 2021): two nodes' served posteriors are closer "
     "when they are linked; unsupervised by one of eight distances, or an MLP trained on the "
     "edges the adversary knows.",
+    "label-distribution": "The server reads each client's label distribution from the output "
+    "bias of its upload, through a regression fitted on local rounds it simulates on auxiliary "
+    "data of known label mixtures (after iDLG's bias-gradient observation).",
     # defenses
     "dp-fedavg": "Client-level DP-FedAvg (McMahan et al. 2018): clipped client updates, "
     "Gaussian noise on their sum, Poisson client sampling; ε protects a whole client.",
@@ -55,6 +58,8 @@ METRICS: dict[str, str] = {
     "run: min(e^ε·FPR + δ, 1 − e^−ε·(1 − δ − FPR)).",
     "client AUC": "the server's attack on each client's upload, scored on that client's "
     "records, mean over clients.",
+    "label TV": "total-variation distance between a client's inferred and true training label "
+    "distribution, mean over clients; 'prior' predicts the auxiliary pool's distribution.",
     "AUC intra / cut": "link attacks: AUC on node pairs inside one client (edges in its private "
     "subgraph) and on pairs across clients (edges the partition cut, held by no client).",
 }

@@ -111,7 +111,8 @@ def heatmap_figure(
         len(values), 1, figsize=(width + 4.0, height * len(values) + 2.2), squeeze=False
     )
     for i, (ax, (title, matrix)) in enumerate(zip(axes[:, 0], values.items(), strict=True)):
-        low, high = (0.5, 1.0) if title.startswith("AUC") else (0.0, max(0.05, np.nanmax(matrix)))
+        top = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 0.0
+        low, high = (0.5, 1.0) if title.startswith("AUC") else (0.0, max(0.05, top))
         sns.heatmap(
             matrix,
             ax=ax,

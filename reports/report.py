@@ -289,13 +289,23 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
                 "point with Clopper–Pearson intervals; client AUC is the server's attack on "
                 "each client's upload, scored on that client's records; for link attacks, "
                 "AUC on pairs inside one client and on pairs across clients (edges the "
-                "partition cut). Every cell's own "
+                "partition cut); for label-distribution attacks, the total-variation distance "
+                "between inferred and true client label distributions, beside the prior's. "
+                "Every cell's own "
                 "numbers, with AUC intervals, are in the section after the glossary."
             ),
-            Figure(heatmap_figure(configs, names, matrices), "attack by configuration heatmap"),
+            *(
+                [
+                    Figure(
+                        heatmap_figure(configs, names, matrices), "attack by configuration heatmap"
+                    )
+                ]
+                if any(np.isfinite(m).any() for m in matrices.values())
+                else []
+            ),
             Table(
                 ["configuration", "attack", "seeds", "AUC", "TPR@1%", "TPR@0.1%", "ε lb"]
-                + ["client AUC", "AUC intra-client", "AUC cut"],
+                + ["client AUC", "AUC intra-client", "AUC cut", "label TV", "label TV prior"],
                 [
                     [r.cell, r.attack, str(r.seeds)]
                     + [

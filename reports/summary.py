@@ -21,6 +21,8 @@ ATTACK_METRICS = (
     "client_auc_mean",
     "auc_intra",
     "auc_cut",
+    "tv_mean",
+    "tv_baseline",
 )
 
 
@@ -118,7 +120,9 @@ def configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:
             differ = [k for k in keys if len({repr(flat[j].get(k)) for j in twins}) > 1]
             short = _short_names(differ)
             label = (
-                f"{label} [" + ", ".join(f"{short[k]}={flat[i].get(k, '-')}" for k in differ) + "]"
+                f"{label} ["
+                + ", ".join(f"{short[k]}={flat[i].get(k, 'default')}" for k in differ)
+                + "]"
             )
         out.append((label, members[i]))
     return out

@@ -132,3 +132,22 @@ def _non_edges(
             if len(out) == count:
                 break
     return np.array(out, dtype=np.int64).T.reshape(2, count)
+
+
+@dataclass(frozen=True)
+class DistributionChallenge:
+    """Each client's training label distribution, to be inferred from what it uploads. The
+    adversary is told only which clients exist."""
+
+    clients: np.ndarray  # client ids: the candidates
+    truth: np.ndarray  # [clients, classes] label fractions, for scoring only
+
+
+def label_distribution_challenge(federation: Federation) -> DistributionChallenge:
+    ds = federation.dataset
+    rows = []
+    for c in federation.partition.clients:
+        counts = np.bincount(ds.labels[c.train], minlength=ds.num_classes).astype(float)
+        rows.append(counts / max(counts.sum(), 1.0))
+    ids = np.array([c.client_id for c in federation.partition.clients])
+    return DistributionChallenge(ids, np.stack(rows))

@@ -26,9 +26,15 @@ from accountants.accountant import OrderGridWarning
 from attacks import ATTACKS, AttackInput, AttackOutput, Candidates
 from attacks.base import NodePairs
 from attacks.membership.reference import ReferencePool
-from attacks.metrics import ROC, link_metrics, membership_metrics
+from attacks.metrics import ROC, distribution_metrics, link_metrics, membership_metrics
 from defenses import applied
-from workbench.challenges import Challenge, LinkChallenge, link_challenge, membership_challenge
+from workbench.challenges import (
+    Challenge,
+    LinkChallenge,
+    label_distribution_challenge,
+    link_challenge,
+    membership_challenge,
+)
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
@@ -311,11 +317,21 @@ class FamilyInputs:
 
     view: View
     knowledge: BackgroundKnowledge
-    candidates: Candidates | NodePairs
-    score: Callable[[AttackOutput], tuple[dict[str, Any], ROC]]
+    candidates: Candidates | NodePairs | np.ndarray
+    score: Callable[[AttackOutput], tuple[dict[str, Any], ROC | None]]
 
 
 def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
+    if family == "distribution":
+        truth = label_distribution_challenge(inputs.federation)
+        aux = inputs.knowledge.aux_labels
+        prior = np.bincount(aux, minlength=truth.truth.shape[1]) / max(aux.size, 1)
+        return FamilyInputs(
+            server_view(inputs.trained, inputs.federation),
+            inputs.knowledge,
+            truth.clients,
+            lambda out: (distribution_metrics(out.scores, truth.truth, prior), None),
+        )
     if family == "link":
         links = inputs.links()
         return FamilyInputs(
@@ -374,7 +390,9 @@ def run_attack(
         return row, row_hash
     seconds = time.perf_counter() - start
     metrics, curve = family.score(out)
-    artifact = store.save_roc(cell.cell_id, entry.key, curve.fpr, curve.tpr)
+    artifact = (
+        None if curve is None else store.save_roc(cell.cell_id, entry.key, curve.fpr, curve.tpr)
+    )
     row = AttackRow(
         cell.cell_id, entry.key, entry.name, entry.params, "ok", None, metrics, artifact, seconds
     )

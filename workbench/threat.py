@@ -42,6 +42,7 @@ class ServerView:
     num_clients: int
     received: tuple[Message, ...]
     spec: ModelSpec  # the server built the architecture, so it can rebuild uploaded models
+    sent: tuple[Message, ...] = ()  # what the server itself sent (the global models)
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ def server_view(trained: TrainedTarget, federation: Federation) -> ServerView:
         federation.partition.num_clients,
         trained.transcript.received_by(SERVER),
         trained.spec,
+        tuple(m for m in trained.transcript.messages if m.sender == SERVER),
     )
 
 

@@ -1,0 +1,1 @@
+"""Attribute inference: what the adversary learns about the clients' data beyond membership."""

@@ -1,0 +1,139 @@
+"""A client's label distribution from the model it uploads (the honest-but-curious server).
+
+For cross-entropy the output bias's gradient is the sum over training records of (p − y), so
+one round of local training moves the bias by an amount that depends on how far the model's
+predictions are from the client's label fractions (iDLG's observation, turned into fractions
+by simulation). The server knows the global model it sent, the training recipe and its
+auxiliary pool: it trains the global model locally, as a client would, on auxiliary subsets
+whose label mixture it draws from a Dirichlet, records the bias update of each, and fits a
+ridge regression from bias update to label fractions; each client's real update is read
+through it. The simulation starts each client's optimizer afresh; a target whose clients keep
+their optimizer state across rounds (FedAvg's default Adam) makes the map approximate."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch_geometric.data import Data
+from torch_geometric.utils import subgraph
+
+from attacks.base import ATTACKS, AttackInput, AttackOutput
+from workbench.errors import NotApplicableError
+from workbench.targets.training import make_optimizer, train_node_epochs
+from workbench.threat import BackgroundKnowledge, ServerView
+from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
+
+
+class LabelDistributionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    adversary: Literal["server"] = "server"
+    simulations: int = Field(48, ge=4, le=1024, description="simulated local rounds")
+    concentration: float = Field(0.5, gt=0.0, description="Dirichlet α of simulated mixtures")
+    ridge: float = Field(1e-3, ge=0.0, description="L2 penalty of the regression")
+
+
+def last_round_updates(
+    view: ServerView,
+) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
+    """The global model the server sent in the last round it kept, and each client's upload
+    of that round."""
+    sent = [m for m in view.sent if m.kind == MODEL_WEIGHTS and m.payload is not None]
+    got = [m for m in view.received if m.kind == MODEL_WEIGHTS and m.payload is not None]
+    if not got and any(m.kind == CIPHERTEXT for m in view.received):
+        raise NotApplicableError("not applicable: encrypted (secure aggregation)")
+    if not sent or not got:
+        raise NotApplicableError("the server kept no model it sent and no upload it received")
+    last = max(m.round for m in got)
+    global_state = next(m.payload for m in reversed(sent) if m.round == last)
+    uploads = {m.sender: m.payload for m in got if m.round == last}
+    return global_state, uploads
+
+
+def output_bias(state: dict[str, torch.Tensor], num_classes: int) -> str:
+    """Name of the output layer's bias: the last parameter of shape (classes,)."""
+    names = [k for k, v in state.items() if tuple(v.shape) == (num_classes,)]
+    if not names:
+        raise NotApplicableError("the uploaded model has no output bias to read")
+    return names[-1]
+
+
+class LabelDistribution:
+    name = "label-distribution"
+    family = "distribution"
+    Config = LabelDistributionConfig
+
+    def run(self, inp: AttackInput, config: LabelDistributionConfig, seed: int) -> AttackOutput:
+        view, knowledge = inp.view, inp.knowledge
+        if not isinstance(view, ServerView) or knowledge.graph is None:
+            raise NotApplicableError("label-distribution: needs the server's view at node level")
+        clients = np.asarray(inp.candidates)
+        c = view.num_classes
+        global_state, uploads = last_round_updates(view)
+        key = output_bias(global_state, c)
+        rng = np.random.default_rng(seed)
+        deltas, fractions = [], []
+        for _ in range(config.simulations):
+            delta, frac = _simulate(global_state, key, knowledge, view, config, rng)
+            deltas.append(delta)
+            fractions.append(frac)
+        x = np.hstack([np.stack(deltas), np.ones((len(deltas), 1))])
+        w = np.linalg.solve(x.T @ x + config.ridge * np.eye(x.shape[1]), x.T @ np.stack(fractions))
+        prior = np.bincount(knowledge.aux_labels, minlength=c) / max(knowledge.aux_labels.size, 1)
+        out = np.tile(prior, (clients.size, 1))
+        for i, k in enumerate(clients.tolist()):
+            upload = uploads.get(f"client:{k}")
+            if upload is None:
+                continue  # not chosen in the last round: the prior is all the server has
+            delta = (upload[key] - global_state[key]).numpy()
+            guess = np.clip(np.append(delta, 1.0) @ w, 0.0, None)
+            if guess.sum() > 0:
+                out[i] = guess / guess.sum()
+        return AttackOutput(out, details={"simulations": config.simulations})
+
+
+def _simulate(
+    global_state: dict[str, torch.Tensor],
+    key: str,
+    knowledge: BackgroundKnowledge,
+    view: ServerView,
+    config: LabelDistributionConfig,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One local round on an auxiliary subset of a Dirichlet label mixture, as large as an
+    average client's training set: (bias update, the subset's label fractions)."""
+    recipe, c = knowledge.recipe, view.num_classes
+    size = max(8, min(recipe.train_size // max(recipe.num_clients, 1), knowledge.aux_ids.size))
+    mix = rng.dirichlet(np.full(c, config.concentration))
+    by_class = [knowledge.aux_ids[knowledge.aux_labels == k] for k in range(c)]
+    weights = np.array([mix[k] if by_class[k].size else 0.0 for k in range(c)])
+    counts = rng.multinomial(size, weights / weights.sum())
+    ids = np.concatenate(
+        [rng.choice(by_class[k], counts[k], replace=counts[k] > by_class[k].size) for k in range(c)]
+    )
+    ids = np.unique(ids)
+    labels = np.zeros(knowledge.graph.num_nodes, dtype=np.int64)
+    labels[knowledge.aux_ids] = knowledge.aux_labels
+    graph = knowledge.graph
+    edge_index, _ = subgraph(
+        torch.from_numpy(ids), graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes
+    )
+    y = torch.from_numpy(labels[ids])
+    data = Data(
+        x=graph.x[torch.from_numpy(ids)],
+        edge_index=edge_index,
+        y=y,
+        train_mask=torch.ones(ids.size, dtype=torch.bool),
+    )
+    model = view.spec.build()
+    model.load_state_dict(global_state)
+    cfg = recipe.config
+    opt = make_optimizer(cfg["optimizer"], model, cfg["lr"], cfg["weight_decay"])
+    train_node_epochs(model, data, opt, cfg["local_epochs"])
+    delta = (model.state_dict()[key] - global_state[key]).numpy()
+    return delta, np.bincount(y.numpy(), minlength=c) / ids.size
+
+
+ATTACKS.register("label-distribution")(LabelDistribution())
