@@ -1,7 +1,7 @@
 """Attacks: each gets one adversary's view and returns scores; metrics are computed outside
 the attack from ground truth. Importing a module registers it."""
 
-from attacks.attribute import label_distribution  # noqa: F401
+from attacks.attribute import inference, label_distribution  # noqa: F401
 from attacks.base import ATTACKS, Attack, AttackInput, AttackOutput, Candidates
 from attacks.membership import lira, rmia, shadow, threshold  # noqa: F401
 from attacks.reconstruction import link_stealing  # noqa: F401

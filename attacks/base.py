@@ -46,7 +46,7 @@ class AttackInput:
     references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
 
 
-Family = Literal["membership", "link", "distribution"]
+Family = Literal["membership", "link", "distribution", "attribute"]
 
 
 @dataclass(frozen=True)

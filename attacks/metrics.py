@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import beta
-from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
+from sklearn.metrics import average_precision_score, f1_score, roc_auc_score, roc_curve
 
 DEFAULT_FPRS = (0.1, 0.01, 0.001)
 CONFIDENCE = 0.95
@@ -167,4 +167,29 @@ def distribution_metrics(
         "dominant_accuracy": float((predicted.argmax(1) == dominant).mean()),
         "dominant_baseline": float((prior.argmax() == dominant).mean()),
         "clients": float(truth.shape[0]),
+    }
+
+
+def attribute_metrics(
+    probs: np.ndarray, truth: np.ndarray, prior: np.ndarray
+) -> dict[str, float | None]:
+    """Accuracy, macro-F1 and AUC (one-vs-rest when there are more than two values) of the
+    inferred attribute, beside the baseline of always guessing the prior's most likely value."""
+    predicted = probs.argmax(1)
+    guess = np.full(truth.size, prior.argmax())
+    present = np.unique(truth)
+    auc = None
+    if present.size > 1:
+        if probs.shape[1] == 2:
+            auc = float(roc_auc_score(truth, probs[:, 1]))
+        else:
+            cols = probs[:, present] / np.clip(probs[:, present].sum(1, keepdims=True), 1e-12, None)
+            auc = float(roc_auc_score(truth, cols, multi_class="ovr", labels=present))
+    return {
+        "accuracy": float((predicted == truth).mean()),
+        "accuracy_baseline": float((guess == truth).mean()),
+        "macro_f1": float(f1_score(truth, predicted, average="macro")),
+        "macro_f1_baseline": float(f1_score(truth, guess, average="macro")),
+        "auc": auc,
+        "nodes": float(truth.size),
     }

@@ -10,7 +10,7 @@ import numpy as np
 from attacks.base import Candidates, NodePairs
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
-from workbench.errors import NotApplicableError
+from workbench.errors import ConfigError, NotApplicableError
 
 
 @dataclass(frozen=True)
@@ -151,3 +151,45 @@ def label_distribution_challenge(federation: Federation) -> DistributionChalleng
         rows.append(counts / max(counts.sum(), 1.0))
     ids = np.array([c.client_id for c in federation.partition.clients])
     return DistributionChallenge(ids, np.stack(rows))
+
+
+@dataclass(frozen=True)
+class AttributeChallenge:
+    """Client nodes whose hidden attribute (the label, or one binary feature column) the
+    adversary infers. ``hidden`` says which feature column the adversary must not be given
+    (None for the label)."""
+
+    nodes: np.ndarray  # the candidates
+    truth: np.ndarray  # attribute value per node, for scoring only
+    hidden: int | None
+    num_values: int
+
+
+def attribute_challenge(
+    federation: Federation, attribute: str, seed: int, max_nodes: int = 2000
+) -> AttributeChallenge:
+    """``attribute``: ``label`` or ``feature:J`` (column J, binarised at its median when it
+    is not already 0/1)."""
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset):
+        raise NotApplicableError("attribute inference needs a node-level dataset")
+    nodes = np.concatenate([c.ids for c in federation.partition.clients])
+    rng = np.random.default_rng(seed)
+    nodes = np.sort(rng.permutation(nodes)[:max_nodes])
+    if attribute == "label":
+        return AttributeChallenge(nodes, ds.labels[nodes], None, ds.num_classes)
+    column = int(attribute.split(":", 1)[1])
+    if column >= ds.num_features:
+        raise ConfigError(
+            f"attacks[].params.attribute: feature column {column} does not exist "
+            f"({ds.name} has {ds.num_features} features, 0 to {ds.num_features - 1})"
+        )
+    values = attribute_values(ds.data.x[:, column].numpy())
+    return AttributeChallenge(nodes, values[nodes], column, 2)
+
+
+def attribute_values(column: np.ndarray) -> np.ndarray:
+    """A feature column as a binary attribute: itself when 0/1, else above its median."""
+    if set(np.unique(column).tolist()) <= {0.0, 1.0}:
+        return column.astype(np.int64)
+    return (column > np.median(column)).astype(np.int64)

@@ -24,13 +24,21 @@ from tqdm import tqdm
 from accountants import PrivacyLedger, epsilon
 from accountants.accountant import OrderGridWarning
 from attacks import ATTACKS, AttackInput, AttackOutput, Candidates
+from attacks.attribute.inference import known_values
 from attacks.base import NodePairs
 from attacks.membership.reference import ReferencePool
-from attacks.metrics import ROC, distribution_metrics, link_metrics, membership_metrics
+from attacks.metrics import (
+    ROC,
+    attribute_metrics,
+    distribution_metrics,
+    link_metrics,
+    membership_metrics,
+)
 from defenses import applied
 from workbench.challenges import (
     Challenge,
     LinkChallenge,
+    attribute_challenge,
     label_distribution_challenge,
     link_challenge,
     membership_challenge,
@@ -47,6 +55,7 @@ from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import (
     BackgroundKnowledge,
     View,
+    attribute_knowledge,
     background_knowledge,
     client_view,
     link_knowledge,
@@ -322,6 +331,19 @@ class FamilyInputs:
 
 
 def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
+    if family == "attribute":
+        task = attribute_challenge(
+            inputs.federation, cfg.attribute, derive_seed(inputs.seed, "attribute-challenge")
+        )
+        knowledge = attribute_knowledge(inputs.federation, inputs.trained, task.hidden)
+        known = known_values(knowledge, cfg.attribute)
+        prior = np.bincount(known, minlength=task.num_values) / max(known.size, 1)
+        return FamilyInputs(
+            adversary_view(cfg, inputs.trained, inputs.federation),
+            knowledge,
+            task.nodes,
+            lambda out: (attribute_metrics(out.scores, task.truth, prior), None),
+        )
     if family == "distribution":
         truth = label_distribution_challenge(inputs.federation)
         aux = inputs.knowledge.aux_labels

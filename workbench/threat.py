@@ -145,6 +145,21 @@ def link_knowledge(
     return replace(base, graph=graph, known_non_edges=challenge.known_non_edges)
 
 
+def attribute_knowledge(
+    federation: Federation, trained: TrainedTarget, hidden: int | None
+) -> BackgroundKnowledge:
+    """An attribute adversary's knowledge: as usual, except that a hidden feature column is
+    known only on the auxiliary pool (zero elsewhere); a hidden label is known there anyway."""
+    base = background_knowledge(federation, trained)
+    if hidden is None or base.graph is None:
+        return base
+    x = base.graph.x.clone()
+    keep = x[torch.from_numpy(base.aux_ids), hidden].clone()
+    x[:, hidden] = 0.0
+    x[torch.from_numpy(base.aux_ids), hidden] = keep
+    return replace(base, graph=Data(x=x, edge_index=base.graph.edge_index, num_nodes=x.shape[0]))
+
+
 def background_knowledge(federation: Federation, trained: TrainedTarget) -> BackgroundKnowledge:
     ds = federation.dataset
     aux = federation.partition.aux_ids

@@ -1,0 +1,88 @@
+"""Hidden node attributes from what the target releases (the external querier).
+
+The adversary knows the attribute on its auxiliary pool (the label, or a feature column it
+alone was given there) and nothing of it on the clients' nodes. It queries the release for
+both, trains a logistic regression from the release's answer to the attribute on the pool,
+and applies it to the clients' nodes. ``signal``: the posteriors (at ``hops``), the released
+node embeddings (metric-DP's table, or the model's penultimate layer where the API gives it),
+or, as the target-independent baseline, the node features the adversary already holds (the
+hidden column blanked): whatever the release adds over that is what it leaks."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from attacks.base import ATTACKS, AttackInput, AttackOutput
+from workbench.challenges import attribute_values
+from workbench.errors import NotApplicableError
+from workbench.threat import BackgroundKnowledge, QuerierView
+
+
+class AttributeInferenceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    attribute: str = Field(
+        "label", pattern=r"^(label|feature:\d+)$", description="'label' or 'feature:J'"
+    )
+    signal: Literal["posterior", "embedding", "features"] = "posterior"
+    hops: int = Field(2, ge=0, le=4)
+    adversary: Literal["querier"] = "querier"
+
+
+def known_values(knowledge: BackgroundKnowledge, attribute: str) -> np.ndarray:
+    """The attribute on the auxiliary pool, where the adversary knows it."""
+    if attribute == "label":
+        return knowledge.aux_labels
+    column = int(attribute.split(":", 1)[1])
+    return attribute_values(knowledge.graph.x[:, column].numpy())[knowledge.aux_ids]
+
+
+class AttributeInference:
+    name = "attribute-inference"
+    family = "attribute"
+    Config = AttributeInferenceConfig
+
+    def run(self, inp: AttackInput, config: AttributeInferenceConfig, seed: int) -> AttackOutput:
+        view, knowledge = inp.view, inp.knowledge
+        if not isinstance(view, QuerierView) or knowledge.graph is None:
+            raise NotApplicableError("attribute-inference: needs the querier's view at node level")
+        nodes = np.asarray(inp.candidates)
+        aux = knowledge.aux_ids
+        values = known_values(knowledge, config.attribute)
+        count = view.num_classes if config.attribute == "label" else 2
+        if np.unique(values).size < 2:
+            raise NotApplicableError("the auxiliary pool shows only one value of the attribute")
+        train = self._signal(view, knowledge, aux, config)
+        test = self._signal(view, knowledge, nodes, config)
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+        clf.fit(train, values)
+        probs = np.zeros((nodes.size, count))
+        probs[:, clf.classes_] = clf.predict_proba(test)
+        return AttackOutput(probs, details={"trained_on": int(aux.size)})
+
+    @staticmethod
+    def _signal(
+        view: QuerierView,
+        knowledge: BackgroundKnowledge,
+        ids: np.ndarray,
+        config: AttributeInferenceConfig,
+    ) -> np.ndarray:
+        if config.signal == "features":
+            return knowledge.graph.x[torch.from_numpy(ids)].numpy()
+        api = view.api
+        if config.signal == "embedding":
+            if not hasattr(api, "embeddings"):
+                raise NotApplicableError("the target's release gives no node embeddings")
+            return api.embeddings(ids, config.hops).float().numpy()
+        if not hasattr(api, "logits"):
+            raise NotApplicableError("the target's release gives no posteriors")
+        return torch.softmax(api.logits(ids, config.hops).float(), dim=1).numpy()
+
+
+ATTACKS.register("attribute-inference")(AttributeInference())
