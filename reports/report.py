@@ -26,11 +26,11 @@ from reports.plots import (
     roc_figure,
 )
 from reports.summary import (
-    ATTACK_METRICS,
     across_seeds,
     attacks_across_seeds,
     cell_labels,
     configurations,
+    family_rows,
     format_interval,
     format_pm,
     natural_key,
@@ -278,21 +278,23 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
             if metric in r.metrics:
                 m[configs.index(r.cell), names.index(r.attack)] = r.metrics[metric][0]
         matrices[title] = m
-    metrics = ATTACK_METRICS
+    family_tables = []
+    for family, header, body in family_rows(summary):
+        family_tables += [Paragraph(f"{family.capitalize()} attacks:"), Table(header, body)]
     return Section(
         "Attacks",
         [
             Paragraph(
                 "Attack × configuration: mean over seeds of the AUC and of the TPR at 1% FPR "
-                "(grey: not applicable, or fewer than 100 non-members). The table gives mean "
-                "± std over seeds; ε lb is the empirical lower bound on ε from the best ROC "
-                "point with Clopper–Pearson intervals; client AUC is the server's attack on "
-                "each client's upload, scored on that client's records; for link attacks, "
-                "AUC on pairs inside one client and on pairs across clients (edges the "
-                "partition cut); for label-distribution attacks, the total-variation distance "
-                "between inferred and true client label distributions, beside the prior's. "
-                "Every cell's own "
-                "numbers, with AUC intervals, are in the section after the glossary."
+                "(grey: not applicable, or fewer than 100 non-members). The tables give mean "
+                "± std over seeds, one per attack family. Membership: ε lb is the empirical "
+                "lower bound on ε from the best ROC point with Clopper–Pearson intervals; "
+                "client AUC is the server's attack on each client's upload, scored on that "
+                "client's records. Link: AUC on pairs inside one client and on pairs across "
+                "clients (edges the partition cut). Attribute: accuracy beside always guessing "
+                "the prior's most likely value. Distribution: total-variation distance between "
+                "inferred and true client label distributions, beside the prior's. Every "
+                "cell's own numbers are in the section after the glossary."
             ),
             *(
                 [
@@ -303,20 +305,7 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
                 if any(np.isfinite(m).any() for m in matrices.values())
                 else []
             ),
-            Table(
-                ["configuration", "attack", "seeds", "AUC", "TPR@1%", "TPR@0.1%", "ε lb"]
-                + ["client AUC", "AUC intra-client", "AUC cut", "label TV", "label TV prior"],
-                [
-                    [r.cell, r.attack, str(r.seeds)]
-                    + [
-                        format_pm(r.metrics[m], 1.0, 3)
-                        if m in r.metrics
-                        else ("n/a" if r.status == "ok" else "not applicable")
-                        for m in metrics
-                    ]
-                    for r in summary
-                ],
-            ),
+            *family_tables,
         ],
     )
 

@@ -13,17 +13,36 @@ from scipy import stats
 
 from workbench.store import AttackRow, CellRow
 
-ATTACK_METRICS = (
-    "auc",
-    "tpr@0.01",
-    "tpr@0.001",
-    "epsilon_lb",
-    "client_auc_mean",
-    "auc_intra",
-    "auc_cut",
-    "tv_mean",
-    "tv_baseline",
-)
+# each attack family's columns: (metric key, header)
+FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "membership": (
+        ("auc", "AUC"),
+        ("tpr@0.01", "TPR@1%"),
+        ("tpr@0.001", "TPR@0.1%"),
+        ("epsilon_lb", "ε lb"),
+        ("client_auc_mean", "client AUC"),
+    ),
+    "link": (
+        ("auc", "AUC"),
+        ("auc_intra", "AUC intra-client"),
+        ("auc_cut", "AUC cut"),
+        ("average_precision", "AP"),
+        ("epsilon_lb", "ε lb"),
+    ),
+    "attribute": (
+        ("accuracy", "accuracy"),
+        ("accuracy_baseline", "prior accuracy"),
+        ("macro_f1", "macro-F1"),
+        ("auc", "AUC"),
+    ),
+    "distribution": (
+        ("tv_mean", "TV"),
+        ("tv_baseline", "prior TV"),
+        ("dominant_accuracy", "dominant class"),
+        ("dominant_baseline", "prior dominant"),
+    ),
+}
+ATTACK_METRICS = tuple(dict.fromkeys(k for cols in FAMILY_COLUMNS.values() for k, _ in cols))
 
 
 @dataclass(frozen=True)
@@ -81,21 +100,50 @@ def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list
     return sorted(out, key=lambda r: (natural_key(r.cell), r.attack))
 
 
+def family_of(attack_label: str) -> str:
+    """The family of an attack, from its label (``mia-threshold(hops=2)``)."""
+    from attacks import ATTACKS
+
+    name = attack_label.split("(", 1)[0]
+    return ATTACKS.get(name).family if name in ATTACKS else "membership"
+
+
+def family_rows(
+    rows: list[AttackSummary],
+) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Per attack family present: its name, its column headers and one row of mean ± std
+    per configuration × attack; "n/a" where a metric cannot be resolved (TPR at an FPR below
+    1/non-members) or does not apply (per-client AUC outside the server view)."""
+    out = []
+    for family, columns in FAMILY_COLUMNS.items():
+        mine = [r for r in rows if family_of(r.attack) == family]
+        if not mine:
+            continue
+        header = ["configuration", "attack", "seeds"] + [h for _, h in columns]
+        body = []
+        for r in mine:
+            missing = "n/a" if r.status == "ok" else r.status.replace("_", " ")
+            body.append(
+                [r.cell, r.attack, str(r.seeds)]
+                + [
+                    format_pm(r.metrics[k], 1.0, 3) if k in r.metrics else missing
+                    for k, _ in columns
+                ]
+            )
+        out.append((family, header, body))
+    return out
+
+
 def attack_table(rows: list[AttackSummary]) -> list[str]:
-    """A markdown table of attack summaries; "n/a" where a metric cannot be resolved (TPR at
-    an FPR below 1/non-members) or does not apply (per-client AUC outside the server view)."""
-    if not rows:
-        return []
-    lines = [
-        "| configuration | attack | seeds | " + " | ".join(ATTACK_METRICS) + " |",
-        "|---|---|---:|" + "---:|" * len(ATTACK_METRICS),
-    ]
-    for r in rows:
-        missing = "n/a" if r.status == "ok" else r.status
-        cols = [
-            format_pm(r.metrics[m], 1.0, 3) if m in r.metrics else missing for m in ATTACK_METRICS
+    """Markdown tables of attack summaries, one per attack family."""
+    lines: list[str] = []
+    for family, header, body in family_rows(rows):
+        lines += [
+            f"\n{family}:",
+            "| " + " | ".join(header) + " |",
+            "|---|---|---:|" + "---:|" * (len(header) - 3),
         ]
-        lines.append(f"| {r.cell} | {r.attack} | {r.seeds} | " + " | ".join(cols) + " |")
+        lines += ["| " + " | ".join(r) + " |" for r in body]
     return lines
 
 

@@ -35,10 +35,25 @@ def test_attack_table_marks_unresolvable_metrics_and_failed_rows():
     table = attack_table(
         attacks_across_seeds(cells, [attack("c0-0.1", 0.6), attack("c1-0.1", 0.8)])
     )
-    assert table[0].startswith("| configuration | attack | seeds | auc |")
-    assert "| 0.700 ± 0.141 | 0.100 ± 0.000 | n/a |" in table[2]
+    assert table[0] == "\nmembership:"
+    assert table[1].startswith("| configuration | attack | seeds | AUC | TPR@1% |")
+    assert "| 0.700 ± 0.141 | 0.100 ± 0.000 | n/a |" in table[3]
     failed = attack_table(attacks_across_seeds(cells, [attack("c0-0.1", None, "not_applicable")]))
-    assert failed[2].endswith("| not_applicable |")
+    assert failed[3].endswith("| not applicable |")
+
+
+def test_each_attack_family_gets_its_own_columns():
+    from reports.summary import AttackSummary, family_rows
+
+    rows = [
+        AttackSummary("c", "mia-threshold", 1, {"auc": (0.6, 0.0)}, "ok"),
+        AttackSummary("c", "link-stealing(distance=cosine)", 1, {"auc_cut": (0.7, 0.0)}, "ok"),
+        AttackSummary("c", "label-distribution", 1, {"tv_mean": (0.2, 0.0)}, "ok"),
+    ]
+    tables = {family: (header, body) for family, header, body in family_rows(rows)}
+    assert set(tables) == {"membership", "link", "distribution"}
+    assert "AUC cut" in tables["link"][0] and "TV" in tables["distribution"][0]
+    assert tables["distribution"][1][0][3] == "0.200 ± 0.000"
 
 
 def test_accuracy_interval_is_student_t_over_seeds():
