@@ -33,6 +33,11 @@ class LabelDistributionConfig(BaseModel):
     simulations: int = Field(48, ge=4, le=1024, description="simulated local rounds")
     concentration: float = Field(0.5, gt=0.0, description="Dirichlet α of simulated mixtures")
     ridge: float = Field(1e-3, ge=0.0, description="L2 penalty of the regression")
+    reads: Literal["bias", "output-layer"] = Field(
+        "output-layer",
+        description="bias: the output bias's update alone (iDLG); output-layer: also each "
+        "class's row sum of the output weight's update",
+    )
 
 
 def last_round_updates(
@@ -58,6 +63,22 @@ def output_bias(state: dict[str, torch.Tensor], num_classes: int) -> str:
     if not names:
         raise NotApplicableError("the uploaded model has no output bias to read")
     return names[-1]
+
+
+def update_features(
+    new: dict[str, torch.Tensor], old: dict[str, torch.Tensor], key: str, reads: str
+) -> np.ndarray:
+    """What the attack reads of one update: the output bias's change, and with
+    ``output-layer`` each class's row sum of the output weight's change (the last matrix
+    with one row per class: ``convs.1.lin.weight`` beside ``convs.1.bias`` in PyG's GCN)."""
+    bias = (new[key] - old[key]).numpy()
+    if reads == "bias":
+        return bias
+    weights = [k for k, v in new.items() if v.dim() == 2 and v.shape[0] == bias.size]
+    if not weights:
+        return bias
+    w = weights[-1]
+    return np.concatenate([bias, (new[w] - old[w]).sum(1).numpy()])
 
 
 class LabelDistribution:
@@ -87,7 +108,7 @@ class LabelDistribution:
             upload = uploads.get(f"client:{k}")
             if upload is None:
                 continue  # not chosen in the last round: the prior is all the server has
-            delta = (upload[key] - global_state[key]).numpy()
+            delta = update_features(upload, global_state, key, config.reads)
             guess = np.clip(np.append(delta, 1.0) @ w, 0.0, None)
             if guess.sum() > 0:
                 out[i] = guess / guess.sum()
@@ -132,7 +153,7 @@ def _simulate(
     cfg = recipe.config
     opt = make_optimizer(cfg["optimizer"], model, cfg["lr"], cfg["weight_decay"])
     train_node_epochs(model, data, opt, cfg["local_epochs"])
-    delta = (model.state_dict()[key] - global_state[key]).numpy()
+    delta = update_features(model.state_dict(), global_state, key, config.reads)
     return delta, np.bincount(y.numpy(), minlength=c) / ids.size
 
 

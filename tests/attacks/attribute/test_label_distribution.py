@@ -94,3 +94,16 @@ def test_distribution_metrics():
     assert m["tv_mean"] == pytest.approx((0.1 + 0.3) / 2)
     assert m["tv_baseline"] == pytest.approx((0.5 + 0.3) / 2)
     assert m["dominant_accuracy"] == 0.5 and m["dominant_baseline"] == 0.5
+
+
+def test_the_output_layer_read_includes_the_class_rows_of_the_weight():
+    from attacks.attribute.label_distribution import output_bias, update_features
+    from workbench.models import ModelConfig, ModelSpec
+
+    model = ModelSpec(ModelConfig(), 10, 7, "node").build()
+    old = {k: v.clone() for k, v in model.state_dict().items()}
+    new = {k: v + 1.0 for k, v in old.items()}
+    key = output_bias(old, 7)
+    assert key == "convs.1.bias"
+    assert update_features(new, old, key, "bias").tolist() == [1.0] * 7
+    assert update_features(new, old, key, "output-layer").tolist() == [1.0] * 7 + [64.0] * 7
