@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attacks.base import Candidates, NodePairs
+from workbench.attributes import attribute_values
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
@@ -186,10 +187,3 @@ def attribute_challenge(
         )
     values = attribute_values(ds.data.x[:, column].numpy())
     return AttributeChallenge(nodes, values[nodes], column, 2)
-
-
-def attribute_values(column: np.ndarray) -> np.ndarray:
-    """A feature column as a binary attribute: itself when 0/1, else above its median."""
-    if set(np.unique(column).tolist()) <= {0.0, 1.0}:
-        return column.astype(np.int64)
-    return (column > np.median(column)).astype(np.int64)

@@ -142,32 +142,43 @@ def table_rows(table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
 
 
 class ServedAPI:
-    """Posteriors as the clients' deployments serve them: each client runs the released model
-    on its own private subgraph and answers for its own nodes, by id (He et al.'s link-stealing
-    setting: the querier sees posteriors, never the edges behind them). Nodes held by no client
-    are not served."""
+    """Answers as the clients' deployments serve them: each client runs the released model on
+    its own private subgraph and answers for its own nodes, by id, with posteriors (He et al.'s
+    link-stealing setting: the querier never sees the edges behind them) or embeddings. Nodes
+    held by no client are not served."""
 
     def __init__(self, model: nn.Module, clients: list[tuple[np.ndarray, Data]], n: int) -> None:
-        table = torch.full((n, 0), float("nan"))
+        self._table = self._answers(model, clients, n, embed=False)
+        self._embeddings = self._answers(model, clients, n, embed=True)
+        self._served = ~torch.isnan(self._table).any(dim=1).numpy()
+
+    @staticmethod
+    @torch.no_grad()
+    def _answers(
+        model: nn.Module, clients: list[tuple[np.ndarray, Data]], n: int, embed: bool
+    ) -> torch.Tensor:
         model.eval()
-        with torch.no_grad():
-            for ids, data in clients:
-                out = model(data.x, data.edge_index)
-                if table.shape[1] == 0:
-                    table = torch.full((n, out.shape[1]), float("nan"))
-                table[torch.from_numpy(ids)] = out
-        self._table = table
-        self._served = (
-            ~torch.isnan(table).any(dim=1).numpy() if table.shape[1] else np.zeros(n, bool)
-        )
+        forward = model.embed if embed else model
+        outs = [(ids, forward(data.x, data.edge_index)) for ids, data in clients]
+        table = torch.full((n, outs[0][1].shape[1] if outs else 0), float("nan"))
+        for ids, out in outs:
+            table[torch.from_numpy(ids)] = out
+        return table
 
     @property
     def num_nodes(self) -> int:
         return int(self._table.shape[0])
 
     def logits(self, node_ids: np.ndarray) -> torch.Tensor:
+        return self._rows(self._table, node_ids)
+
+    def embeddings(self, node_ids: np.ndarray) -> torch.Tensor:
+        """The model's penultimate layer, for deployments that answer with embeddings."""
+        return self._rows(self._embeddings, node_ids)
+
+    def _rows(self, table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
         node_ids = np.asarray(node_ids, dtype=np.int64)
-        rows = table_rows(self._table, node_ids)
+        rows = table_rows(table, node_ids)
         if not self._served[node_ids].all():
             raise ValueError("node_ids: some nodes are held by no client, so no one serves them")
         return rows

@@ -356,8 +356,11 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
         )
     if family == "link":
         links = inputs.links()
+        published = getattr(cfg, "source", "served") == "release"
         return FamilyInputs(
-            served_view(inputs.trained, inputs.federation),
+            querier_view(inputs.trained, inputs.federation)
+            if published
+            else served_view(inputs.trained, inputs.federation),
             link_knowledge(inputs.federation, inputs.trained, links),
             links.candidates,
             lambda out: link_metrics(out.scores, links.is_edge, links.cut),

@@ -20,7 +20,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
-from workbench.challenges import attribute_values
+from workbench.attributes import attribute_values
 from workbench.errors import NotApplicableError
 from workbench.threat import BackgroundKnowledge, QuerierView
 

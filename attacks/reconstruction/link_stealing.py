@@ -85,7 +85,7 @@ class LinkStealing:
         pairs, knowledge = inp.candidates, inp.knowledge
         if not isinstance(pairs, NodePairs) or not isinstance(inp.view, ServedView):
             raise NotApplicableError("link stealing needs node pairs and served posteriors")
-        known = _known_pairs(knowledge)
+        known = known_pairs(knowledge)
         nodes = np.unique(np.concatenate([pairs.src, pairs.dst, *known[0]]))
         if config.signal == "posterior":
             post = torch.softmax(inp.view.api.logits(nodes).float(), dim=1).numpy()
@@ -108,7 +108,7 @@ class LinkStealing:
         return AttackOutput(scores, details={"trained_on": int(truth.size)})
 
 
-def _known_pairs(
+def known_pairs(
     knowledge: BackgroundKnowledge,
 ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
     """The adversary's known edges (one direction each) and known non-edges, with labels."""

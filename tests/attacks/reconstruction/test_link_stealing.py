@@ -11,10 +11,8 @@ from attacks.reconstruction.link_stealing import DISTANCES, LinkStealingConfig, 
 from workbench.challenges import link_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import NotApplicableError
 from workbench.runner import family_inputs
-from workbench.targets import TARGETS
 from workbench.threat import ServedView, link_knowledge, served_view
 
 
@@ -24,16 +22,6 @@ def test_distances_match_scipy(metric):
     a, b = rng.random((20, 7)), rng.random((20, 7))
     expected = [getattr(distance, metric)(x, y) for x, y in zip(a, b, strict=True)]
     assert np.allclose(pair_distance(a, b, metric), expected)
-
-
-@pytest.fixture(scope="module")
-def setting():
-    ds = csbm(CSBMParams(num_nodes=600, homophily=0.9, seed=0))
-    federation = build_federation(ds, make_partition(ds, "louvain", 4, 0, aux_fraction=0.1))
-    fedavg = TARGETS.get("fedavg")
-    trained = fedavg.fit(federation, fedavg.Config(rounds=30), [], 0)
-    challenge = link_challenge(federation, 0)
-    return federation, trained, challenge
 
 
 def _run(setting, view=None, **params):

@@ -1,0 +1,17 @@
+import pytest
+
+from workbench.challenges import link_challenge
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.data.synthetic import CSBMParams, csbm
+from workbench.targets import TARGETS
+
+
+@pytest.fixture(scope="session")
+def setting():
+    """FedAvg on a homophilous CSBM over 4 Louvain clients, and its link challenge."""
+    ds = csbm(CSBMParams(num_nodes=600, homophily=0.9, seed=0))
+    federation = build_federation(ds, make_partition(ds, "louvain", 4, 0, aux_fraction=0.1))
+    fedavg = TARGETS.get("fedavg")
+    trained = fedavg.fit(federation, fedavg.Config(rounds=30), [], 0)
+    return federation, trained, link_challenge(federation, 0)
