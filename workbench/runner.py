@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -74,7 +74,7 @@ class RunSummary:
 
 
 Executor = Literal["serial", "process", "ray"]
-EXECUTORS: tuple[str, ...] = ("serial", "process", "ray")
+EXECUTORS: tuple[str, ...] = get_args(Executor)
 Pending = list[tuple[Cell, list[AttackEntry]]]
 
 
