@@ -148,9 +148,31 @@ class ServedAPI:
     held by no client are not served."""
 
     def __init__(self, model: nn.Module, clients: list[tuple[np.ndarray, Data]], n: int) -> None:
+        self._model = model
+        self._clients = clients
         self._table = self._answers(model, clients, n, embed=False)
         self._embeddings = self._answers(model, clients, n, embed=True)
         self._served = ~torch.isnan(self._table).any(dim=1).numpy()
+        self._owner = np.full(n, -1)
+        for k, (ids, _) in enumerate(clients):
+            self._owner[ids] = k
+
+    @torch.no_grad()
+    def influence(self, node: int, step: float) -> tuple[np.ndarray, torch.Tensor]:
+        """LinkTeller's probe (Wu et al., S&P 2022), for an adversary who can change a node's
+        features (its own profile): every feature of ``node`` is raised by ``step`` and the
+        node's deployment answers again. Returns the ids of that client's nodes and how far
+        each one's posterior moved, per unit of ``step``."""
+        k = int(self._owner[node])
+        if k < 0:
+            raise ValueError("node: held by no client, so no one serves it")
+        ids, data = self._clients[k]
+        x = data.x.clone()
+        x[int(np.searchsorted(ids, node))] += step
+        self._model.eval()
+        before = torch.softmax(self._table[torch.from_numpy(ids)], dim=1)
+        after = torch.softmax(self._model(x, data.edge_index), dim=1)
+        return ids, (after - before) / step
 
     @staticmethod
     @torch.no_grad()

@@ -1,0 +1,32 @@
+"""LinkTeller: a feature probe finds the edges inside a client almost perfectly, never a cut
+edge, and nothing at all against a model that does not pass messages."""
+
+from attacks import ATTACKS, AttackInput
+from attacks.metrics import link_metrics
+from attacks.reconstruction.link_teller import LinkTellerConfig
+from workbench.models import ModelConfig
+from workbench.targets import TARGETS
+from workbench.threat import link_knowledge, served_view
+
+
+def _metrics(federation, trained, challenge):
+    inp = AttackInput(
+        served_view(trained, federation),
+        link_knowledge(federation, trained, challenge),
+        challenge.candidates,
+    )
+    out = ATTACKS.get("link-teller").run(inp, LinkTellerConfig(), 0)
+    return link_metrics(out.scores, challenge.is_edge, challenge.cut)[0]
+
+
+def test_probing_features_finds_intra_client_edges_and_no_cut_edge(setting):
+    metrics = _metrics(*setting)
+    assert metrics["auc_intra"] > 0.9
+    assert metrics["auc_cut"] == 0.5  # another client's nodes never move
+
+
+def test_a_model_without_message_passing_moves_no_other_node(setting):
+    federation, _, challenge = setting
+    fedavg = TARGETS.get("fedavg")
+    mlp = fedavg.fit(federation, fedavg.Config(rounds=5, model=ModelConfig(arch="mlp")), [], 0)
+    assert _metrics(federation, mlp, challenge)["auc"] == 0.5
