@@ -23,6 +23,14 @@ COMPONENTS: dict[str, str] = {
     "link-stealing": "Link stealing (He et al. 2021): two nodes' served posteriors are closer "
     "when they are linked; unsupervised by one of eight distances, or an MLP trained on the "
     "edges the adversary knows.",
+    "link-teller": "LinkTeller (Wu et al. 2022): an adversary who can change a node's features "
+    "reads how far every other node's served posterior moves; only nodes within the model's "
+    "reach in the same client's subgraph move.",
+    "graph-reconstruction": "Edges read from node embeddings (served, or a published table) "
+    "by their inner product or a decoder trained on known edges (GAE-style).",
+    "attribute-inference": "A hidden node attribute (the label, or a feature column known only "
+    "on the auxiliary pool) inferred from posteriors or embeddings by a classifier trained on "
+    "the pool.",
     "label-distribution": "The server reads each client's label distribution from the output "
     "bias of its upload, through a regression fitted on local rounds it simulates on auxiliary "
     "data of known label mixtures (after iDLG's bias-gradient observation).",
