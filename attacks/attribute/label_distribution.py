@@ -8,7 +8,9 @@ auxiliary pool: it trains the global model locally, as a client would, on auxili
 whose label mixture it draws from a Dirichlet, records the bias update of each, and fits a
 ridge regression from bias update to label fractions; each client's real update is read
 through it. The simulation starts each client's optimizer afresh; a target whose clients keep
-their optimizer state across rounds (FedAvg's default Adam) makes the map approximate."""
+their optimizer state across rounds (FedAvg's default Adam) makes the map approximate. With
+``adaptive`` the simulated updates go through the upload defenses the recipe names (clip and
+noise), so the map is fitted on updates like the ones the server actually receives."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
+from defenses.dp_fedavg import apply_update, client_update, update_vector
+from defenses.gaussian_upload import privatize
 from workbench.errors import NotApplicableError
 from workbench.targets.training import make_optimizer, train_node_epochs
 from workbench.threat import BackgroundKnowledge, ServerView
@@ -33,6 +37,11 @@ class LabelDistributionConfig(BaseModel):
     simulations: int = Field(48, ge=4, le=1024, description="simulated local rounds")
     concentration: float = Field(0.5, gt=0.0, description="Dirichlet α of simulated mixtures")
     ridge: float = Field(1e-3, ge=0.0, description="L2 penalty of the regression")
+    adaptive: bool = Field(
+        True,
+        description="pass the simulated updates through the upload defenses the recipe names "
+        "(clip and noise), as the real ones were",
+    )
     reads: Literal["bias", "output-layer"] = Field(
         "output-layer",
         description="bias: the output bias's update alone (iDLG); output-layer: also each "
@@ -79,6 +88,27 @@ def update_features(
         return bias
     w = weights[-1]
     return np.concatenate([bias, (new[w] - old[w]).sum(1).numpy()])
+
+
+UPLOAD_DEFENSES = ("gaussian-upload", "dp-fedavg")  # those that can change what is uploaded
+
+
+def defended_upload(
+    state: dict[str, torch.Tensor],
+    reference: dict[str, torch.Tensor],
+    defenses: tuple,
+    noise: torch.Generator,
+) -> dict[str, torch.Tensor]:
+    """The upload a client with these defenses would send: clipped and noised by the Gaussian
+    mechanism on uploads, or by local DP-FedAvg; unchanged by any other defense."""
+    for d in defenses:
+        if d.name == "gaussian-upload":
+            state = apply_update(
+                reference, privatize(update_vector(state, reference), d.config, noise)
+            )
+        elif d.name == "dp-fedavg" and d.config.mode == "local":
+            state = apply_update(reference, client_update(state, reference, d.config, noise))
+    return state
 
 
 class LabelDistribution:
@@ -153,7 +183,12 @@ def _simulate(
     cfg = recipe.config
     opt = make_optimizer(cfg["optimizer"], model, cfg["lr"], cfg["weight_decay"])
     train_node_epochs(model, data, opt, cfg["local_epochs"])
-    delta = update_features(model.state_dict(), global_state, key, config.reads)
+    state = model.state_dict()
+    uploads = [d for d in recipe.defenses if d.name in UPLOAD_DEFENSES]
+    if config.adaptive and uploads:
+        noise = torch.Generator().manual_seed(int(rng.integers(2**31)))
+        state = defended_upload(state, global_state, tuple(uploads), noise)
+    delta = update_features(state, global_state, key, config.reads)
     return delta, np.bincount(y.numpy(), minlength=c) / ids.size
 
 

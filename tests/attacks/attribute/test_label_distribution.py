@@ -107,3 +107,17 @@ def test_the_output_layer_read_includes_the_class_rows_of_the_weight():
     assert key == "convs.1.bias"
     assert update_features(new, old, key, "bias").tolist() == [1.0] * 7
     assert update_features(new, old, key, "output-layer").tolist() == [1.0] * 7 + [64.0] * 7
+
+
+def test_the_adaptive_simulation_clips_and_noises_as_the_recipe_says():
+    from attacks.attribute.label_distribution import defended_upload
+    from defenses import applied
+    from defenses.dp_fedavg import update_vector
+
+    reference = {"w": torch.zeros(4), "b": torch.zeros(2)}
+    state = {"w": torch.full((4,), 3.0), "b": torch.full((2,), 3.0)}
+    clip = applied("gaussian-upload", {"clip": 1.0, "noise_multiplier": 1e-9})
+    out = defended_upload(state, reference, (clip,), torch.Generator().manual_seed(0))
+    assert update_vector(out, reference).norm().item() == pytest.approx(1.0, rel=1e-6)
+    other = applied("secure-aggregation", {})
+    assert defended_upload(state, reference, (other,), torch.Generator()) is state
