@@ -154,7 +154,8 @@ def _simulate(
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One local round on an auxiliary subset of a Dirichlet label mixture, as large as an
-    average client's training set: (bias update, the subset's label fractions)."""
+    average client's training set: (what the attack reads of the update, the subset's label
+    fractions)."""
     recipe, c = knowledge.recipe, view.num_classes
     size = max(8, min(recipe.train_size // max(recipe.num_clients, 1), knowledge.aux_ids.size))
     mix = rng.dirichlet(np.full(c, config.concentration))
