@@ -150,6 +150,12 @@ def link_metrics(
     return metrics, curve
 
 
+def value_fractions(values: np.ndarray, count: int) -> np.ndarray:
+    """How often each of ``count`` values occurs: a client's label distribution, or the
+    adversary's prior from its auxiliary pool."""
+    return np.bincount(values, minlength=count) / max(values.size, 1)
+
+
 def distribution_metrics(
     predicted: np.ndarray, truth: np.ndarray, prior: np.ndarray
 ) -> dict[str, float | None]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attacks.base import Candidates, NodePairs
+from attacks.metrics import value_fractions
 from workbench.attributes import attribute_values
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
@@ -148,8 +149,7 @@ def label_distribution_challenge(federation: Federation) -> DistributionChalleng
     ds = federation.dataset
     rows = []
     for c in federation.partition.clients:
-        counts = np.bincount(ds.labels[c.train], minlength=ds.num_classes).astype(float)
-        rows.append(counts / max(counts.sum(), 1.0))
+        rows.append(value_fractions(ds.labels[c.train], ds.num_classes))
     ids = np.array([c.client_id for c in federation.partition.clients])
     return DistributionChallenge(ids, np.stack(rows))
 

@@ -33,6 +33,7 @@ from attacks.metrics import (
     distribution_metrics,
     link_metrics,
     membership_metrics,
+    value_fractions,
 )
 from defenses import applied
 from workbench.challenges import (
@@ -337,7 +338,7 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
         )
         knowledge = attribute_knowledge(inputs.federation, inputs.trained, task.hidden)
         known = known_values(knowledge, cfg.attribute)
-        prior = np.bincount(known, minlength=task.num_values) / max(known.size, 1)
+        prior = value_fractions(known, task.num_values)
         return FamilyInputs(
             adversary_view(cfg, inputs.trained, inputs.federation),
             knowledge,
@@ -347,7 +348,7 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
     if family == "distribution":
         truth = label_distribution_challenge(inputs.federation)
         aux = inputs.knowledge.aux_labels
-        prior = np.bincount(aux, minlength=truth.truth.shape[1]) / max(aux.size, 1)
+        prior = value_fractions(aux, truth.truth.shape[1])
         return FamilyInputs(
             server_view(inputs.trained, inputs.federation),
             inputs.knowledge,

@@ -23,6 +23,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.metrics import value_fractions
 from defenses.dp_fedavg import apply_update, client_update, update_vector
 from defenses.gaussian_upload import privatize
 from workbench.errors import NotApplicableError
@@ -125,14 +126,19 @@ class LabelDistribution:
         global_state, uploads = last_round_updates(view)
         key = output_bias(global_state, c)
         rng = np.random.default_rng(seed)
+        by_class = [knowledge.aux_ids[knowledge.aux_labels == k] for k in range(c)]
+        labels = np.zeros(knowledge.graph.num_nodes, dtype=np.int64)
+        labels[knowledge.aux_ids] = knowledge.aux_labels
         deltas, fractions = [], []
         for _ in range(config.simulations):
-            delta, frac = _simulate(global_state, key, knowledge, view, config, rng)
+            delta, frac = _simulate(
+                global_state, key, knowledge, view, config, rng, by_class, labels
+            )
             deltas.append(delta)
             fractions.append(frac)
         x = np.hstack([np.stack(deltas), np.ones((len(deltas), 1))])
         w = np.linalg.solve(x.T @ x + config.ridge * np.eye(x.shape[1]), x.T @ np.stack(fractions))
-        prior = np.bincount(knowledge.aux_labels, minlength=c) / max(knowledge.aux_labels.size, 1)
+        prior = value_fractions(knowledge.aux_labels, c)
         out = np.tile(prior, (clients.size, 1))
         for i, k in enumerate(clients.tolist()):
             upload = uploads.get(f"client:{k}")
@@ -152,22 +158,22 @@ def _simulate(
     view: ServerView,
     config: LabelDistributionConfig,
     rng: np.random.Generator,
+    by_class: list[np.ndarray],
+    labels: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One local round on an auxiliary subset of a Dirichlet label mixture, as large as an
     average client's training set: (what the attack reads of the update, the subset's label
-    fractions)."""
+    fractions). ``by_class``: the pool's nodes of each class; ``labels``: the pool's labels
+    by node id (built once for all simulations)."""
     recipe, c = knowledge.recipe, view.num_classes
     size = max(8, min(recipe.train_size // max(recipe.num_clients, 1), knowledge.aux_ids.size))
     mix = rng.dirichlet(np.full(c, config.concentration))
-    by_class = [knowledge.aux_ids[knowledge.aux_labels == k] for k in range(c)]
     weights = np.array([mix[k] if by_class[k].size else 0.0 for k in range(c)])
     counts = rng.multinomial(size, weights / weights.sum())
     ids = np.concatenate(
         [rng.choice(by_class[k], counts[k], replace=counts[k] > by_class[k].size) for k in range(c)]
     )
     ids = np.unique(ids)
-    labels = np.zeros(knowledge.graph.num_nodes, dtype=np.int64)
-    labels[knowledge.aux_ids] = knowledge.aux_labels
     graph = knowledge.graph
     edge_index, _ = subgraph(
         torch.from_numpy(ids), graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes
@@ -190,7 +196,7 @@ def _simulate(
         noise = torch.Generator().manual_seed(int(rng.integers(2**31)))
         state = defended_upload(state, global_state, tuple(uploads), noise)
     delta = update_features(state, global_state, key, config.reads)
-    return delta, np.bincount(y.numpy(), minlength=c) / ids.size
+    return delta, value_fractions(y.numpy(), c)
 
 
 ATTACKS.register("label-distribution")(LabelDistribution())
