@@ -46,13 +46,14 @@ class AttackInput:
     references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
 
 
-Family = Literal["membership", "link", "distribution", "attribute"]
+Family = Literal["membership", "link", "distribution", "attribute", "client-data", "feature"]
 
 
 @dataclass(frozen=True)
 class AttackOutput:
     # one per candidate: higher = more likely a member (an edge, ...); for the distribution
-    # family one row of class fractions per client
+    # family one row of class fractions per client; for reconstruction, one row of features
+    # per reconstructed node
     scores: np.ndarray
     threshold: float | None = None  # decision threshold the adversary chose, if any
     details: dict[str, Any] = field(default_factory=dict)
@@ -79,5 +80,7 @@ def adversaries(attack: Attack) -> tuple[str, ...]:
         return ("served",)
     if attack.family == "distribution":
         return ("server",)
+    if attack.family == "feature":
+        return ("insider",)
     field = attack.Config.model_fields.get("adversary")
     return get_args(field.annotation) if field is not None else ("querier",)

@@ -34,6 +34,18 @@ COMPONENTS: dict[str, str] = {
     "label-distribution": "The server reads each client's label distribution from the output "
     "bias of its upload, through a regression fitted on local rounds it simulates on auxiliary "
     "data of known label mixtures (after iDLG's bias-gradient observation).",
+    "gradient-inversion": "Gradient inversion (DLG, Zhu et al. 2019; iDLG; Geiping et al. "
+    "2020's cosine objective): the server replays a client's local round on dummy nodes and "
+    "labels until the replayed update matches the one it received.",
+    "feature-inversion": "Embedding inversion (CE-FedGNN's Eq. 32): an insider holding the "
+    "released model optimises a node's features until the model's embedding matches the one "
+    "given out; a nearest-neighbour lookup is its baseline.",
+    "statistics-inversion": "A client's labelled nodes read off the per-class means and counts "
+    "it uploaded (O-pFGL-style class statistics).",
+    "statistics-attribute-inference": "A hidden label or feature inferred by a naive-Bayes "
+    "model pooled from the class statistics clients uploaded.",
+    "uploaded-label-distribution": "A client's label distribution read off a per-class "
+    "quantity it uploaded (class counts, FedTAD's reliability vector).",
     # defenses
     "dp-fedavg": "Client-level DP-FedAvg (McMahan et al. 2018): clipped client updates, "
     "Gaussian noise on their sum, Poisson client sampling; ε protects a whole client.",
@@ -68,6 +80,14 @@ METRICS: dict[str, str] = {
     "records, mean over clients.",
     "label TV": "total-variation distance between a client's inferred and true training label "
     "distribution, mean over clients; 'prior' predicts the auxiliary pool's distribution.",
+    "feature cosine": "reconstruction attacks: mean cosine similarity between each node's true "
+    "and reconstructed features (sets matched one-to-one first); 'prior' guesses the auxiliary "
+    "pool's mean feature vector for every node.",
+    "feature AUC": "for binary features: how well the reconstructed values rank a node's "
+    "present features above its absent ones (0.5: no better than chance).",
+    "MSE to nearest 1%": "CE-FedGNN's yardstick: the mean squared distance between a node's "
+    "features and those of its nearest 1% of the population; an inversion worse than it is no "
+    "closer than a look-alike.",
     "AUC intra / cut": "link attacks: AUC on node pairs inside one client (edges in its private "
     "subgraph) and on pairs across clients (edges the partition cut, held by no client).",
 }

@@ -41,6 +41,21 @@ FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("dominant_accuracy", "dominant class"),
         ("dominant_baseline", "prior dominant"),
     ),
+    "client-data": (
+        ("cosine", "feature cosine"),
+        ("cosine_baseline", "prior cosine"),
+        ("feature_auc", "feature AUC"),
+        ("label_accuracy", "label accuracy"),
+        ("label_accuracy_baseline", "prior label acc."),
+        ("label_set_accuracy", "label multiset"),
+    ),
+    "feature": (
+        ("cosine", "feature cosine"),
+        ("cosine_baseline", "prior cosine"),
+        ("feature_auc", "feature AUC"),
+        ("mse", "MSE"),
+        ("mse_nearest_1pct", "MSE to nearest 1%"),
+    ),
 }
 ATTACK_METRICS = tuple(dict.fromkeys(k for cols in FAMILY_COLUMNS.values() for k, _ in cols))
 

@@ -11,7 +11,7 @@ from attacks.base import Candidates, NodePairs
 from attacks.metrics import value_fractions
 from workbench.attributes import attribute_values
 from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation
+from workbench.data.federation import Federation, NodeClient
 from workbench.errors import ConfigError, NotApplicableError
 
 
@@ -39,6 +39,51 @@ def membership_challenge(federation: Federation, seed: int) -> Challenge:
     ds = federation.dataset
     graphs = () if isinstance(ds, NodeDataset) else tuple(ds.graphs[i] for i in ids.tolist())
     return Challenge(Candidates(ds.level, ids, ds.labels[ids], graphs), truth, owner)
+
+
+@dataclass(frozen=True)
+class ClientDataChallenge:
+    """One client's training data, which a reconstruction attack tries to recover: the
+    features and labels of its training nodes, in the client's local order (scoring only)."""
+
+    client_id: int
+    features: np.ndarray
+    labels: np.ndarray
+
+
+def client_data_challenge(federation: Federation, k: int) -> ClientDataChallenge:
+    clients = federation.clients
+    if not 0 <= k < len(clients):
+        raise ConfigError(
+            f"attacks.params.client: expected a client index in [0, {len(clients) - 1}] (got {k})"
+        )
+    c = clients[k]
+    if not isinstance(c, NodeClient):
+        raise NotApplicableError("reconstructing a client's training nodes needs node-level data")
+    mask = c.data.train_mask
+    return ClientDataChallenge(k, c.data.x[mask].numpy(), c.data.y[mask].numpy())
+
+
+@dataclass(frozen=True)
+class FeatureChallenge:
+    """Client nodes whose features an inversion attack reconstructs, and (scoring only)
+    those features and every population node's, against which its nearest neighbours lie."""
+
+    nodes: np.ndarray
+    features: np.ndarray
+    population: np.ndarray
+
+
+def feature_challenge(federation: Federation, seed: int, max_nodes: int = 200) -> FeatureChallenge:
+    """A random sample of at most ``max_nodes`` of the clients' nodes."""
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset):
+        raise NotApplicableError("feature inversion needs a node-level dataset")
+    held = np.flatnonzero(federation.partition.owner(ds.num_items) >= 0)
+    rng = np.random.default_rng(seed)
+    nodes = np.sort(rng.choice(held, min(max_nodes, held.size), replace=False))
+    x = ds.data.x.numpy()
+    return FeatureChallenge(nodes, x[nodes], x)
 
 
 @dataclass(frozen=True)

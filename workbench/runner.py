@@ -31,8 +31,11 @@ from attacks.metrics import (
     ROC,
     attribute_metrics,
     distribution_metrics,
+    label_reconstruction_metrics,
     link_metrics,
     membership_metrics,
+    neighbour_mse,
+    reconstruction_metrics,
     value_fractions,
 )
 from defenses import applied
@@ -40,6 +43,8 @@ from workbench.challenges import (
     Challenge,
     LinkChallenge,
     attribute_challenge,
+    client_data_challenge,
+    feature_challenge,
     label_distribution_challenge,
     link_challenge,
     membership_challenge,
@@ -58,7 +63,10 @@ from workbench.threat import (
     View,
     attribute_knowledge,
     background_knowledge,
+    client_data_knowledge,
     client_view,
+    feature_knowledge,
+    insider_view,
     link_knowledge,
     querier_view,
     served_view,
@@ -345,6 +353,10 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
             task.nodes,
             lambda out: (attribute_metrics(out.scores, task.truth, prior), None),
         )
+    if family == "client-data":
+        return client_data_inputs(cfg, inputs)
+    if family == "feature":
+        return feature_inputs(cfg, inputs)
     if family == "distribution":
         truth = label_distribution_challenge(inputs.federation)
         aux = inputs.knowledge.aux_labels
@@ -375,6 +387,51 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
 
     view = adversary_view(cfg, inputs.trained, inputs.federation)
     return FamilyInputs(view, inputs.knowledge, challenge.candidates, score)
+
+
+def client_data_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
+    """The server reconstructing client ``cfg.client``'s training data from what it uploaded:
+    it knows that client's shape (and its structure if ``cfg.structure`` says so), not its
+    data; the scorer holds the client's training features and labels."""
+    task = client_data_challenge(inputs.federation, cfg.client)
+    structure = getattr(cfg, "structure", "none") == "known"
+    knowledge = client_data_knowledge(inputs.federation, inputs.trained, cfg.client, structure)
+    assert knowledge.graph is not None
+    prior_x = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].numpy().mean(0)
+    prior_y = value_fractions(knowledge.aux_labels, inputs.federation.dataset.num_classes)
+
+    def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
+        ordered = out.details.get("order") != "set"
+        metrics, match = reconstruction_metrics(out.scores, task.features, prior_x, ordered)
+        labels = np.asarray(out.details["labels"])[match]
+        return {**metrics, **label_reconstruction_metrics(labels, task.labels, prior_y)}, None
+
+    view = server_view(inputs.trained, inputs.federation)
+    return FamilyInputs(view, knowledge, np.array([cfg.client]), score)
+
+
+def feature_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
+    """An insider inverting released embeddings of sampled client nodes; the scorer holds
+    their features and the population's (for the nearest-neighbour yardstick)."""
+    seed = inputs.seed
+    task = feature_challenge(inputs.federation, derive_seed(seed, "feature-challenge"))
+    knowledge = feature_knowledge(
+        inputs.federation,
+        inputs.trained,
+        task.nodes,
+        cfg.known_edges,
+        derive_seed(seed, "feature-knowledge"),
+    )
+    assert knowledge.graph is not None
+    prior = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].numpy().mean(0)
+
+    def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
+        metrics, _ = reconstruction_metrics(out.scores, task.features, prior)
+        metrics["mse_nearest_1pct"] = neighbour_mse(task.features, task.population)
+        return metrics, None
+
+    view = insider_view(inputs.trained, inputs.federation, cfg.source)
+    return FamilyInputs(view, knowledge, task.nodes, score)
 
 
 def adversary_view(cfg: Any, trained: TrainedTarget, federation: Federation) -> View:

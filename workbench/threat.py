@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torch import nn
 from torch_geometric.data import Data
 
-from attacks.base import Candidates
 from workbench.data.datasets import Level, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.errors import NotApplicableError
@@ -25,6 +25,7 @@ from workbench.targets.training import TrainingRecipe
 from workbench.transcript import SERVER, Message, client
 
 if TYPE_CHECKING:
+    from attacks.base import Candidates
     from workbench.challenges import LinkChallenge
 
 
@@ -65,8 +66,20 @@ class ServedView:
     api: ServedAPI
 
 
-View = QuerierView | ServerView | ClientView | ServedView
-VIEWS = ("querier", "server", "client", "served")
+@dataclass(frozen=True)
+class InsiderView:
+    """A member of the federation (the server, or any client: each holds the released model
+    it deploys) reading node embeddings as anyone can: the white-box released model and the
+    embeddings the target gives out (``api``: the clients' deployments, or the release)."""
+
+    level: Level
+    num_classes: int
+    model: nn.Module
+    api: QueryAPI | ServedAPI
+
+
+View = QuerierView | ServerView | ClientView | ServedView | InsiderView
+VIEWS = ("querier", "server", "client", "served", "insider")
 
 
 def querier_view(trained: TrainedTarget, federation: Federation) -> QuerierView:
@@ -80,6 +93,19 @@ def served_view(trained: TrainedTarget, federation: Federation) -> ServedView:
             "embedding release)"
         )
     return ServedView(trained.level, federation.dataset.num_classes, trained.served)
+
+
+def insider_view(trained: TrainedTarget, federation: Federation, source: str) -> InsiderView:
+    """``source``: ``served`` (each client's deployment answers on its private subgraph) or
+    ``release`` (what an external querier gets: a published table, or the released model's
+    answers on the population graph)."""
+    if source == "served":
+        api: QueryAPI | ServedAPI = served_view(trained, federation).api
+    else:
+        api = trained.query
+    model = trained.spec.build()
+    model.load_state_dict(trained.global_model.state_dict())
+    return InsiderView(trained.level, federation.dataset.num_classes, model.eval(), api)
 
 
 def server_view(trained: TrainedTarget, federation: Federation) -> ServerView:
@@ -105,6 +131,19 @@ def client_view(trained: TrainedTarget, federation: Federation, k: int) -> Clien
 
 
 @dataclass(frozen=True)
+class ClientShape:
+    """What a server knows of client k's data without seeing it: how many nodes it holds and
+    how many are labelled (the batch size gradient inversion assumes), and, for an attacker
+    granted the structure, k's edges (local ids) and which nodes are labelled."""
+
+    client_id: int
+    num_nodes: int
+    num_train: int
+    edge_index: np.ndarray | None = None
+    train_mask: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class BackgroundKnowledge:
     """What the adversary knows besides its view.
 
@@ -122,9 +161,14 @@ class BackgroundKnowledge:
     spec: ModelSpec
     recipe: TrainingRecipe
     known_non_edges: np.ndarray | None = None  # link inference: pairs known to be unlinked
+    client_shape: ClientShape | None = None  # gradient inversion: the victim client's shape
 
     @property
     def aux(self) -> Candidates:
+        # imported here: the attacks package imports this module, so a module-level import
+        # would make the import order matter
+        from attacks.base import Candidates
+
         return Candidates(self.level, self.aux_ids, self.aux_labels, self.aux_graphs)
 
 
@@ -158,6 +202,48 @@ def attribute_knowledge(
     x[:, hidden] = 0.0
     x[torch.from_numpy(base.aux_ids), hidden] = keep
     return replace(base, graph=Data(x=x, edge_index=base.graph.edge_index, num_nodes=x.shape[0]))
+
+
+def client_data_knowledge(
+    federation: Federation, trained: TrainedTarget, k: int, structure: bool
+) -> BackgroundKnowledge:
+    """A reconstructing server's knowledge of client ``k``: its node counts (and with
+    ``structure`` its edges and labelled nodes), and the population's features with every
+    node of k's blanked, so nothing of what it reconstructs is known to it already."""
+    base = background_knowledge(federation, trained)
+    c = federation.clients[k]
+    if not isinstance(c, NodeClient) or base.graph is None:
+        raise NotApplicableError("reconstructing a client's data needs node-level clients")
+    x = base.graph.x.clone()
+    x[c.data.global_id] = 0.0
+    graph = Data(x=x, edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=x.shape[0])
+    mask = c.data.train_mask
+    shape = ClientShape(
+        k,
+        c.num_nodes,
+        int(mask.sum()),
+        c.data.edge_index.numpy() if structure else None,
+        mask.numpy() if structure else None,
+    )
+    return replace(base, graph=graph, client_shape=shape)
+
+
+def feature_knowledge(
+    federation: Federation, trained: TrainedTarget, nodes: np.ndarray, known_edges: float, seed: int
+) -> BackgroundKnowledge:
+    """A feature-inversion adversary's knowledge: the population's features with the target
+    ``nodes`` blanked (CE-FedGNN's adversary knows the other nodes, B), and each edge of the
+    population graph independently with probability ``known_edges``."""
+    base = background_knowledge(federation, trained)
+    assert base.graph is not None
+    x = base.graph.x.clone()
+    x[torch.from_numpy(nodes)] = 0.0
+    src, dst = base.graph.edge_index
+    keep = torch.from_numpy(np.random.default_rng(seed).random(src.numel()) < known_edges)
+    keep &= src < dst
+    edges = torch.stack([src[keep], dst[keep]])
+    graph = Data(x=x, edge_index=torch.cat([edges, edges.flip(0)], 1), num_nodes=x.shape[0])
+    return replace(base, graph=graph)
 
 
 def background_knowledge(federation: Federation, trained: TrainedTarget) -> BackgroundKnowledge:

@@ -2,8 +2,9 @@
 
 Communication cost is read from here, never from formulas, and adversary views are cut from
 it: an honest-but-curious server sees exactly the messages whose receiver is the server.
-Payloads are kept for the final round only by default (``keep_payloads``): the metadata of
-every message is always kept, but 100 rounds of full weights would dominate memory."""
+Payloads are kept for the final round only by default (``keep_payloads``; also the first and
+last rounds, or all): the metadata of every message is always kept, but 100 rounds of full
+weights would dominate memory."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ PUBLIC = "public"  # the receiver of a release anyone may read (e.g. published e
 MODEL_WEIGHTS = "model_weights"
 UPDATE = "update"
 GRADIENTS = "gradients"
-CLASS_STATISTICS = "class_statistics"
+CLASS_STATISTICS = "class_statistics"  # workbench.class_statistics.ClassStatistics payloads
+RELIABILITY = "reliability"  # a per-class vector (FedTAD's class-wise reliability)
 EMBEDDINGS = "embeddings"
 GENERATIVE_MODEL = "generative_model"
 CONDENSED_GRAPH = "condensed_graph"
@@ -67,8 +69,13 @@ def payload_nbytes(payload: Any) -> int:
     raise TypeError(f"cannot size a payload of type {type(payload).__name__}")
 
 
+# which rounds' payloads are kept (metadata is always kept): the first round's matter to attacks
+# that want an untrained model's gradients, the last round's to those reading the final state
+KeepPayloads = Literal["all", "last_round", "first_and_last", "none"]
+
+
 class Transcript:
-    def __init__(self, keep_payloads: Literal["all", "last_round", "none"] = "last_round") -> None:
+    def __init__(self, keep_payloads: KeepPayloads = "last_round") -> None:
         self.keep_payloads = keep_payloads
         self._messages: list[Message] = []
 
@@ -85,8 +92,9 @@ class Transcript:
         stored = _snapshot(payload) if self.keep_payloads != "none" else None
         nbytes = payload_nbytes(payload)
         new_round = bool(self._messages) and self._messages[-1].round != round
-        if self.keep_payloads == "last_round" and new_round:
-            self._messages = [_strip(m) for m in self._messages]
+        if new_round and self.keep_payloads in ("last_round", "first_and_last"):
+            first = self._messages[0].round if self.keep_payloads == "first_and_last" else None
+            self._messages = [m if m.round == first else _strip(m) for m in self._messages]
         msgs = [Message(round, sender, r, kind, nbytes, stored) for r in receivers]
         self._messages.extend(msgs)
         return msgs

@@ -14,14 +14,15 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs
 from workbench.errors import NotApplicableError
-from workbench.threat import BackgroundKnowledge, ServedView
+from workbench.query import NodeQueryAPI
+from workbench.threat import BackgroundKnowledge, QuerierView, ServedView
 
 Distance = Literal[
     "cosine",
@@ -41,6 +42,12 @@ class LinkStealingConfig(BaseModel):
     mode: Literal["unsupervised", "supervised"] = "unsupervised"
     distance: Distance = "correlation"
     signal: Literal["posterior", "features"] = "posterior"
+    source: Literal["served", "release"] = Field(
+        "served",
+        description="served: each client's deployment on its private subgraph; release: what "
+        "an external querier gets (e.g. GAP's table of logits on the population graph)",
+    )
+    hops: int = Field(2, ge=0, le=4, description="neighbourhood of a release query")
 
 
 def pair_distance(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
@@ -83,12 +90,15 @@ class LinkStealing:
 
     def run(self, inp: AttackInput, config: LinkStealingConfig, seed: int) -> AttackOutput:
         pairs, knowledge = inp.candidates, inp.knowledge
-        if not isinstance(pairs, NodePairs) or not isinstance(inp.view, ServedView):
-            raise NotApplicableError("link stealing needs node pairs and served posteriors")
+        if not isinstance(pairs, NodePairs) or not isinstance(inp.view, ServedView | QuerierView):
+            raise NotApplicableError("link stealing needs node pairs and posteriors")
         known = known_pairs(knowledge)
         nodes = np.unique(np.concatenate([pairs.src, pairs.dst, *known[0]]))
         if config.signal == "posterior":
-            post = torch.softmax(inp.view.api.logits(nodes).float(), dim=1).numpy()
+            api = inp.view.api
+            logits = api.logits(nodes, config.hops) if isinstance(api, NodeQueryAPI) else None
+            logits = api.logits(nodes) if logits is None else logits
+            post = torch.softmax(logits.float(), dim=1).numpy()
             signal = np.zeros((knowledge.graph.num_nodes, post.shape[1]))
             signal[nodes] = post
         else:

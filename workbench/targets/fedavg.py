@@ -54,6 +54,7 @@ from workbench.transcript import (
     CIPHERTEXT,
     MODEL_WEIGHTS,
     SERVER,
+    KeepPayloads,
     Transcript,
     client,
 )
@@ -73,7 +74,7 @@ class FedAvgConfig(BaseModel):
     client_fraction: float = Field(1.0, gt=0.0, le=1.0)
     batch_size: int = Field(32, ge=1, description="graph level only")
     release: ReleaseRule = Field("best_val", description="best_val or last round's model")
-    keep_payloads: Literal["all", "last_round", "none"] = "last_round"
+    keep_payloads: KeepPayloads = "last_round"
     eval_dropout: bool = Field(
         False,
         description="official-compat: keep dropout on when scoring (FedTAD's code does; it "

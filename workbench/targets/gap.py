@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,7 +44,7 @@ from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.fedavg import average_states
 from workbench.targets.training import Release, ReleaseRule, TrainingRecipe, utility_scores
-from workbench.transcript import SERVER, Transcript, client
+from workbench.transcript import SERVER, KeepPayloads, Transcript, client
 
 ENCODER_WEIGHTS, CLASSIFIER_WEIGHTS = "gap_encoder_weights", "gap_classifier_weights"
 
@@ -61,7 +61,7 @@ class GAPConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0.0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     release: ReleaseRule = "best_val"
-    keep_payloads: Literal["all", "last_round", "none"] = "last_round"
+    keep_payloads: KeepPayloads = "last_round"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,75 @@
+"""A client's training data from the per-class statistics it uploaded (the honest-but-curious
+server reading an O-pFGL-style upload: each class's count, mean and standard deviation of
+the propagated features).
+
+The reconstruction of client k's labelled nodes: for each uploaded class c, n_{k,c} rows of
+the raw-feature block of the class mean μ_{k,c} (clipped to the feature range the auxiliary
+pool shows), labelled c. A class uploaded from one node is that node exactly; from n nodes,
+every member is as close to μ as the class is tight. The label multiset is exact whenever
+every class was uploaded. The server knows the client's labelled-node count (the batch size
+DLG assumes too): rows the upload does not cover are the auxiliary mean with the pool's
+commonest label, its best guess without it; counts that exceed it (pseudo-labelled nodes)
+are thinned evenly across classes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.metrics import value_fractions
+from attacks.reconstruction.gradient_inversion import feature_range
+from workbench.class_statistics import ClassStatistics
+from workbench.errors import NotApplicableError
+from workbench.threat import ServerView
+from workbench.transcript import CIPHERTEXT, CLASS_STATISTICS, client
+
+
+class StatisticsInversionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    client: int = Field(0, ge=0, description="whose upload the server reads")
+    adversary: Literal["server"] = "server"
+
+
+def uploaded_statistics(view: ServerView, sender: str) -> ClassStatistics | None:
+    """The last class statistics ``sender`` uploaded in the clear, if any."""
+    found = [m for m in view.received if m.sender == sender and m.kind == CLASS_STATISTICS]
+    kept = [m for m in found if m.payload is not None]
+    if not kept and any(m.sender == sender and m.kind == CIPHERTEXT for m in view.received):
+        raise NotApplicableError("encrypted (secure aggregation: the server sees only sums)")
+    return ClassStatistics.from_payload(kept[-1].payload) if kept else None
+
+
+class StatisticsInversion:
+    name = "statistics-inversion"
+    family = "client-data"
+    Config = StatisticsInversionConfig
+
+    def run(self, inp: AttackInput, config: StatisticsInversionConfig, seed: int) -> AttackOutput:
+        view, knowledge = inp.view, inp.knowledge
+        if not isinstance(view, ServerView) or knowledge.client_shape is None:
+            raise NotApplicableError("statistics-inversion: needs the server's view at node level")
+        stats = uploaded_statistics(view, client(config.client))
+        if stats is None:
+            raise NotApplicableError(
+                f"statistics-inversion: client {config.client} uploaded no class statistics"
+            )
+        lo, hi, mean = (t.numpy() for t in feature_range(knowledge))
+        d = stats.num_features
+        rows = [np.clip(stats.means[c, :d], lo, hi) for c in range(stats.counts.size)]
+        labels = np.repeat(np.arange(stats.counts.size), stats.counts)
+        x = np.stack([rows[c] for c in labels]) if labels.size else np.zeros((0, d))
+        n = knowledge.client_shape.num_train
+        if labels.size > n:  # pseudo-labelled nodes counted too: keep every class's share
+            keep = np.linspace(0, labels.size - 1, n).round().astype(int)
+            x, labels = x[keep], labels[keep]
+        guess = value_fractions(knowledge.aux_labels, stats.counts.size).argmax()
+        missing = n - labels.size
+        x = np.vstack([x, np.tile(mean, (missing, 1))])
+        labels = np.concatenate([labels, np.full(missing, guess)])
+        return AttackOutput(x, details={"labels": labels, "order": "set"})
+
+
+ATTACKS.register("statistics-inversion")(StatisticsInversion())

@@ -1,0 +1,31 @@
+import pytest
+
+from workbench.class_statistics import class_statistics
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.data.synthetic import CSBMParams, csbm
+from workbench.targets import TARGETS
+from workbench.threat import ServerView, server_view
+from workbench.transcript import CLASS_STATISTICS, SERVER, Transcript, client
+
+
+@pytest.fixture(scope="session")
+def statistics_setting():
+    """A CSBM federation of 8 clients, a FedAvg run on it (for the knowledge: architecture,
+    recipe, auxiliary pool) and a server view holding the class statistics every client
+    computed from its own labelled nodes (O-pFGL's upload, ``min_count`` 2)."""
+    ds = csbm(CSBMParams(num_nodes=600, num_features=16, num_classes=3, signal=2.0, seed=2))
+    part = make_partition(ds, "louvain", 8, 0, aux_fraction=0.1)
+    federation = build_federation(ds, part)
+    fedavg = TARGETS.get("fedavg")
+    trained = fedavg.fit(federation, fedavg.Config(rounds=3), [], 0)
+    transcript = Transcript()
+    for c in federation.clients:
+        d = c.data
+        stats = class_statistics(d.x, d.edge_index, d.y.numpy(), d.train_mask.numpy(), 3)
+        transcript.send(0, client(c.client_id), SERVER, CLASS_STATISTICS, stats.as_payload())
+    base = server_view(trained, federation)
+    view = ServerView(
+        base.level, base.num_classes, base.num_clients, transcript.received_by(SERVER), base.spec
+    )
+    return federation, trained, view
