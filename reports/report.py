@@ -293,8 +293,11 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
                 "client's records. Link: AUC on pairs inside one client and on pairs across "
                 "clients (edges the partition cut). Attribute: accuracy beside always guessing "
                 "the prior's most likely value. Distribution: total-variation distance between "
-                "inferred and true client label distributions, beside the prior's. Every "
-                "cell's own numbers are in the section after the glossary."
+                "inferred and true client label distributions, beside the prior's. Client "
+                "data and feature: how close reconstructed node features are to the true ones "
+                "(cosine; AUC of ranking a binary row's present features first) beside "
+                "guessing the auxiliary mean, and reconstructed labels beside the prior's "
+                "mode. Every cell's own numbers are in the section after the glossary."
             ),
             *(
                 [

@@ -4,6 +4,7 @@ import sqlite3
 import pytest
 
 import workbench.runner as runner
+from workbench.errors import ConfigError
 from workbench.runner import run_suite
 from workbench.store import ResultsStore
 from workbench.suite import parse_suite
@@ -240,3 +241,34 @@ def test_a_cell_reports_each_stage_it_enters(tmp_path):
     dataset = load_dataset("csbm", {"num_nodes": 300}, None)
     runner.run_cell(cell, list(cell.attacks), dataset, store, on_stage=stages.append)
     assert stages == ["partition", "train"] + [f"attack {a.key}" for a in cell.attacks]
+
+
+def test_reconstruction_families_run_from_a_suite_and_say_what_does_not_apply(tmp_path):
+    """Gradient and feature inversion are scored against the truth the runner keeps; attacks
+    on uploads FedAvg never sends report "not applicable" with the reason, and a client index
+    beyond the federation is a config error naming the field."""
+    raw = {
+        **RAW,
+        "seeds": [0],
+        "targets": [{"name": "fedavg", "params": {"rounds": 2, "optimizer": "sgd", "lr": 0.5}}],
+        "attacks": [
+            {"name": "gradient-inversion", "params": {"structure": "none", "steps": 50}},
+            {"name": "feature-inversion", "params": {"steps": 20}},
+            {"name": "statistics-inversion"},
+            {"name": "uploaded-label-distribution"},
+        ],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    by_name = {r.attack: r for r in ResultsStore(tmp_path).attacks()}
+    for name in ("gradient-inversion", "feature-inversion"):
+        m = by_name[name].metrics
+        assert by_name[name].status == "ok" and -1.0 <= m["cosine"] <= 1.0
+        assert m["mse_baseline"] > 0
+    assert "label_set_accuracy" in by_name["gradient-inversion"].metrics
+    assert "mse_nearest_1pct" in by_name["feature-inversion"].metrics
+    for name in ("statistics-inversion", "uploaded-label-distribution"):
+        assert by_name[name].status == "not_applicable"
+        assert "uploaded" in by_name[name].reason
+    bad = {**raw, "attacks": [{"name": "gradient-inversion", "params": {"client": 7}}]}
+    with pytest.raises(ConfigError, match="attacks.params.client"):
+        run_suite(parse_suite(bad), tmp_path / "bad", quiet=True)
