@@ -88,7 +88,8 @@ def _x(p: TradeoffPoint, axis: str | None) -> float | None:
 def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
     """Markdown: configuration, privacy figure, accuracy (%), then each attack's metrics."""
     axis = privacy_axis(points)
-    names = sorted({a for p in points for a in p.attacks})
+    # attacks scored by AUC/TPR only: a reconstruction's metrics have their own tables
+    names = sorted({a for p in points for a, m in p.attacks.items() if set(m) & set(METRICS)})
     head = [
         "configuration",
         {"kl": "KL (nats)", "metric": "ε(ρ)"}.get(axis or "", "ε"),

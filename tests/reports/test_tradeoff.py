@@ -88,3 +88,12 @@ def test_strongest_attack_per_configuration(store_rows):
     assert by_eps["10"][3] == "0.560 ± 0.000 (mia-threshold)"
     assert by_eps["2"][4] == "0.053 ± 0.000 (mia-threshold)"  # the shadow row has no TPR
     assert by_eps["none"][2] == "80.0 ± 0.0"
+
+
+def test_table_leaves_out_attacks_without_auc(store_rows):
+    cells, attacks = store_rows
+    recon = AttackRow(
+        cells[0].cell_id, "g", "gradient-inversion", {}, "ok", None, {"cosine": 0.4}, None, 1.0
+    )
+    table = tradeoff_table(tradeoff_points(cells, attacks + [recon]))
+    assert "mia-threshold auc" in table[0] and "gradient-inversion" not in table[0]
