@@ -218,7 +218,8 @@ def reconstruction_metrics(
     """How close reconstructed feature rows are to the true ones: mean cosine similarity, mean
     squared error and, for binary features, the AUC of the reconstructed values at telling
     present features from absent ones; each beside the baseline of guessing ``prior`` (the
-    adversary's auxiliary mean) for every row. Unordered reconstructions (a set of rows, as
+    adversary's auxiliary mean) for every row, whose AUC is far from 0.5: it ranks the common
+    features first. Unordered reconstructions (a set of rows, as
     batch gradient inversion yields) are first matched one-to-one to the truth by maximal
     total cosine (Hungarian). Returns the metrics and, per true row, its matched row."""
     if rows.shape != truth.shape:
@@ -237,11 +238,16 @@ def reconstruction_metrics(
         "mse": float(((rows - truth) ** 2).mean()),
         "mse_baseline": float(((prior[None, :] - truth) ** 2).mean()),
         "feature_auc": None,
+        "feature_auc_baseline": None,
         "rows": float(truth.shape[0]),
     }
     binary = np.isin(truth, (0.0, 1.0)).all()
     if binary and 0 < truth.sum() < truth.size:
-        metrics["feature_auc"] = float(roc_auc_score(truth.ravel() > 0.5, rows.ravel()))
+        present = truth.ravel() > 0.5
+        metrics["feature_auc"] = float(roc_auc_score(present, rows.ravel()))
+        # the prior ranks common features first, so its AUC is well above 0.5 on real data
+        guess = np.broadcast_to(prior, truth.shape).ravel()
+        metrics["feature_auc_baseline"] = float(roc_auc_score(present, guess))
     return metrics, match
 
 

@@ -84,7 +84,8 @@ METRICS: dict[str, str] = {
     "and reconstructed features (sets matched one-to-one first); 'prior' guesses the auxiliary "
     "pool's mean feature vector for every node.",
     "feature AUC": "for binary features: how well the reconstructed values rank a node's "
-    "present features above its absent ones (0.5: no better than chance).",
+    "present features above its absent ones; 'prior AUC' is the auxiliary mean's, which ranks "
+    "common features first and so sits well above 0.5.",
     "MSE to nearest 1%": "CE-FedGNN's yardstick: the mean squared distance between a node's "
     "features and those of its nearest 1% of the population; an inversion worse than it is no "
     "closer than a look-alike.",
