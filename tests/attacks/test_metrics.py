@@ -2,7 +2,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from attacks.metrics import auc_interval, membership_metrics, roc, tpr_at_fpr
+from attacks.metrics import (
+    auc_interval,
+    label_reconstruction_metrics,
+    membership_metrics,
+    reconstruction_metrics,
+    roc,
+    tpr_at_fpr,
+)
 
 
 def test_perfect_separation():
@@ -98,3 +105,21 @@ def test_epsilon_lower_bound_respects_a_known_mechanism():
     m, _ = membership_metrics(answer, truth)
     assert m["epsilon_lb"] <= 1.0
     assert m["epsilon_lb"] > 0.85  # and with 20k draws it gets close
+
+
+def test_reconstruction_metrics_match_sets_and_score_the_prior():
+    truth = np.array([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    prior = truth.mean(0)
+    shuffled = truth[[2, 0, 1]]
+    exact, match = reconstruction_metrics(shuffled, truth, prior, ordered=False)
+    assert exact["cosine"] == pytest.approx(1.0) and exact["feature_auc"] == 1.0
+    assert match.tolist() == [1, 2, 0]  # true row i was reconstructed as row match[i]
+    guess, _ = reconstruction_metrics(np.tile(prior, (3, 1)), truth, prior)
+    assert guess["feature_auc"] == pytest.approx(guess["feature_auc_baseline"])
+    assert guess["cosine"] == pytest.approx(guess["cosine_baseline"])
+
+
+def test_label_multiset_accuracy_ignores_order():
+    m = label_reconstruction_metrics(np.array([0, 1, 1]), np.array([1, 0, 1]), np.array([0.2, 0.8]))
+    assert m["label_set_accuracy"] == 1.0 and m["label_accuracy"] == pytest.approx(1 / 3)
+    assert m["label_accuracy_baseline"] == pytest.approx(2 / 3)
