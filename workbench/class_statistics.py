@@ -10,10 +10,17 @@ so the receiver learns nothing of it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+from workbench.errors import NotApplicableError
+from workbench.transcript import CIPHERTEXT, CLASS_STATISTICS
+
+if TYPE_CHECKING:  # targets import this module to upload; the view is only read by attacks
+    from workbench.threat import ServerView
 
 
 @dataclass(frozen=True)
@@ -74,3 +81,12 @@ def class_statistics(
         means[c] = rows.mean(0)
         stds[c] = rows.std(0, ddof=1) if rows.shape[0] > 1 else 0.0
     return ClassStatistics(counts, means, stds, int(x.shape[1]))
+
+
+def uploaded_statistics(view: ServerView, sender: str) -> ClassStatistics | None:
+    """The last class statistics ``sender`` uploaded in the clear, if any."""
+    found = [m for m in view.received if m.sender == sender and m.kind == CLASS_STATISTICS]
+    kept = [m for m in found if m.payload is not None]
+    if not kept and any(m.sender == sender and m.kind == CIPHERTEXT for m in view.received):
+        raise NotApplicableError("encrypted (secure aggregation: the server sees only sums)")
+    return ClassStatistics.from_payload(kept[-1].payload) if kept else None

@@ -397,7 +397,7 @@ def client_data_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
     structure = getattr(cfg, "structure", "none") == "known"
     knowledge = client_data_knowledge(inputs.federation, inputs.trained, cfg.client, structure)
     assert knowledge.graph is not None
-    prior_x = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].numpy().mean(0)
+    prior_x = knowledge.aux_features().numpy().mean(0)
     prior_y = value_fractions(knowledge.aux_labels, inputs.federation.dataset.num_classes)
 
     def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
@@ -423,7 +423,7 @@ def feature_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
         derive_seed(seed, "feature-knowledge"),
     )
     assert knowledge.graph is not None
-    prior = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].numpy().mean(0)
+    prior = knowledge.aux_features().numpy().mean(0)
 
     def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
         metrics, _ = reconstruction_metrics(out.scores, task.features, prior)

@@ -163,6 +163,18 @@ class BackgroundKnowledge:
     known_non_edges: np.ndarray | None = None  # link inference: pairs known to be unlinked
     client_shape: ClientShape | None = None  # gradient inversion: the victim client's shape
 
+    def aux_features(self) -> torch.Tensor:
+        """The auxiliary pool's feature rows (node level): the adversary's prior over what a
+        node looks like."""
+        assert self.graph is not None
+        return self.graph.x[torch.from_numpy(self.aux_ids)]
+
+    def aux_feature_range(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per-feature minimum, maximum and mean over the pool (float64): the box a
+        reconstruction is kept in, and where it starts."""
+        x = self.aux_features().double()
+        return x.min(0).values, x.max(0).values, x.mean(0)
+
     @property
     def aux(self) -> Candidates:
         # imported here: the attacks package imports this module, so a module-level import

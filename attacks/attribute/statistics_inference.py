@@ -19,8 +19,7 @@ from scipy.stats import norm
 
 from attacks.attribute.inference import AttributeInferenceConfig
 from attacks.base import ATTACKS, AttackInput, AttackOutput
-from attacks.reconstruction.statistics_inversion import uploaded_statistics
-from workbench.class_statistics import ClassStatistics
+from workbench.class_statistics import ClassStatistics, uploaded_statistics
 from workbench.errors import NotApplicableError
 from workbench.threat import ServerView
 from workbench.transcript import CLASS_STATISTICS

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from attacks.metrics import value_fractions
-from attacks.reconstruction.statistics_inversion import uploaded_statistics
+from workbench.class_statistics import uploaded_statistics
 from workbench.errors import NotApplicableError
 from workbench.threat import ServerView
 from workbench.transcript import RELIABILITY, client

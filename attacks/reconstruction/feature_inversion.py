@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from sklearn.neighbors import NearestNeighbors
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
-from attacks.reconstruction.gradient_inversion import feature_range
 from defenses.metric_dp import EmbeddingRelease, normalise
 from workbench.errors import NotApplicableError
 from workbench.query import ServedAPI
@@ -68,7 +67,7 @@ class FeatureInversion:
             pool = normalise(pool) if unit else pool
             found = NearestNeighbors(n_neighbors=1).fit(pool.numpy()).kneighbors(target.numpy())
             return AttackOutput(x[torch.from_numpy(knowledge.aux_ids[found[1][:, 0]])].numpy())
-        lo, hi, mean = feature_range(knowledge)
+        lo, hi, mean = knowledge.aux_feature_range()
         index = torch.from_numpy(nodes)
         gen = torch.Generator().manual_seed(seed)
         guess = mean + 0.01 * torch.randn(nodes.size, mean.numel(), generator=gen, dtype=x.dtype)

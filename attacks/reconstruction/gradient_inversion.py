@@ -28,7 +28,7 @@ from torch.func import functional_call
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from workbench.errors import NotApplicableError
-from workbench.threat import BackgroundKnowledge, ServerView
+from workbench.threat import ServerView
 from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
 
 
@@ -149,7 +149,7 @@ class GradientInversion:
         else:
             n, edge_index = shape.num_train, torch.zeros(2, 0, dtype=torch.long)
             train = torch.ones(n, dtype=torch.bool)
-        lo, hi, mean = feature_range(knowledge)
+        lo, hi, mean = knowledge.aux_feature_range()
         gen = torch.Generator().manual_seed(seed)
         x = mean + 0.1 * torch.randn(n, mean.numel(), generator=gen, dtype=torch.float64)
         x = x.clamp(lo, hi).requires_grad_(True)
@@ -178,14 +178,6 @@ class GradientInversion:
                 "final_loss": float(loss.detach()),
             },
         )
-
-
-def feature_range(
-    knowledge: BackgroundKnowledge,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-feature bounds and mean the server reads off the auxiliary pool's features."""
-    x = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].double()
-    return x.min(0).values, x.max(0).values, x.mean(0)
 
 
 ATTACKS.register("gradient-inversion")(GradientInversion())

@@ -20,26 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from attacks.metrics import value_fractions
-from attacks.reconstruction.gradient_inversion import feature_range
-from workbench.class_statistics import ClassStatistics
+from workbench.class_statistics import uploaded_statistics
 from workbench.errors import NotApplicableError
 from workbench.threat import ServerView
-from workbench.transcript import CIPHERTEXT, CLASS_STATISTICS, client
+from workbench.transcript import client
 
 
 class StatisticsInversionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     client: int = Field(0, ge=0, description="whose upload the server reads")
     adversary: Literal["server"] = "server"
-
-
-def uploaded_statistics(view: ServerView, sender: str) -> ClassStatistics | None:
-    """The last class statistics ``sender`` uploaded in the clear, if any."""
-    found = [m for m in view.received if m.sender == sender and m.kind == CLASS_STATISTICS]
-    kept = [m for m in found if m.payload is not None]
-    if not kept and any(m.sender == sender and m.kind == CIPHERTEXT for m in view.received):
-        raise NotApplicableError("encrypted (secure aggregation: the server sees only sums)")
-    return ClassStatistics.from_payload(kept[-1].payload) if kept else None
 
 
 class StatisticsInversion:
@@ -56,7 +46,7 @@ class StatisticsInversion:
             raise NotApplicableError(
                 f"statistics-inversion: client {config.client} uploaded no class statistics"
             )
-        lo, hi, mean = (t.numpy() for t in feature_range(knowledge))
+        lo, hi, mean = (t.numpy() for t in knowledge.aux_feature_range())
         d = stats.num_features
         rows = [np.clip(stats.means[c, :d], lo, hi) for c in range(stats.counts.size)]
         labels = np.repeat(np.arange(stats.counts.size), stats.counts)

@@ -21,7 +21,7 @@ def _invert(setting, view=None, **params):
     view = view or insider_view(trained, federation, cfg.source)
     inp = AttackInput(view, knowledge, task.nodes)
     out = ATTACKS.get("feature-inversion").run(inp, cfg, 0)
-    prior = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].numpy().mean(0)
+    prior = knowledge.aux_features().numpy().mean(0)
     return reconstruction_metrics(out.scores, task.features, prior)[0]
 
 

@@ -4,7 +4,6 @@ that carry nothing give the prior."""
 
 import numpy as np
 import pytest
-import torch
 
 from attacks import ATTACKS, AttackInput
 from attacks.metrics import label_reconstruction_metrics, reconstruction_metrics, value_fractions
@@ -24,7 +23,7 @@ def _score(setting, view=None, k=0):
         AttackInput(view or stats_view, knowledge, np.array([k])), cfg, 0
     )
     task = client_data_challenge(federation, k)
-    prior = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].numpy().mean(0)
+    prior = knowledge.aux_features().numpy().mean(0)
     m, match = reconstruction_metrics(out.scores, task.features, prior, ordered=False)
     labels = value_fractions(knowledge.aux_labels, 3)
     m.update(label_reconstruction_metrics(out.details["labels"][match], task.labels, labels))
@@ -50,8 +49,8 @@ def test_a_one_node_class_is_recovered_exactly(statistics_setting):
     out = ATTACKS.get("statistics-inversion").run(
         AttackInput(sealed, knowledge, np.array([0])), StatisticsInversionConfig(), 0
     )
-    lo = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].min(0).values.numpy()
-    hi = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].max(0).values.numpy()
+    lo = knowledge.aux_features().min(0).values.numpy()
+    hi = knowledge.aux_features().max(0).values.numpy()
     assert np.allclose(out.scores[0], np.clip(x[0], lo, hi), atol=1e-6)
 
 
@@ -59,7 +58,7 @@ def test_uninformative_statistics_give_the_prior(statistics_setting):
     """Every class stated as the population's mean: nothing beyond the prior."""
     federation, trained, view = statistics_setting
     knowledge = client_data_knowledge(federation, trained, 0, structure=False)
-    prior = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids)].double().numpy().mean(0)
+    prior = knowledge.aux_features().double().numpy().mean(0)
     means = np.tile(np.concatenate([prior, prior]), (3, 1))
     transcript = Transcript()
     for k in range(8):
