@@ -148,6 +148,7 @@ class _FedAvg:
         # length of an encrypted contribution: every float parameter (+ the weight, without DP)
         encrypted_size = update_vector(*[global_model.state_dict()] * 2).numel() + (dp is None)
 
+        context = self.start(federation, clients, global_model, transcript, cfg, seed)
         for r in range(cfg.rounds):
             if dp is None:
                 chosen = np.sort(rng.choice(len(clients), per_round, replace=False))
@@ -202,6 +203,7 @@ class _FedAvg:
                     total / (cfg.client_fraction * len(clients)) if dp else total[:-1] / total[-1]
                 )
                 global_model.load_state_dict(apply_update(state, mean))
+            self.after_aggregation(context, r, global_model, uploads, chosen)
             val = self.score(global_model, clients, "val", cfg.eval_dropout)
             history.append({"round": r, "val_accuracy": val["accuracy"]})
             release.offer(r, val["accuracy"], global_model)
@@ -232,7 +234,7 @@ class _FedAvg:
             client_models=dict(enumerate(local)),
             spec=spec,
             recipe=TrainingRecipe(
-                "fedavg",
+                self.name,
                 {
                     **cfg.model_dump(),
                     "rounds": release.round + 1,
@@ -253,6 +255,25 @@ class _FedAvg:
             if isinstance(ds, NodeDataset) and mdp is None
             else None,
         )
+
+    def start(
+        self,
+        federation: Federation,
+        clients: Sequence[Any],
+        global_model: nn.Module,
+        transcript: Transcript,
+        cfg: Any,
+        seed: int,
+    ) -> Any:
+        """Before the first round: what a method computes once (and may upload); its result is
+        handed to every ``after_aggregation``. FedAvg computes nothing."""
+        return None
+
+    def after_aggregation(
+        self, context: Any, r: int, global_model: nn.Module, uploads: list, chosen: np.ndarray
+    ) -> None:
+        """After round ``r``'s aggregation, before validation: where a method post-processes
+        the global model (FedTAD distils into it). FedAvg does nothing."""
 
     @staticmethod
     def ledger(

@@ -1,0 +1,64 @@
+"""The FedTAD target end to end on a small CSBM federation: reliabilities uploaded once and
+kept for the server's view, the distillation moves the global model, the recipe retrains
+FedTAD, and defenses that hide individual models are refused."""
+
+import numpy as np
+import pytest
+
+from attacks import ATTACKS, AttackInput
+from attacks.attribute.uploaded_distribution import UploadedDistributionConfig
+from defenses import applied
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.data.synthetic import CSBMParams, csbm
+from workbench.errors import ConfigError
+from workbench.targets import TARGETS
+from workbench.threat import background_knowledge, server_view
+from workbench.transcript import RELIABILITY
+
+SHORT = {"rounds": 3, "outer_steps": 1, "student_steps": 2, "pseudo_nodes": 30}
+
+
+@pytest.fixture(scope="module")
+def federation():
+    ds = csbm(CSBMParams(num_nodes=300, num_classes=3, seed=4))
+    return build_federation(ds, make_partition(ds, "label-dirichlet", 3, 0, aux_fraction=0.1))
+
+
+@pytest.fixture(scope="module")
+def trained(federation):
+    fedtad = TARGETS.get("fedtad")
+    return fedtad.fit(federation, fedtad.Config(**SHORT), [], 0)
+
+
+def test_reliabilities_are_uploaded_once_and_the_server_keeps_them(trained, federation):
+    sent = [m for m in trained.transcript.messages if m.kind == RELIABILITY]
+    assert [m.round for m in sent] == [0, 0, 0] and all(m.payload is not None for m in sent)
+    view = server_view(trained, federation)
+    out = ATTACKS.get("uploaded-label-distribution").run(
+        AttackInput(view, background_knowledge(federation, trained), np.arange(3)),
+        UploadedDistributionConfig(reads="reliability"),
+        0,
+    )
+    assert np.allclose(out.scores.sum(1), 1.0)
+    assert trained.recipe.target == "fedtad" and 0.0 <= trained.utility["accuracy"] <= 1.0
+
+
+def test_distillation_moves_the_global_model(trained, federation):
+    fedtad = TARGETS.get("fedtad")
+    plain = fedtad.fit(federation, fedtad.Config(**{**SHORT, "outer_steps": 0}), [], 0)
+    a, b = trained.global_model.state_dict(), plain.global_model.state_dict()
+    assert any(not (a[k] == b[k]).all() for k in a)
+
+
+def test_same_seed_same_model(trained, federation):
+    fedtad = TARGETS.get("fedtad")
+    again = fedtad.fit(federation, fedtad.Config(**SHORT), [], 0)
+    a, b = trained.global_model.state_dict(), again.global_model.state_dict()
+    assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_defenses_that_hide_individual_models_are_refused(federation):
+    fedtad = TARGETS.get("fedtad")
+    with pytest.raises(ConfigError, match="secure-aggregation"):
+        fedtad.fit(federation, fedtad.Config(**SHORT), [applied("secure-aggregation", {})], 0)
