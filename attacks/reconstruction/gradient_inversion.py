@@ -35,7 +35,9 @@ from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
 class GradientInversionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     client: int = Field(0, ge=0, description="whose upload the server inverts")
-    structure: Literal["known", "none"] = "known"
+    structure: Literal["none", "known"] = Field(
+        "none", description="none: labelled nodes as isolated nodes; known: the client's edges"
+    )
     round: Literal["first", "last"] = Field(
         "last",
         description="the first or last round whose upload the server kept (the target's "
@@ -50,7 +52,11 @@ def observed_round(view: ServerView, k: int, which: str = "last") -> tuple[dict,
     """(the global state the server sent client k, the state k sent back) for the first or
     last round in which the server kept both."""
     name = client(k)
-    ups = {m.round: m for m in view.received if m.sender == name and m.payload is not None}
+    ups = {
+        m.round: m
+        for m in view.received
+        if m.sender == name and m.kind == MODEL_WEIGHTS and m.payload is not None
+    }
     downs = {
         m.round: m
         for m in view.sent
@@ -61,7 +67,7 @@ def observed_round(view: ServerView, k: int, which: str = "last") -> tuple[dict,
             "gradient-inversion: encrypted (secure aggregation: the server holds only "
             "ciphertexts of the uploads)"
         )
-    rounds = sorted(r for r in ups.keys() & downs.keys() if ups[r].kind == MODEL_WEIGHTS)
+    rounds = sorted(ups.keys() & downs.keys())
     if not rounds:
         raise NotApplicableError(
             f"gradient-inversion: the server kept no round with both the model it sent "

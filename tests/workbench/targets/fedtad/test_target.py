@@ -7,6 +7,7 @@ import pytest
 
 from attacks import ATTACKS, AttackInput
 from attacks.attribute.uploaded_distribution import UploadedDistributionConfig
+from attacks.reconstruction.gradient_inversion import observed_round
 from defenses import applied
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
@@ -62,3 +63,8 @@ def test_defenses_that_hide_individual_models_are_refused(federation):
     fedtad = TARGETS.get("fedtad")
     with pytest.raises(ConfigError, match="secure-aggregation"):
         fedtad.fit(federation, fedtad.Config(**SHORT), [applied("secure-aggregation", {})], 0)
+
+
+def test_the_servers_first_round_holds_weights_beside_the_reliabilities(trained, federation):
+    sent, upload = observed_round(server_view(trained, federation), 0, "first")
+    assert set(sent) == set(upload) == set(trained.global_model.state_dict())
