@@ -27,12 +27,15 @@ def prior_auc(path: str) -> dict[tuple[str, int], list[float]]:
     """(dataset, clients) → the prior's feature AUC for each seed of the suite at ``path``."""
     out: dict[tuple[str, int], list[float]] = defaultdict(list)
     done = set()
+    datasets = {}
     for cell in expand(load_suite(path)):
         key = (cell.dataset.name, cell.partition.num_clients)
         if (key, cell.seed) in done:
             continue
         done.add((key, cell.seed))
-        ds = load_dataset(cell.dataset.name, cell.dataset.params)
+        if cell.dataset.name not in datasets:
+            datasets[cell.dataset.name] = load_dataset(cell.dataset.name, cell.dataset.params)
+        ds = datasets[cell.dataset.name]
         federation = build_federation(ds, partition_cell(cell, ds).partition)
         if any(a.name == "feature-inversion" for a in cell.attacks):
             truth = feature_challenge(federation, derive_seed(cell.seed, "feature-challenge"))

@@ -85,8 +85,8 @@ def class_statistics(
 
 def uploaded_statistics(view: ServerView, sender: str) -> ClassStatistics | None:
     """The last class statistics ``sender`` uploaded in the clear, if any."""
-    found = [m for m in view.received if m.sender == sender and m.kind == CLASS_STATISTICS]
-    kept = [m for m in found if m.payload is not None]
-    if not kept and any(m.sender == sender and m.kind == CIPHERTEXT for m in view.received):
+    payload = view.last_payload(sender, CLASS_STATISTICS)
+    sealed = any(m.sender == sender and m.kind == CIPHERTEXT for m in view.received)
+    if payload is None and sealed:  # metadata suffices: a stripped ciphertext was still sent
         raise NotApplicableError("encrypted (secure aggregation: the server sees only sums)")
-    return ClassStatistics.from_payload(kept[-1].payload) if kept else None
+    return None if payload is None else ClassStatistics.from_payload(payload)

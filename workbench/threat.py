@@ -8,7 +8,7 @@ data. None of them holds membership labels or the partition."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -44,6 +44,16 @@ class ServerView:
     received: tuple[Message, ...]
     spec: ModelSpec  # the server built the architecture, so it can rebuild uploaded models
     sent: tuple[Message, ...] = ()  # what the server itself sent (the global models)
+
+    def last_payload(self, sender: str, kind: str) -> Any:
+        """The payload of the last ``kind`` message ``sender`` uploaded that the transcript
+        kept, or None."""
+        kept = [
+            m.payload
+            for m in self.received
+            if m.sender == sender and m.kind == kind and m.payload is not None
+        ]
+        return kept[-1] if kept else None
 
 
 @dataclass(frozen=True)
@@ -136,7 +146,6 @@ class ClientShape:
     how many are labelled (the batch size gradient inversion assumes), and, for an attacker
     granted the structure, k's edges (local ids) and which nodes are labelled."""
 
-    client_id: int
     num_nodes: int
     num_train: int
     edge_index: np.ndarray | None = None
@@ -231,7 +240,6 @@ def client_data_knowledge(
     graph = Data(x=x, edge_index=torch.zeros(2, 0, dtype=torch.long), num_nodes=x.shape[0])
     mask = c.data.train_mask
     shape = ClientShape(
-        k,
         c.num_nodes,
         int(mask.sum()),
         c.data.edge_index.numpy() if structure else None,

@@ -34,12 +34,8 @@ def uploaded_vector(view: ServerView, sender: str, reads: str) -> np.ndarray | N
     if reads == "class-counts":
         stats = uploaded_statistics(view, sender)
         return None if stats is None else stats.counts.astype(float)
-    kept = [
-        m.payload
-        for m in view.received
-        if m.sender == sender and m.kind == RELIABILITY and m.payload is not None
-    ]
-    return torch.as_tensor(kept[-1]).double().numpy() if kept else None
+    vector = view.last_payload(sender, RELIABILITY)
+    return None if vector is None else torch.as_tensor(vector).double().numpy()
 
 
 class UploadedDistribution:
