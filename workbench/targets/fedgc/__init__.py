@@ -1,0 +1,1 @@
+"""FedGC: federated graph condensation (issue 9)."""
