@@ -29,9 +29,11 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import subgraph
 
 from defenses.base import DEFENSES, PrivacyUnit
+from workbench.data.datasets import NodeDataset
 from workbench.data.federation import NodeClient
 from workbench.models import ModelConfig, ModelSpec
 from workbench.seeding import derive_seed
+from workbench.transcript import SERVER, Transcript, client
 
 IB_HEAD = "ib_head"  # transcript kind: the frozen head the server broadcasts once
 
@@ -143,6 +145,21 @@ def transform_clients(
         kl += result.kl_nats * c.num_nodes
         nodes += c.num_nodes
     return tuple(out), kl / max(nodes, 1)
+
+
+def bottleneck_clients(
+    clients: Sequence[NodeClient],
+    cfg: IBConfig,
+    dataset: NodeDataset,
+    transcript: Transcript,
+    seed: int,
+) -> tuple[tuple[NodeClient, ...], float]:
+    """The defense as a target runs it: one-shot and local, so only the frozen head travels
+    (server → every client, recorded); returns the transformed clients and the mean KL."""
+    head = shared_head(cfg, dataset.num_features, dataset.num_classes)
+    everyone = [client(k) for k in range(len(clients))]
+    transcript.broadcast(0, SERVER, everyone, IB_HEAD, head.state_dict())
+    return transform_clients(clients, cfg, head, seed)
 
 
 def surrogate_features(

@@ -24,6 +24,7 @@ MODEL_WEIGHTS = "model_weights"
 UPDATE = "update"
 GRADIENTS = "gradients"
 CLASS_STATISTICS = "class_statistics"  # workbench.class_statistics.ClassStatistics payloads
+CLASS_COUNTS = "class_counts"  # a client's training-label count per class (FedGC's Y')
 RELIABILITY = "reliability"  # a per-class vector (FedTAD's class-wise reliability)
 EMBEDDINGS = "embeddings"
 GENERATIVE_MODEL = "generative_model"

@@ -31,17 +31,30 @@ class NodeGNN(nn.Module):
         )
         self.dropout = dropout
 
-    def embed(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def embed(
+        self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
         # Dropout between layers only, not on the input features (as FedTAD's reference GCN).
+        weight = self._weight(edge_weight)
         for i, conv in enumerate(self.convs[:-1]):
             if i:
                 x = fast_dropout(x, self.dropout, self.training)
-            x = F.relu(conv(x, edge_index))
+            x = F.relu(conv(x, edge_index, *weight))
         return x
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        h = fast_dropout(self.embed(x, edge_index), self.dropout, self.training)
-        return self.convs[-1](h, edge_index)
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        h = fast_dropout(self.embed(x, edge_index, edge_weight), self.dropout, self.training)
+        return self.convs[-1](h, edge_index, *self._weight(edge_weight))
+
+    def _weight(self, edge_weight: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """Weighted edges (a condensed graph's dense A') exist for GCN only."""
+        if edge_weight is None:
+            return ()
+        if not isinstance(self.convs[0], GCNConv):
+            raise ValueError("model.arch: weighted edges need 'gcn'")
+        return (edge_weight,)
 
 
 def _conv(kind: str, i: int, o: int, heads: int, last: bool) -> nn.Module:

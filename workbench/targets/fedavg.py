@@ -29,7 +29,7 @@ from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_d
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from defenses.gaussian_upload import ledger_event as upload_event
 from defenses.gaussian_upload import privatize
-from defenses.information_bottleneck import IB_HEAD, shared_head, transform_clients
+from defenses.information_bottleneck import bottleneck_clients
 from defenses.metric_dp import ledger_event as metric_event
 from defenses.metric_dp import publish_embeddings
 from defenses.secure_aggregation import Session
@@ -123,11 +123,8 @@ class _FedAvg:
         clients = federation.clients
         transcript = Transcript(cfg.keep_payloads)
         ib_kl = None
-        if ib is not None:  # one-shot, local: only the frozen head travels (server → clients)
-            head = shared_head(ib, ds.num_features, ds.num_classes)
-            everyone = [client(k) for k in range(len(clients))]
-            transcript.broadcast(0, SERVER, everyone, IB_HEAD, head.state_dict())
-            clients, ib_kl = transform_clients(clients, ib, head, seed)
+        if ib is not None:
+            clients, ib_kl = bottleneck_clients(clients, ib, ds, transcript, seed)
         local = [make() for _ in clients]
         gen = torch.Generator().manual_seed(derive_seed(seed, "batches"))
         sgd_noise = torch.Generator().manual_seed(derive_seed(seed, "dp-sgd-noise"))

@@ -41,8 +41,14 @@ def test_edge_generator_is_symmetric_with_zero_diagonal_and_learns():
     assert torch.allclose(adj, adj.T) and (adj.diagonal() == 0).all()
     assert ((adj >= 0) & (adj < 1)).all()
     adj.sum().backward()  # gradients reach the features through the edge scores
-    one_sided = EdgeGenerator(5, hidden=16, symmetric=False)(x)
-    assert not torch.allclose(one_sided, one_sided.T)
+    one_sided = EdgeGenerator(5, hidden=16, symmetric=False)
+    adj = one_sided(x)
+    assert not torch.allclose(adj, adj.T)
+    # the per-node first layer equals the MLP on every concatenated pair [x_i‖x_j]
+    i, j = torch.meshgrid(torch.arange(12), torch.arange(12), indexing="ij")
+    pairs = torch.cat([x[i.reshape(-1)], x[j.reshape(-1)]], 1)
+    naive = torch.sigmoid(one_sided.rest(one_sided.first(pairs)).view(12, 12))
+    assert torch.allclose(adj, naive * (1 - torch.eye(12)), atol=1e-6)
 
 
 def test_sparse_and_dense_normalisation_agree():
