@@ -1,9 +1,9 @@
 """A client's label distribution read straight off a per-class quantity it uploaded (the
-honest-but-curious server): O-pFGL-style class statistics carry each class's count, FedTAD's
-class-wise reliability vector is a sum over each class's labelled nodes (so, normalised, close
-to the label histogram). No simulation is needed: the upload is the histogram, up to the
-classes it withholds and the weighting of each count. Clients that uploaded nothing get the
-auxiliary prior."""
+honest-but-curious server): O-pFGL-style class statistics and FedGC's class counts carry each
+class's count, FedTAD's class-wise reliability vector is a sum over each class's labelled
+nodes (so, normalised, close to the label histogram). No simulation is needed: the upload is
+the histogram, up to the classes it withholds and the weighting of each count. Clients that
+uploaded nothing get the auxiliary prior."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from attacks.metrics import value_fractions
 from workbench.class_statistics import uploaded_statistics
 from workbench.errors import NotApplicableError
 from workbench.threat import ServerView
-from workbench.transcript import RELIABILITY, client
+from workbench.transcript import CLASS_COUNTS, RELIABILITY, client
 
 
 class UploadedDistributionConfig(BaseModel):
@@ -31,9 +31,12 @@ class UploadedDistributionConfig(BaseModel):
 
 def uploaded_vector(view: ServerView, sender: str, reads: str) -> np.ndarray | None:
     """The per-class vector ``sender`` last uploaded in the clear, if any."""
-    if reads == "class-counts":
+    if reads == "class-counts":  # full class statistics (O-pFGL) or bare counts (FedGC)
         stats = uploaded_statistics(view, sender)
-        return None if stats is None else stats.counts.astype(float)
+        if stats is not None:
+            return stats.counts.astype(float)
+        counts = view.last_payload(sender, CLASS_COUNTS)
+        return None if counts is None else torch.as_tensor(counts).double().numpy()
     vector = view.last_payload(sender, RELIABILITY)
     return None if vector is None else torch.as_tensor(vector).double().numpy()
 

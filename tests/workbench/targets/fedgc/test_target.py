@@ -6,12 +6,15 @@ import numpy as np
 import pytest
 import torch
 
+from attacks import ATTACKS, AttackInput
+from attacks.attribute.uploaded_distribution import UploadedDistributionConfig
 from defenses import applied
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import ConfigError
 from workbench.targets import TARGETS
+from workbench.threat import background_knowledge, server_view
 from workbench.transcript import CLASS_COUNTS, CONDENSED_GRAPH, GRADIENTS, PUBLIC, SERVER
 
 SHORT = {
@@ -80,3 +83,20 @@ def test_defenses_it_cannot_apply_are_refused(federation):
     fedgc = TARGETS.get("fedgc")
     with pytest.raises(ConfigError, match="fedgc cannot apply 'dp-fedavg'"):
         fedgc.fit(federation, fedgc.Config(**SHORT), [applied("dp-fedavg", {})], 0)
+
+
+def test_the_server_reads_label_histograms_off_the_class_counts(trained, federation):
+    """The counts are the histogram: the attack recovers it exactly from the server's view;
+    the true labels enter only the check."""
+    out = ATTACKS.get("uploaded-label-distribution").run(
+        AttackInput(
+            server_view(trained, federation),
+            background_knowledge(federation, trained),
+            np.arange(3),
+        ),
+        UploadedDistributionConfig(reads="class-counts"),
+        0,
+    )
+    for k, c in enumerate(federation.clients):
+        truth = np.bincount(c.data.y[c.data.train_mask].numpy(), minlength=3)
+        assert np.allclose(out.scores[k], truth / truth.sum())
