@@ -43,8 +43,11 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else _USER_CACHE / "processed"
 
 
-class NoParams(BaseModel):
+class NodeParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    normalize_features: bool = Field(
+        False, description="rows scaled to sum 1 (PyG NormalizeFeatures), as GCOND/FedGC load"
+    )
 
 
 class TUParams(BaseModel):
@@ -107,13 +110,19 @@ def _download_guard(spec: DatasetSpec, folder: Path, make: Callable[[], object])
         ) from None
 
 
-def _node_dataset(spec: DatasetSpec, folder: Path, make: Callable[[], object]) -> NodeDataset:
+def _node_dataset(
+    spec: DatasetSpec, folder: Path, make: Callable[[], object], params: BaseModel
+) -> NodeDataset:
+    assert isinstance(params, NodeParams)
     ds = _download_guard(spec, folder, make)
     data = ds[0]  # type: ignore[index]
     data.y = data.y.view(-1).long()
     # Partitioners and cut-edge accounting assume an undirected graph (Actor, WebKB are not).
     edge_index = to_undirected(data.edge_index, num_nodes=data.num_nodes)
-    keep = {"x": data.x.float(), "edge_index": edge_index, "y": data.y}
+    x = data.x.float()
+    if params.normalize_features:  # non-negative bag-of-words rows: divide by the row sum
+        x = x / x.sum(1, keepdim=True).clamp(min=1.0)
+    keep = {"x": x, "edge_index": edge_index, "y": data.y}
     return NodeDataset(name=spec.name, data=type(data)(**keep), num_classes=int(data.y.max()) + 1)
 
 
@@ -121,12 +130,12 @@ def _register_planetoid(name: str) -> None:
     low = name.lower()
     files = tuple(f"ind.{low}.{s}" for s in ("x", "tx", "allx", "y", "ty", "ally", "graph"))
 
-    def build(folder: Path, _: BaseModel) -> Dataset:
+    def build(folder: Path, params: BaseModel) -> Dataset:
         from torch_geometric.datasets import Planetoid
 
-        return _node_dataset(spec, folder, lambda: Planetoid(str(folder.parent), name))
+        return _node_dataset(spec, folder, lambda: Planetoid(str(folder.parent), name), params)
 
-    spec = DatasetSpec(name, "node", NoParams, build, name, (*files, f"ind.{low}.test.index"))
+    spec = DatasetSpec(name, "node", NodeParams, build, name, (*files, f"ind.{low}.test.index"))
     DATASETS.register(name)(spec)
 
 
@@ -134,25 +143,25 @@ def _register_webkb(name: str) -> None:
     low = name.lower()
     files = ("out1_node_feature_label.txt", "out1_graph_edges.txt")
 
-    def build(folder: Path, _: BaseModel) -> Dataset:
+    def build(folder: Path, params: BaseModel) -> Dataset:
         from torch_geometric.datasets import WebKB
 
-        return _node_dataset(spec, folder, lambda: WebKB(str(folder.parent), name))
+        return _node_dataset(spec, folder, lambda: WebKB(str(folder.parent), name), params)
 
-    spec = DatasetSpec(name, "node", NoParams, build, f"WebKB/{low}", files)
+    spec = DatasetSpec(name, "node", NodeParams, build, f"WebKB/{low}", files)
     DATASETS.register(name)(spec)
 
 
-def _build_actor(folder: Path, _: BaseModel) -> Dataset:
+def _build_actor(folder: Path, params: BaseModel) -> Dataset:
     from torch_geometric.datasets import Actor
 
-    return _node_dataset(_ACTOR, folder, lambda: Actor(str(folder)))
+    return _node_dataset(_ACTOR, folder, lambda: Actor(str(folder)), params)
 
 
 _ACTOR = DatasetSpec(
     "Actor",
     "node",
-    NoParams,
+    NodeParams,
     _build_actor,
     "Actor",
     ("out1_node_feature_label.txt", "out1_graph_edges.txt"),

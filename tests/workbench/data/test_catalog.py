@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 import torch_geometric.datasets as pyg_datasets
 
 from workbench.data.catalog import DATASETS, load_dataset
@@ -40,6 +41,14 @@ def test_node_graphs_are_symmetrised(data_root: Path):
     ei = ds.data.edge_index
     pairs = set(zip(ei[0].tolist(), ei[1].tolist(), strict=True))
     assert all((v, u) in pairs for u, v in pairs)
+
+
+def test_node_features_row_normalised_on_request(data_root: Path):
+    raw = load_dataset("Cora", root=data_root).data.x
+    scaled = load_dataset("Cora", {"normalize_features": True}, root=data_root).data.x
+    assert set(raw.unique().tolist()) == {0.0, 1.0}  # bag of words, as shipped
+    assert torch.allclose(scaled.sum(1), torch.ones(raw.shape[0]))
+    assert torch.allclose(scaled * raw.sum(1, keepdim=True), raw)
 
 
 def test_raw_folder_is_never_written(data_root: Path):

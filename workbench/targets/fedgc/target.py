@@ -43,12 +43,14 @@ from workbench.targets.fedgc.condensation import (
     normalised_sparse,
     random_gcn,
 )
+from workbench.targets.fedgc.exchange import extended_client
 from workbench.targets.training import TrainingRecipe, score_node_clients, utility_scores
 from workbench.transcript import (
     CLASS_COUNTS,
     CONDENSED_GRAPH,
     GRADIENTS,
     MODEL_WEIGHTS,
+    NEIGHBOUR_FEATURES,
     PUBLIC,
     SERVER,
     KeepPayloads,
@@ -72,8 +74,14 @@ class FedGCConfig(BaseModel):
         10, ge=0, description="of every `cycle` rounds, the first ones step Φ, the rest X'"
     )
     cycle: int = Field(50, ge=1)
+    outer_loop: int = Field(
+        1, ge=1, le=100, description="server steps per round on the round's gradients (code: 1)"
+    )
     distance: Distance = "sse"
     weighting: Weighting = Field("counts", description="counts: n_j(c)/n(c) (paper); mean (code)")
+    exchange_hops: int = Field(
+        2, ge=0, le=4, description="one-step neighbour exchange radius (code: 2; 0 = none)"
+    )
     # evaluation: a GCN trained on G', then fine-tuned by each client
     model: ModelConfig = ModelConfig(hidden=256)
     eval_iterations: int = Field(600, ge=1, le=100_000)
@@ -164,6 +172,21 @@ def fine_tune(model: nn.Module, c: NodeClient, cfg: FedGCConfig) -> nn.Module:
     return local.eval()
 
 
+def matching_loss(
+    graph: CondensedGraph,
+    theta: list[torch.Tensor],
+    real: dict[int, list[torch.Tensor]],
+    coeff: np.ndarray,
+    distance: Distance,
+) -> torch.Tensor:
+    """Σ_c coeff_c · D(∇θ L on G'_c, g_c) over the classes both sides have (Eq. 3)."""
+    adj = normalised_dense(graph.edges(graph.x))
+    everyone = torch.ones(graph.y.numel(), dtype=torch.bool)
+    synthetic = class_gradients(theta, graph.x, adj, graph.y, everyone, create_graph=True)
+    shared = [c for c in real if c in synthetic]
+    return sum(float(coeff[c]) * gradient_distance(synthetic[c], real[c], distance) for c in shared)
+
+
 SUPPORTED_DEFENSES = ("information-bottleneck",)
 
 
@@ -190,6 +213,12 @@ class FedGC:
         transcript = Transcript(cfg.keep_payloads)
         clients = federation.clients
         everyone = [client(k) for k in range(len(clients))]
+        if cfg.exchange_hops:  # before everything else, cross-client neighbourhoods arrive
+            grown = [extended_client(ds, c, cfg.exchange_hops) for c in clients]
+            for k, (_, received) in enumerate(grown):
+                payload = {"global_id": received.global_id, "x": received.x}
+                transcript.send(0, SERVER, client(k), NEIGHBOUR_FEATURES, payload)
+            clients = tuple(c for c, _ in grown)
         ib = {d.name: d.config for d in defenses}.get("information-bottleneck")
         ib_kl = None
         if ib is not None:  # condensation then runs in the clients' Z space
@@ -224,20 +253,13 @@ class FedGC:
                 msg = transcript.send(r, client(k), SERVER, GRADIENTS, grads)
                 uploads.append(grads if msg.payload is None else msg.payload)
             real = aggregate_class_gradients(uploads, counts, cfg.weighting)
-            adj = normalised_dense(graph.edges(graph.x))
-            mask = torch.ones(labels.size, dtype=torch.bool)
-            synthetic = class_gradients(theta, graph.x, adj, graph.y, mask, create_graph=True)
-            loss = sum(
-                float(coeff[c]) * gradient_distance(synthetic[c], real[c], cfg.distance)
-                for c in real
-                if c in synthetic
-            )
-            step_edges = r % cfg.cycle < cfg.adjacency_rounds
-            opt = edge_opt if step_edges else feature_opt
-            feature_opt.zero_grad()
-            edge_opt.zero_grad()
-            loss.backward()
-            opt.step()
+            opt = edge_opt if r % cfg.cycle < cfg.adjacency_rounds else feature_opt
+            for _ in range(cfg.outer_loop):
+                loss = matching_loss(graph, theta, real, coeff, cfg.distance)
+                feature_opt.zero_grad()
+                edge_opt.zero_grad()
+                loss.backward()
+                opt.step()
             losses.append(float(loss.detach()))
             if (r + 1) % every == 0 or r + 1 == cfg.rounds:
                 snapshot = graph.release()

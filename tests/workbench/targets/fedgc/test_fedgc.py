@@ -15,7 +15,15 @@ from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import ConfigError
 from workbench.targets import TARGETS
 from workbench.threat import background_knowledge, server_view
-from workbench.transcript import CLASS_COUNTS, CONDENSED_GRAPH, GRADIENTS, PUBLIC, SERVER
+from workbench.transcript import (
+    CLASS_COUNTS,
+    CONDENSED_GRAPH,
+    GRADIENTS,
+    NEIGHBOUR_FEATURES,
+    PUBLIC,
+    SERVER,
+    client,
+)
 
 SHORT = {
     "rounds": 60,
@@ -100,3 +108,16 @@ def test_the_server_reads_label_histograms_off_the_class_counts(trained, federat
     for k, c in enumerate(federation.clients):
         truth = np.bincount(c.data.y[c.data.train_mask].numpy(), minlength=3)
         assert np.allclose(out.scores[k], truth / truth.sum())
+
+
+def test_more_server_steps_per_round_match_better(trained, federation):
+    fedgc = TARGETS.get("fedgc")
+    more = fedgc.fit(federation, fedgc.Config(**{**SHORT, "outer_loop": 3}), [], 0)
+    last = [np.mean([h["matching_loss"] for h in t.history][-10:]) for t in (trained, more)]
+    assert last[1] < last[0]
+
+
+def test_the_neighbour_exchange_is_recorded_with_features_only(trained):
+    relayed = [m for m in trained.transcript.messages if m.kind == NEIGHBOUR_FEATURES]
+    assert [m.receiver for m in relayed] == [client(k) for k in range(3)]
+    assert all(set(m.payload) == {"global_id", "x"} for m in relayed)
