@@ -90,7 +90,8 @@ class FedGCConfig(BaseModel):
     finetune_iterations: int = Field(30, ge=0, le=100_000)
     checkpoints: int = Field(5, ge=1, le=1000, description="G' snapshots scored on validation")
     validate_every: int = Field(10, ge=1, description="iterations between validation scores")
-    keep_payloads: KeepPayloads = "last_round"
+    # the class counts and the neighbour exchange travel once, in round 0: keep that round
+    keep_payloads: KeepPayloads = "first_and_last"
 
 
 class CondensedGraph(nn.Module):

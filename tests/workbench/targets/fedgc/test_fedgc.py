@@ -34,7 +34,6 @@ SHORT = {
     "model": {"hidden": 32},
     "eval_iterations": 60,
     "checkpoints": 2,
-    "keep_payloads": "first_and_last",
 }
 
 
