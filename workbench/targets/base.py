@@ -16,6 +16,7 @@ from torch import nn
 from accountants import PrivacyLedger
 from workbench.data.datasets import Level
 from workbench.data.federation import Federation
+from workbench.errors import ConfigError
 from workbench.models import ModelSpec
 from workbench.query import QueryAPI, ServedAPI
 from workbench.registry import Registry
@@ -52,3 +53,18 @@ class Target(Protocol):
 
 
 TARGETS: Registry[Target] = Registry("target")
+
+
+def check_node_target(
+    name: str, federation: Federation, defenses: Sequence[Any], supported: Sequence[str], why: str
+) -> None:
+    """Refuse, naming the field, a graph-level federation or a defense a node-level method
+    cannot apply (``why`` says why it supports only ``supported``)."""
+    if federation.level != "node":
+        raise ConfigError(f"targets.name: {name} is a node-level method (subgraph FL)")
+    for d in defenses:
+        if d.name not in supported:
+            raise ConfigError(
+                f"defenses: {name} cannot apply '{d.name}': {why}, so it supports only "
+                + ", ".join(supported)
+            )

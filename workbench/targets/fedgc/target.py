@@ -25,11 +25,10 @@ from accountants import PrivacyLedger
 from defenses.information_bottleneck import bottleneck_clients
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation, NodeClient
-from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.base import TARGETS, TrainedTarget
+from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
 from workbench.targets.fedgc.condensation import (
     Distance,
     EdgeGenerator,
@@ -199,14 +198,13 @@ class FedGC:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        if federation.level != "node":
-            raise ConfigError("targets.name: fedgc condenses one node-level graph (subgraph FL)")
-        for d in defenses:
-            if d.name not in SUPPORTED_DEFENSES:
-                raise ConfigError(
-                    f"defenses: fedgc cannot apply '{d.name}'; supported: "
-                    + ", ".join(SUPPORTED_DEFENSES)
-                )
+        check_node_target(
+            self.name,
+            federation,
+            defenses,
+            SUPPORTED_DEFENSES,
+            "its uploads are per-class gradients no other defense here is built for yet",
+        )
         cfg = config if isinstance(config, FedGCConfig) else FedGCConfig(**(config or {}))
         ds = federation.dataset
         assert isinstance(ds, NodeDataset)

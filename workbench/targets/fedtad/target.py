@@ -16,10 +16,9 @@ from pydantic import Field
 from torch import nn
 
 from workbench.data.federation import Federation
-from workbench.errors import ConfigError
 from workbench.models import ModelSpec
 from workbench.seeding import derive_seed
-from workbench.targets.base import TARGETS, TrainedTarget
+from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
 from workbench.targets.fedavg import FedAvgConfig, NodeFedAvg
 from workbench.targets.fedtad.distillation import (
     ConditionalGenerator,
@@ -121,14 +120,13 @@ class FedTAD(NodeFedAvg):
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        if federation.level != "node":
-            raise ConfigError("targets.name: fedtad is a node-level method (subgraph FL)")
-        for d in defenses:
-            if d.name not in SUPPORTED_DEFENSES:
-                raise ConfigError(
-                    f"defenses: fedtad cannot apply '{d.name}': its server distils from every "
-                    f"client's own model, so it supports only {', '.join(SUPPORTED_DEFENSES)}"
-                )
+        check_node_target(
+            self.name,
+            federation,
+            defenses,
+            SUPPORTED_DEFENSES,
+            "its server distils from every client's own model",
+        )
         cfg = config if isinstance(config, FedTADConfig) else FedTADConfig(**(config or {}))
         return super().fit(federation, cfg, defenses, seed)
 
