@@ -43,7 +43,12 @@ from workbench.targets.fedgc.condensation import (
     random_gcn,
 )
 from workbench.targets.fedgc.exchange import extended_client
-from workbench.targets.training import TrainingRecipe, score_node_clients, utility_scores
+from workbench.targets.training import (
+    Release,
+    TrainingRecipe,
+    score_node_clients,
+    utility_scores,
+)
 from workbench.transcript import (
     CLASS_COUNTS,
     CONDENSED_GRAPH,
@@ -122,26 +127,28 @@ def train_on_condensed(
     seed: int,
 ) -> tuple[nn.Module, float]:
     """A GCN trained on G' (Adam, lr ×0.1 halfway, as the code), the iterate with the best
-    validation accuracy over the clients kept; returns it and that accuracy."""
-    torch.manual_seed(seed)
-    model = spec.build()
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.eval_lr, weight_decay=cfg.eval_weight_decay)
-    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=max(cfg.eval_iterations // 2, 1))
-    index, weight = weighted_edges(graph["adj"])
-    best, best_state = -1.0, None
-    for it in range(cfg.eval_iterations):
-        model.train()
-        opt.zero_grad()
-        F.cross_entropy(model(graph["x"], index, weight), graph["y"]).backward()
-        opt.step()
-        sched.step()
-        if (it + 1) % cfg.validate_every == 0 or it + 1 == cfg.eval_iterations:
-            with torch.no_grad():
-                val = score_node_clients(model, clients, "val")["accuracy"]
-            if val > best:
-                best, best_state = val, {k: v.clone() for k, v in model.state_dict().items()}
-    model.load_state_dict(best_state)
-    return model.eval(), best
+    validation accuracy over the clients kept; returns it and that accuracy. Its own random
+    stream, so scoring a checkpoint does not move the condensation's."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = spec.build()
+        opt = torch.optim.Adam(
+            model.parameters(), lr=cfg.eval_lr, weight_decay=cfg.eval_weight_decay
+        )
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=max(cfg.eval_iterations // 2, 1))
+        index, weight = weighted_edges(graph["adj"])
+        best = Release("best_val")
+        for it in range(cfg.eval_iterations):
+            model.train()
+            opt.zero_grad()
+            F.cross_entropy(model(graph["x"], index, weight), graph["y"]).backward()
+            opt.step()
+            sched.step()
+            if (it + 1) % cfg.validate_every == 0 or it + 1 == cfg.eval_iterations:
+                with torch.no_grad():
+                    best.offer(it, score_node_clients(model, clients, "val")["accuracy"], model)
+    best.load_into(model)
+    return model.eval(), best.val_accuracy
 
 
 def fine_tune(model: nn.Module, c: NodeClient, cfg: FedGCConfig) -> nn.Module:
@@ -149,26 +156,20 @@ def fine_tune(model: nn.Module, c: NodeClient, cfg: FedGCConfig) -> nn.Module:
     (the un-tuned one included) with the best accuracy on its validation nodes kept."""
     local = copy.deepcopy(model)
     d = c.data
+    if not d.val_mask.any():  # nothing to select on: keep the model as trained on G'
+        return local.eval()
     opt = torch.optim.Adam(local.parameters(), lr=cfg.eval_lr, weight_decay=cfg.eval_weight_decay)
-
-    def val() -> float:
-        local.eval()
+    best = Release("best_val")
+    for it in range(cfg.finetune_iterations + 1):
+        if it:
+            local.train()
+            opt.zero_grad()
+            m = d.train_mask
+            F.cross_entropy(local(d.x, d.edge_index)[m], d.y[m]).backward()
+            opt.step()
         with torch.no_grad():
-            pred = local(d.x, d.edge_index).argmax(1)
-        m = d.val_mask
-        return float((pred[m] == d.y[m]).float().mean()) if m.any() else 0.0
-
-    best, best_state = val(), {k: v.clone() for k, v in local.state_dict().items()}
-    for _ in range(cfg.finetune_iterations):
-        local.train()
-        opt.zero_grad()
-        m = d.train_mask
-        F.cross_entropy(local(d.x, d.edge_index)[m], d.y[m]).backward()
-        opt.step()
-        score = val()
-        if score > best:
-            best, best_state = score, {k: v.clone() for k, v in local.state_dict().items()}
-    local.load_state_dict(best_state)
+            best.offer(it, score_node_clients(local, [c], "val")["accuracy"], local)
+    best.load_into(local)
     return local.eval()
 
 
@@ -240,7 +241,8 @@ class FedGC:
         draws = torch.Generator().manual_seed(derive_seed(seed, "fedgc-theta"))
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
         every = max(cfg.rounds // cfg.checkpoints, 1)
-        best_val, best_round, best_graph = -1.0, -1, graph.release()
+        eval_seed = derive_seed(seed, "eval")
+        best_val, best_round = -1.0, -1  # the first checkpoint sets the rest
         losses = []
         for r in range(cfg.rounds):
             theta = random_gcn(ds.num_features, cfg.matching_hidden, ds.num_classes, draws)
@@ -262,12 +264,11 @@ class FedGC:
             losses.append(float(loss.detach()))
             if (r + 1) % every == 0 or r + 1 == cfg.rounds:
                 snapshot = graph.release()
-                _, val = train_on_condensed(spec, snapshot, clients, cfg, derive_seed(seed, "eval"))
-                if val > best_val:
-                    best_val, best_round, best_graph = val, r, snapshot
+                model, val = train_on_condensed(spec, snapshot, clients, cfg, eval_seed)
+                if best_round < 0 or val > best_val:
+                    best_val, best_round, best_graph, released = val, r, snapshot, model
 
         transcript.broadcast(cfg.rounds, SERVER, [PUBLIC], CONDENSED_GRAPH, best_graph)
-        released, _ = train_on_condensed(spec, best_graph, clients, cfg, derive_seed(seed, "eval"))
         tuned = {k: fine_tune(released, c, cfg) for k, c in enumerate(clients)}
         pairs = []
         for k, c in enumerate(clients):
