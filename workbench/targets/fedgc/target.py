@@ -25,6 +25,7 @@ from accountants import PrivacyLedger
 from defenses.information_bottleneck import bottleneck_clients
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation, NodeClient
+from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
@@ -207,6 +208,11 @@ class FedGC:
             "its uploads are per-class gradients no other defense here is built for yet",
         )
         cfg = config if isinstance(config, FedGCConfig) else FedGCConfig(**(config or {}))
+        if cfg.model.arch not in (None, "gcn"):
+            raise ConfigError(
+                f"targets.params.model.arch: fedgc trains on a weighted condensed graph, which "
+                f"needs 'gcn' (got '{cfg.model.arch}')"
+            )
         ds = federation.dataset
         assert isinstance(ds, NodeDataset)
         seed_everything(derive_seed(seed, "fedgc"))

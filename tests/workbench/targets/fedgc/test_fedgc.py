@@ -86,8 +86,10 @@ def test_the_recipe_retrains_fedgc(trained):
     assert trained.recipe.config["rounds"] == trained.utility["best_round"] + 1
 
 
-def test_defenses_it_cannot_apply_are_refused(federation):
+def test_defenses_it_cannot_apply_and_unweighted_models_are_refused(federation):
     fedgc = TARGETS.get("fedgc")
+    with pytest.raises(ConfigError, match="model.arch: fedgc .* needs 'gcn'"):
+        fedgc.fit(federation, fedgc.Config(**{**SHORT, "model": {"arch": "sage"}}), [], 0)
     with pytest.raises(ConfigError, match="fedgc cannot apply 'dp-fedavg'"):
         fedgc.fit(federation, fedgc.Config(**SHORT), [applied("dp-fedavg", {})], 0)
 
