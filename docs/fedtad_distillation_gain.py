@@ -90,7 +90,8 @@ def main() -> None:
     rows = np.array(probe.rows)
     print(f"{cell.dataset.name}, {args.clients} Louvain clients, seed {cell.seed}, test accuracy %")
     print(f"{'round':>6}{'aggregated':>12}{'ensemble':>10}{'distilled':>11}")
-    for r, before, ensemble, after in rows[[0, 4, 9, 19, 49, 99] if len(rows) >= 100 else ...]:
+    shown = [r for r in (0, 4, 9, 19, 49, 99) if r < len(rows)]
+    for r, before, ensemble, after in rows[shown]:
         print(f"{int(r):>6}{100 * before:>12.1f}{100 * ensemble:>10.1f}{100 * after:>11.1f}")
     gain = 100 * (rows[:, 3] - rows[:, 1])
     print(

@@ -47,6 +47,7 @@ from workbench.targets.fedgc.exchange import extended_client
 from workbench.targets.training import (
     Release,
     TrainingRecipe,
+    node_logits,
     score_node_clients,
     utility_scores,
 )
@@ -276,12 +277,16 @@ class FedGC:
 
         transcript.broadcast(cfg.rounds, SERVER, [PUBLIC], CONDENSED_GRAPH, best_graph)
         tuned = {k: fine_tune(released, c, cfg) for k, c in enumerate(clients)}
-        pairs = []
-        for k, c in enumerate(clients):
-            m = c.data.test_mask
-            with torch.no_grad():
-                pairs.append((c.data.y[m].numpy(), tuned[k](c.data.x, c.data.edge_index)[m]))
-        test = utility_scores(pairs)
+        with torch.no_grad():  # each client scores its own fine-tuned model
+            test = utility_scores(
+                [
+                    (
+                        c.data.y[c.data.test_mask].numpy(),
+                        node_logits(tuned[k], c.data)[c.data.test_mask],
+                    )
+                    for k, c in enumerate(clients)
+                ]
+            )
         condensed_only = score_node_clients(released, clients, "test")
         utility = {
             "accuracy": test["accuracy"],
