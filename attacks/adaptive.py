@@ -5,20 +5,23 @@ feature-space mismatch, not the defense (FedGC's own caveat)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
+from attacks.base import AttackInput
 from defenses.information_bottleneck import surrogate_features
 from workbench.errors import NotApplicableError
 from workbench.seeding import derive_seed
-from workbench.threat import BackgroundKnowledge
+from workbench.threat import BackgroundKnowledge, QuerierView
+
+IB = "information-bottleneck"
 
 
 def ib_surrogate_features(knowledge: BackgroundKnowledge, attack: str, seed: int) -> torch.Tensor:
     """z′ for every population node, from the attacker's own IB encoder trained with the
     target's recipe (γ, epochs, the head's public seed) on its labelled auxiliary nodes."""
-    ib = next(
-        (d.config for d in knowledge.recipe.defenses if d.name == "information-bottleneck"), None
-    )
+    ib = next((d.config for d in knowledge.recipe.defenses if d.name == IB), None)
     if ib is None:
         raise NotApplicableError(
             f"{attack}: features 'ib-surrogate' needs a target trained with information-bottleneck"
@@ -36,3 +39,21 @@ def ib_surrogate_features(knowledge: BackgroundKnowledge, attack: str, seed: int
         num_classes,
         derive_seed(seed, "ib-surrogate"),
     )
+
+
+def adaptive_input(inp: AttackInput, features: str, attack: str, seed: int) -> AttackInput:
+    """The input as the adversary works with it. ``raw``: unchanged. ``ib-surrogate``: every
+    population node carries the attacker's own encoding z′, so the target is queried, and
+    shadow and reference models are trained and queried, in the Z space; their recipe drops
+    the IB (the data is encoded already)."""
+    if features == "raw":
+        return inp
+    z = ib_surrogate_features(inp.knowledge, attack, seed)
+    know = inp.knowledge
+    graph = know.graph.clone()
+    graph.x = z
+    recipe = replace(know.recipe, defenses=tuple(d for d in know.recipe.defenses if d.name != IB))
+    view = inp.view
+    if isinstance(view, QuerierView):
+        view = replace(view, api=view.api.with_features(z))
+    return replace(inp, view=view, knowledge=replace(know, graph=graph, recipe=recipe))

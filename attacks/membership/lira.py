@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 
+from attacks.adaptive import adaptive_input
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from attacks.membership.observe import (
     observed_apis,
@@ -62,6 +63,7 @@ class LiRAAttack:
     Config = LiRAConfig
 
     def run(self, inp: AttackInput, config: LiRAConfig, seed: int) -> AttackOutput:
+        inp = adaptive_input(inp, config.features, self.name, seed)
         apis = observed_apis(inp, self.name)
         ref = reference_outputs(inp, config)
         cands = inp.candidates

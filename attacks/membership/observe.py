@@ -35,6 +35,12 @@ class QueryConfig(BaseModel):
         "uploaded model, rebuilt from the transcript",
     )
     hops: int = Field(0, ge=0, le=5, description="node queries: 0 = node alone, k = k-hop subgraph")
+    features: Literal["raw", "ib-surrogate"] = Field(
+        "raw",
+        description="raw: query with the nodes' own features; ib-surrogate: the adaptive "
+        "attacker against an information-bottleneck target encodes them with its own encoder "
+        "and works in that space throughout (target queries, shadow and reference models)",
+    )
 
 
 def model_api(model: nn.Module, knowledge: BackgroundKnowledge) -> QueryAPI:

@@ -26,6 +26,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -44,6 +45,7 @@ from workbench.models import ModelSpec
 from workbench.seeding import derive_seed
 from workbench.targets import TARGETS
 from workbench.targets.training import TrainingRecipe
+from workbench.threat import BackgroundKnowledge
 
 EMPTY = np.zeros(0, dtype=np.int64)
 WORKER_STARTUP_SECONDS = 5.0  # `import attacks.membership.reference` in a fresh interpreter
@@ -150,7 +152,18 @@ class ReferenceOutputs:
     num_aux: int
 
 
-class ReferenceConfig(QueryConfig):
+class TrainedModelsConfig(QueryConfig):
+    """Settings of the attacks that train their own models (shadow, reference)."""
+
+    trained_as: Literal["target", "centralized"] = Field(
+        "target",
+        description="target: rerun the target's own recipe (Kerckhoffs); centralized: a plain "
+        "model of the released architecture trained centrally on the records (the shadow of "
+        "FedGC's paper; cheap when the target's recipe is not)",
+    )
+
+
+class ReferenceConfig(TrainedModelsConfig):
     """Settings of the attacks that calibrate with reference models (LiRA, RMIA)."""
 
     num_references: int = Field(
@@ -179,7 +192,7 @@ def reference_outputs(inp: AttackInput, config: ReferenceConfig) -> ReferenceOut
     )
     inclusion = np.empty_like(canonical)
     inclusion[:, np.argsort(records.ids, kind="stable")] = canonical
-    models = trained_models(inp, "references", records, inclusion)
+    models = trained_models(inp, "references", records, inclusion, config.trained_as)
     api = [model_api(m, inp.knowledge) for m in models]
     logits = torch.stack([query(a, records, config.hops) for a in api])
     return ReferenceOutputs(records, inclusion, logits, inp.knowledge.aux_ids.size)
@@ -189,13 +202,37 @@ def pool_of(inp: AttackInput) -> ReferencePool:
     return inp.references if inp.references is not None else ReferencePool()
 
 
+def adversary_recipe(knowledge: BackgroundKnowledge, trained_as: str) -> TrainingRecipe:
+    """The recipe the adversary's own models are trained with: the target's, or a plain
+    centralised one for the released architecture (Kipf & Welling's GCN schedule: Adam 0.01,
+    weight decay 5e-4, 200 epochs, the last one kept, as the adversary holds no validation
+    records of its own)."""
+    recipe = knowledge.recipe
+    if trained_as == "target":
+        return recipe
+    config = {
+        "model": knowledge.spec.config.model_dump(),
+        **CENTRALIZED_SCHEDULE,
+        "release": "last",
+    }
+    return TrainingRecipe("centralized", config, 1, recipe.train_size)
+
+
+CENTRALIZED_SCHEDULE = {"epochs": 200, "lr": 0.01, "weight_decay": 5e-4}
+
+
 def trained_models(
-    inp: AttackInput, purpose: str, records: Candidates, inclusion: np.ndarray
+    inp: AttackInput,
+    purpose: str,
+    records: Candidates,
+    inclusion: np.ndarray,
+    trained_as: str = "target",
 ) -> list[nn.Module]:
-    """Models trained with the target's recipe, one per inclusion row, from the cell's shared
-    pool when the runner provides one."""
+    """Models trained with the adversary's recipe, one per inclusion row, from the cell's
+    shared pool when the runner provides one."""
     know = inp.knowledge
-    return pool_of(inp).models(purpose, records, inclusion, know.recipe, know.spec, know.graph)
+    recipe = adversary_recipe(know, trained_as)
+    return pool_of(inp).models(purpose, records, inclusion, recipe, know.spec, know.graph)
 
 
 class ReferencePool:

@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from attacks.adaptive import adaptive_input
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from attacks.membership.observe import (
     observed_apis,
@@ -50,6 +51,7 @@ class RMIAAttack:
     Config = RMIAConfig
 
     def run(self, inp: AttackInput, config: RMIAConfig, seed: int) -> AttackOutput:
+        inp = adaptive_input(inp, config.features, self.name, seed)
         apis = observed_apis(inp, self.name)
         n_aux = inp.knowledge.aux_ids.size
         if n_aux == 0:

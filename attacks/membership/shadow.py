@@ -24,15 +24,17 @@ from pydantic import Field
 from sklearn.neural_network import MLPClassifier
 from torch import nn
 
+from attacks.adaptive import adaptive_input
 from attacks.base import ATTACKS, AttackInput, AttackOutput, Candidates
 from attacks.membership.observe import (
-    QueryConfig,
     model_api,
     observed_apis,
     per_model_output,
     query,
 )
 from attacks.membership.reference import (
+    TrainedModelsConfig,
+    adversary_recipe,
     induced_subgraph,
     subset,
     trained_models,
@@ -43,7 +45,7 @@ from workbench.query import NodeQueryAPI
 from workbench.seeding import derive_seed
 
 
-class ShadowConfig(QueryConfig):
+class ShadowConfig(TrainedModelsConfig):
     setting: Literal["full", "disjoint"] = "full"
     num_shadows: int = Field(1, ge=1, le=64)
     hidden: int = Field(64, ge=1, le=1024, description="attack classifier's hidden units")
@@ -66,13 +68,15 @@ class ShadowAttack:
     Config = ShadowConfig
 
     def run(self, inp: AttackInput, config: ShadowConfig, seed: int) -> AttackOutput:
+        inp = adaptive_input(inp, config.features, self.name, seed)
         apis = observed_apis(inp, self.name)
         aux = inp.knowledge.aux
         if aux.ids.size < 4:
             raise NotApplicableError(f"{self.name}: needs an auxiliary pool (aux_fraction > 0)")
-        size = max(1, round(aux.ids.size * training_fraction(inp.knowledge.recipe, aux.ids.size)))
+        recipe = adversary_recipe(inp.knowledge, config.trained_as)
+        size = max(1, round(aux.ids.size * training_fraction(recipe, aux.ids.size)))
         inclusion = random_subsets(config.num_shadows, aux.ids.size, size, derive_seed(seed, "in"))
-        shadows = trained_models(inp, "shadow", aux, inclusion)
+        shadows = trained_models(inp, "shadow", aux, inclusion, config.trained_as)
         feats, labels = [], []
         for model, row in zip(shadows, inclusion, strict=True):
             for members, flag in ((row, 1), (~row, 0)):

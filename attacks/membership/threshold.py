@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from attacks.adaptive import ib_surrogate_features
+from attacks.adaptive import adaptive_input
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from attacks.membership.observe import QueryConfig, observed_apis, per_model_output, query
 
@@ -22,11 +22,6 @@ from attacks.membership.observe import QueryConfig, observed_apis, per_model_out
 class ThresholdConfig(QueryConfig):
     signal: Literal["loss", "confidence", "entropy", "modified_entropy"] = "loss"
     calibration_fpr: float = Field(0.05, gt=0.0, lt=1.0)
-    features: Literal["raw", "ib-surrogate"] = Field(
-        "raw",
-        description="raw: query with the nodes' own features; ib-surrogate: the adaptive "
-        "attacker against an information-bottleneck target encodes them with its own encoder",
-    )
 
 
 def signal_scores(logits: torch.Tensor, labels: np.ndarray, signal: str) -> np.ndarray:
@@ -55,10 +50,8 @@ class ThresholdAttack:
     Config = ThresholdConfig
 
     def run(self, inp: AttackInput, config: ThresholdConfig, seed: int) -> AttackOutput:
+        inp = adaptive_input(inp, config.features, self.name, seed)
         apis = observed_apis(inp, self.name)
-        if config.features == "ib-surrogate":
-            z = ib_surrogate_features(inp.knowledge, self.name, seed)
-            apis = {name: api.with_features(z) for name, api in apis.items()}
         cands, aux = inp.candidates, inp.knowledge.aux
 
         def scores(api, records):

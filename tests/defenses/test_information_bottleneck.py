@@ -76,14 +76,22 @@ def _graph_level():
     return ds, make_partition(ds, "iid", 2, 0)
 
 
-def test_adaptive_attacker_queries_in_z_space(federation, querier_input):
+ADAPTIVE = [
+    ("mia-threshold", {}),
+    ("mia-shadow", {"trained_as": "centralized"}),
+    ("mia-lira", {"trained_as": "centralized", "num_references": 4}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), ADAPTIVE, ids=[n for n, _ in ADAPTIVE])
+def test_adaptive_attacker_queries_in_z_space(federation, querier_input, name, params):
     ib = applied("information-bottleneck", FAST)
     cfg = {"rounds": 10}
 
     def attack(trained, features):
         inp, _ = querier_input(federation, trained)
-        params = ATTACKS.get("mia-threshold").Config(features=features)
-        return ATTACKS.get("mia-threshold").run(inp, params, 0)
+        config = ATTACKS.get(name).Config(features=features, **params)
+        return ATTACKS.get(name).run(inp, config, 0)
 
     defended = TARGETS.get("fedavg").fit(federation, cfg, [ib], seed=0)
     raw, adaptive = attack(defended, "raw"), attack(defended, "ib-surrogate")

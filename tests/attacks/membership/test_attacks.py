@@ -22,10 +22,12 @@ CASES = [
     ("mia-threshold", {"signal": "modified_entropy", "hops": 2}),
     ("mia-shadow", {"setting": "full"}),
     ("mia-shadow", {"setting": "disjoint", "hops": 2}),
+    ("mia-shadow", {"trained_as": "centralized", "hops": 2}),
     ("mia-lira", {"mode": "online", "num_references": REFS}),
     ("mia-lira", {"mode": "offline", "num_references": REFS, "hops": 2}),
     ("mia-rmia", {"mode": "offline", "num_references": REFS}),
     ("mia-rmia", {"mode": "online", "num_references": REFS, "hops": 2}),
+    ("mia-lira", {"mode": "online", "num_references": REFS, "trained_as": "centralized"}),
 ]
 IDS = [f"{n}-{'-'.join(map(str, p.values()))}" for n, p in CASES]
 
@@ -119,7 +121,9 @@ def test_scores_do_not_depend_on_membership_labels(overfit, pool, name, params, 
         for f in (fed, shuffled_membership(fed))
     ]
     assert members[0] != members[1]
-    np.testing.assert_array_equal(scores[0], scores[1])
+    # candidates come in another order, so pooled sums (LiRA's global variance) may differ in
+    # the last bits; any use of the labels would move scores far more
+    np.testing.assert_allclose(scores[0], scores[1], rtol=1e-10, atol=1e-12)
 
 
 def test_server_scores_each_uploaded_model(overfit, pool):

@@ -116,3 +116,22 @@ def test_reference_fraction_sets_the_training_share(cell):
     default = reference_outputs(inp, ReferenceConfig(num_references=10))
     share = trained.recipe.train_size / default.records.ids.size
     assert (default.inclusion.sum(0) == round(10 * share)).all()
+
+
+def test_centralized_models_train_the_released_architecture_on_their_members(cell):
+    fed, trained = cell
+    know = background_knowledge(fed, trained)
+    recipe = reference.adversary_recipe(know, "centralized")
+    assert recipe.target == "centralized" and recipe.num_clients == 1
+    assert recipe.train_size == know.recipe.train_size  # as many records as the target's
+    assert reference.adversary_recipe(know, "target") is know.recipe
+    inp = cell_input(cell, ReferencePool(jobs=1, seed=3))
+    aux = know.aux
+    inclusion = np.zeros((1, aux.ids.size), bool)
+    inclusion[0, : aux.ids.size // 2] = True
+    (model,) = reference.trained_models(inp, "shadow", aux, inclusion, "centralized")
+    assert type(model) is type(trained.global_model)
+    logits = reference.model_api(model, know).logits(aux.ids)
+    members, others = inclusion[0], ~inclusion[0]
+    correct = logits.argmax(1).numpy() == aux.labels
+    assert correct[members].mean() > correct[others].mean()  # it fit its members
