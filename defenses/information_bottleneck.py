@@ -130,16 +130,30 @@ def _standardise(z: torch.Tensor) -> torch.Tensor:
     return (z - mean) / torch.where(std > 0, std, torch.ones_like(std))
 
 
+Labels = Sequence[tuple[torch.Tensor, torch.Tensor]]  # per client: (y, nodes to train on)
+
+
 def transform_clients(
-    clients: Sequence[NodeClient], cfg: IBConfig, head: nn.Module, seed: int
+    clients: Sequence[NodeClient],
+    cfg: IBConfig,
+    head: nn.Module,
+    seed: int,
+    labels: Labels | None = None,
 ) -> tuple[tuple[NodeClient, ...], float]:
-    """Every client's data with x replaced by its own Z (trained through the shared ``head``),
-    and the node-weighted mean KL (nats)."""
+    """Every client's data with x replaced by its own Z (trained through the shared ``head``
+    on its training labels, or on ``labels``, e.g. with FedGC's pseudo-labels), and the
+    node-weighted mean KL (nats)."""
     out, kl, nodes = [], 0.0, 0
-    for c in clients:
+    for k, c in enumerate(clients):
         d = c.data
+        y, train = labels[k] if labels is not None else (d.y, d.train_mask)
         result = fit_transform(
-            d, d.train_mask, d.val_mask, head, cfg, derive_seed(seed, f"ib/{c.client_id}")
+            d.clone().update({"y": y}),
+            train,
+            d.val_mask,
+            head,
+            cfg,
+            derive_seed(seed, f"ib/{c.client_id}"),
         )
         out.append(NodeClient(c.client_id, d.clone().update({"x": result.z})))
         kl += result.kl_nats * c.num_nodes
@@ -153,13 +167,14 @@ def bottleneck_clients(
     dataset: NodeDataset,
     transcript: Transcript,
     seed: int,
+    labels: Labels | None = None,
 ) -> tuple[tuple[NodeClient, ...], float]:
     """The defense as a target runs it: one-shot and local, so only the frozen head travels
     (server → every client, recorded); returns the transformed clients and the mean KL."""
     head = shared_head(cfg, dataset.num_features, dataset.num_classes)
     everyone = [client(k) for k in range(len(clients))]
     transcript.broadcast(0, SERVER, everyone, IB_HEAD, head.state_dict())
-    return transform_clients(clients, cfg, head, seed)
+    return transform_clients(clients, cfg, head, seed, labels)
 
 
 def surrogate_features(

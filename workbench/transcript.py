@@ -72,7 +72,8 @@ def payload_nbytes(payload: Any) -> int:
 
 
 # which rounds' payloads are kept (metadata is always kept): the first round's matter to attacks
-# that want an untrained model's gradients, the last round's to those reading the final state
+# that want an untrained model's gradients, the last round's to those reading the final state;
+# set-up phases recorded before round 0 (negative rounds) are kept with the first round
 KeepPayloads = Literal["all", "last_round", "first_and_last", "none"]
 
 
@@ -95,11 +96,24 @@ class Transcript:
         nbytes = payload_nbytes(payload)
         new_round = bool(self._messages) and self._messages[-1].round != round
         if new_round and self.keep_payloads in ("last_round", "first_and_last"):
-            first = self._messages[0].round if self.keep_payloads == "first_and_last" else None
-            self._messages = [m if m.round == first else _strip(m) for m in self._messages]
+            # set-up phases before round 0 (negative rounds) count as part of the first round
+            first = (
+                max(self._messages[0].round, 0) if self.keep_payloads == "first_and_last" else None
+            )
+            self._messages = [
+                m if first is not None and m.round <= first else _strip(m) for m in self._messages
+            ]
         msgs = [Message(round, sender, r, kind, nbytes, stored) for r in receivers]
         self._messages.extend(msgs)
         return msgs
+
+    def absorb(self, other: Transcript, round_offset: int) -> None:
+        """Append the messages of a phase recorded on its own (e.g. a pre-training run), its
+        rounds shifted by ``round_offset`` so the rounds stay in order."""
+        self._messages.extend(
+            Message(m.round + round_offset, m.sender, m.receiver, m.kind, m.nbytes, m.payload)
+            for m in other.messages
+        )
 
     @property
     def messages(self) -> tuple[Message, ...]:

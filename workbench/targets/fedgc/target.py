@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -44,6 +44,7 @@ from workbench.targets.fedgc.condensation import (
     random_gcn,
 )
 from workbench.targets.fedgc.exchange import extended_client
+from workbench.targets.fedgc.self_training import self_train
 from workbench.targets.training import (
     Release,
     TrainingRecipe,
@@ -87,6 +88,18 @@ class FedGCConfig(BaseModel):
     weighting: Weighting = Field("counts", description="counts: n_j(c)/n(c) (paper); mean (code)")
     exchange_hops: int = Field(
         2, ge=0, le=4, description="one-step neighbour exchange radius (code: 2; 0 = none)"
+    )
+    self_train_rounds: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="federated self-training (FedAvg of a GCN φ_st) rounds before the IB, whose "
+        "pseudo-labels the IB trains on; 0 = none",
+    )
+    pseudo_labels: Literal["ib", "ib-and-condensation"] = Field(
+        "ib",
+        description="where self-training's pseudo-labels are used: the IB only (paper, code), "
+        "or condensation too (the paper's PL baseline)",
     )
     # evaluation: a GCN trained on G', then fine-tuned by each client
     model: ModelConfig = ModelConfig(hidden=256)
@@ -220,16 +233,37 @@ class FedGC:
         transcript = Transcript(cfg.keep_payloads)
         clients = federation.clients
         everyone = [client(k) for k in range(len(clients))]
+        # set-up phases take negative rounds, so condensation starts at round 0
         if cfg.exchange_hops:  # before everything else, cross-client neighbourhoods arrive
             grown = [extended_client(ds, c, cfg.exchange_hops) for c in clients]
             for k, (_, received) in enumerate(grown):
                 payload = {"global_id": received.global_id, "x": received.x}
-                transcript.send(0, SERVER, client(k), NEIGHBOUR_FEATURES, payload)
+                transcript.send(
+                    -cfg.self_train_rounds - 1, SERVER, client(k), NEIGHBOUR_FEATURES, payload
+                )
             clients = tuple(c for c, _ in grown)
+        extra: dict[str, float] = {}
+        ib_labels = None
+        if cfg.self_train_rounds:
+            st = self_train(
+                federation, clients, cfg.model, cfg.self_train_rounds, cfg.keep_payloads, seed
+            )
+            transcript.absorb(st.transcript, -cfg.self_train_rounds)
+            extra = {
+                "self_train_val_accuracy": st.val_accuracy,
+                "pseudo_accuracy": st.pseudo_accuracy,
+            }
+            ib_labels = st.labels
+            if cfg.pseudo_labels == "ib-and-condensation":
+                clients = tuple(
+                    NodeClient(c.client_id, c.data.clone().update({"y": y, "train_mask": m}))
+                    for c, (y, m) in zip(clients, st.labels, strict=True)
+                )
         ib = {d.name: d.config for d in defenses}.get("information-bottleneck")
-        ib_kl = None
         if ib is not None:  # condensation then runs in the clients' Z space
-            clients, ib_kl = bottleneck_clients(clients, ib, ds, transcript, seed)
+            clients, extra["ib_kl_nats"] = bottleneck_clients(
+                clients, ib, ds, transcript, seed, ib_labels
+            )
 
         counts = np.stack(
             [
@@ -297,9 +331,8 @@ class FedGC:
             "best_round": float(best_round),
             "condensed_nodes": float(labels.size),
             "final_matching_loss": losses[-1],
+            **extra,
         }
-        if ib_kl is not None:
-            utility["ib_kl_nats"] = ib_kl
         return TrainedTarget(
             name=self.name,
             level=ds.level,

@@ -19,6 +19,7 @@ from workbench.transcript import (
     CLASS_COUNTS,
     CONDENSED_GRAPH,
     GRADIENTS,
+    MODEL_WEIGHTS,
     NEIGHBOUR_FEATURES,
     PUBLIC,
     SERVER,
@@ -122,3 +123,24 @@ def test_the_neighbour_exchange_is_recorded_with_features_only(trained):
     relayed = [m for m in trained.transcript.messages if m.kind == NEIGHBOUR_FEATURES]
     assert [m.receiver for m in relayed] == [client(k) for k in range(3)]
     assert all(set(m.payload) == {"global_id", "x"} for m in relayed)
+
+
+def test_self_training_feeds_the_ib_its_pseudo_labels(federation):
+    """The set-up phases come first in the transcript, in round order, the self-training
+    uploads (models the server sees) among them; with pseudo-labels in condensation too, the
+    class counts cover them."""
+    fedgc, ib = TARGETS.get("fedgc"), applied("information-bottleneck", {"epochs": 20})
+    cfg = {**SHORT, "rounds": 10, "self_train_rounds": 40}
+    trained = fedgc.fit(federation, fedgc.Config(**cfg), [ib], 0)
+    msgs = trained.transcript.messages
+    assert [m.round for m in msgs] == sorted(m.round for m in msgs)
+    assert {m.round for m in msgs if m.kind == NEIGHBOUR_FEATURES} == {-41}
+    ups = {m.round for m in msgs if m.kind == MODEL_WEIGHTS and m.receiver == SERVER}
+    assert ups == set(range(-40, 0))
+    assert trained.utility["pseudo_accuracy"] > 0.5 and trained.utility["ib_kl_nats"] > 0
+    both = fedgc.fit(federation, fedgc.Config(**cfg, pseudo_labels="ib-and-condensation"), [ib], 0)
+    counted = [
+        sum(m.payload.sum() for m in t.transcript.messages if m.kind == CLASS_COUNTS)
+        for t in (trained, both)
+    ]
+    assert counted[1] > 2 * counted[0]
