@@ -10,6 +10,7 @@ from attacks.attribute import (  # noqa: F401
 from attacks.base import ATTACKS, Attack, AttackInput, AttackOutput, Candidates
 from attacks.membership import lira, rmia, shadow, threshold  # noqa: F401
 from attacks.reconstruction import (  # noqa: F401
+    class_gradient_inversion,
     feature_inversion,
     gradient_inversion,
     graph_reconstruction,

@@ -251,6 +251,21 @@ def reconstruction_metrics(
     return metrics, match
 
 
+def singleton_metrics(
+    rows: np.ndarray, truth: np.ndarray, match: np.ndarray, group_size: np.ndarray
+) -> dict[str, float | None]:
+    """Mean cosine over the true rows matched to a reconstruction from a one-record gradient
+    (``group_size`` 1: e.g. the only node of its class at a client), where inversion is
+    near-exact, beside the rest."""
+    cos = (unit_rows(rows[match]) * unit_rows(truth)).sum(1)
+    single = group_size[match] == 1
+    return {
+        "cosine_singleton": float(cos[single].mean()) if single.any() else None,
+        "cosine_grouped": float(cos[~single].mean()) if (~single).any() else None,
+        "singleton_rows": float(single.sum()),
+    }
+
+
 def label_reconstruction_metrics(
     labels: np.ndarray, truth: np.ndarray, prior: np.ndarray
 ) -> dict[str, float | None]:

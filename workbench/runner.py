@@ -36,6 +36,7 @@ from attacks.metrics import (
     membership_metrics,
     neighbour_mse,
     reconstruction_metrics,
+    singleton_metrics,
     value_fractions,
 )
 from defenses import applied
@@ -403,6 +404,9 @@ def client_data_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
     def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
         ordered = out.details.get("order") != "set"
         metrics, match = reconstruction_metrics(out.scores, task.features, prior_x, ordered)
+        if "class_size" in out.details:
+            sizes = np.asarray(out.details["class_size"])
+            metrics.update(singleton_metrics(out.scores, task.features, match, sizes))
         labels = np.asarray(out.details["labels"])[match]
         return {**metrics, **label_reconstruction_metrics(labels, task.labels, prior_y)}, None
 
