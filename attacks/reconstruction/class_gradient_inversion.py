@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from workbench.errors import NotApplicableError
-from workbench.targets.fedgc.condensation import class_gradients
+from workbench.targets.fedgc.condensation import class_gradients, receptive_field
 from workbench.threat import ServerView
 from workbench.transcript import CLASS_COUNTS, GRADIENTS, MODEL_WEIGHTS, client
 
@@ -128,7 +128,8 @@ class ClassGradientInversion:
         loss = torch.zeros(())
         for _ in range(config.steps):
             opt.zero_grad()
-            sim = flat(class_gradients(theta, x, adj, y, everyone, create_graph=True)[c])
+            field = receptive_field(x, adj, y, everyone)
+            sim = flat(class_gradients(theta, field, create_graph=True)[c])
             loss = 1 - F.cosine_similarity(sim, target, dim=0)
             loss.backward()
             opt.step()

@@ -18,20 +18,17 @@ from workbench.data.partition import make_partition
 from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import NotApplicableError
 from workbench.targets import TARGETS
-from workbench.targets.fedgc.condensation import class_gradients, random_gcn
+from workbench.targets.fedgc.condensation import class_gradients, random_gcn, receptive_field
 from workbench.threat import client_data_knowledge, server_view
 
 
 def test_one_isolated_node_is_recovered_exactly():
     theta = [p.double() for p in random_gcn(12, 16, 3, torch.Generator().manual_seed(0))]
     x = torch.rand(1, 12, dtype=torch.float64)
-    grads = class_gradients(
-        theta,
-        x,
-        torch.eye(1, dtype=torch.float64),
-        torch.tensor([2]),
-        torch.ones(1, dtype=torch.bool),
+    field = receptive_field(
+        x, torch.eye(1, dtype=torch.float64), torch.tensor([2]), torch.ones(1, dtype=torch.bool)
     )
+    grads = class_gradients(theta, field)
     torch.testing.assert_close(rank_one_rows(grads[2]), x[0])
 
 

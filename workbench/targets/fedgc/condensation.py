@@ -10,6 +10,7 @@ the condensed side can be differentiated through its gradient (``create_graph``)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -94,29 +95,41 @@ def random_gcn(
     return out
 
 
-def gcn_logits(params: Params, x: torch.Tensor, adj: torch.Tensor) -> torch.Tensor:
-    """Â ReLU(Â X W1 + b1) W2 + b2; ``adj`` is a normalised sparse or dense Â."""
-    w1, b1, w2, b2 = params
-    h = torch.relu(adj @ (x @ w1) + b1)
-    return adj @ (h @ w2) + b2
+@dataclass(frozen=True)
+class ReceptiveField:
+    """What a 2-layer GCN's loss on some labelled nodes depends on: the aggregated features
+    Â X of the nodes within one hop of them (whose hidden states reach them) and the rows of
+    Â that carry those states to them. A client builds it once; a round's gradients then cost
+    O(|field|·d·h) instead of O(|graph|·d·h) (the code samples such neighbourhoods instead)."""
+
+    ax: torch.Tensor  # [n1, d]: (Â X) rows of the labelled nodes' 1-hop neighbourhood
+    adj: torch.Tensor  # [t, n1]: Â rows of the labelled nodes, restricted to it
+    y: torch.Tensor  # [t]: the labelled nodes' labels
+
+
+def receptive_field(
+    x: torch.Tensor, adj: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
+) -> ReceptiveField:
+    """The field of the ``mask`` nodes, from a sparse or dense normalised Â (differentiable
+    in ``x`` and a dense ``adj``: the condensed side builds it every step)."""
+    rows = (adj.to_dense() if adj.is_sparse else adj)[mask]
+    near = torch.nonzero(rows.detach().abs().sum(0)).squeeze(1)
+    return ReceptiveField((adj @ x)[near], rows[:, near], y[mask])
 
 
 def class_gradients(
-    params: Params,
-    x: torch.Tensor,
-    adj: torch.Tensor,
-    y: torch.Tensor,
-    mask: torch.Tensor,
-    create_graph: bool = False,
+    params: Params, field: ReceptiveField, create_graph: bool = False
 ) -> dict[int, Params]:
-    """∇_θ of the mean cross-entropy over the ``mask`` nodes of each class present there,
-    with every node's full 2-hop neighbourhood (one forward pass serves all classes)."""
+    """∇_θ of the mean cross-entropy over the field's labelled nodes of each class, each
+    with its full 2-hop neighbourhood (one forward pass serves all classes)."""
     theta = [p if p.requires_grad else p.detach().requires_grad_(True) for p in params]
-    logits = gcn_logits(theta, x, adj)
+    w1, b1, w2, b2 = theta
+    hidden = torch.relu(field.ax @ w1 + b1)
+    logits = field.adj @ (hidden @ w2) + b2
     out = {}
-    for c in y[mask].unique().tolist():
-        nodes = mask & (y == c)
-        loss = F.cross_entropy(logits[nodes], y[nodes])
+    for c in field.y.unique().tolist():
+        nodes = field.y == c
+        loss = F.cross_entropy(logits[nodes], field.y[nodes])
         grads = torch.autograd.grad(loss, theta, retain_graph=True, create_graph=create_graph)
         out[int(c)] = list(grads)
     return out

@@ -42,6 +42,7 @@ from workbench.targets.fedgc.condensation import (
     normalised_dense,
     normalised_sparse,
     random_gcn,
+    receptive_field,
 )
 from workbench.targets.fedgc.exchange import extended_client
 from workbench.targets.fedgc.self_training import self_train
@@ -198,7 +199,8 @@ def matching_loss(
     """Σ_c coeff_c · D(∇θ L on G'_c, g_c) over the classes both sides have (Eq. 3)."""
     adj = normalised_dense(graph.edges(graph.x))
     everyone = torch.ones(graph.y.numel(), dtype=torch.bool)
-    synthetic = class_gradients(theta, graph.x, adj, graph.y, everyone, create_graph=True)
+    field = receptive_field(graph.x, adj, graph.y, everyone)
+    synthetic = class_gradients(theta, field, create_graph=True)
     shared = [c for c in real if c in synthetic]
     return sum(float(coeff[c]) * gradient_distance(synthetic[c], real[c], distance) for c in shared)
 
@@ -278,7 +280,15 @@ class FedGC:
         coeff = class_coefficients(labels, ds.num_classes)
         feature_opt = torch.optim.Adam([graph.x], lr=cfg.feature_lr)
         edge_opt = torch.optim.Adam(graph.edges.parameters(), lr=cfg.adjacency_lr)
-        adjacency = [normalised_sparse(c.data.edge_index, c.num_nodes) for c in clients]
+        fields = [
+            receptive_field(
+                c.data.x,
+                normalised_sparse(c.data.edge_index, c.num_nodes),
+                c.data.y,
+                c.data.train_mask,
+            )
+            for c in clients
+        ]
         draws = torch.Generator().manual_seed(derive_seed(seed, "fedgc-theta"))
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
         every = max(cfg.rounds // cfg.checkpoints, 1)
@@ -289,9 +299,8 @@ class FedGC:
             theta = random_gcn(ds.num_features, cfg.matching_hidden, ds.num_classes, draws)
             transcript.broadcast(r, SERVER, everyone, MODEL_WEIGHTS, theta)
             uploads = []
-            for k, c in enumerate(clients):
-                d = c.data
-                grads = class_gradients(theta, d.x, adjacency[k], d.y, d.train_mask)
+            for k in range(len(clients)):
+                grads = class_gradients(theta, fields[k])
                 msg = transcript.send(r, client(k), SERVER, GRADIENTS, grads)
                 uploads.append(grads if msg.payload is None else msg.payload)
             real = aggregate_class_gradients(uploads, counts, cfg.weighting)

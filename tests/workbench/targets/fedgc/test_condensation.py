@@ -9,11 +9,11 @@ from workbench.targets.fedgc.condensation import (
     class_coefficients,
     class_gradients,
     condensed_labels,
-    gcn_logits,
     gradient_distance,
     normalised_dense,
     normalised_sparse,
     random_gcn,
+    receptive_field,
 )
 
 
@@ -60,23 +60,37 @@ def test_sparse_and_dense_normalisation_agree():
     assert normalised_dense(dense)[0, 1].item() == pytest.approx(1 / np.sqrt(2 * 3))
 
 
+def full_graph_logits(params, x, adj):
+    """The 2-layer GCN on the whole graph: Â ReLU(Â X W1 + b1) W2 + b2."""
+    w1, b1, w2, b2 = params
+    return adj @ (torch.relu(adj @ (x @ w1) + b1) @ w2) + b2
+
+
 def test_class_gradients_are_each_class_losss_gradient_on_either_adjacency():
+    """The receptive field (node 5 sits three hops from every labelled node and is left out)
+    gives the gradients of the whole-graph GCN."""
     g = torch.Generator().manual_seed(1)
-    x, y = torch.randn(6, 4, generator=g), torch.tensor([0, 0, 1, 1, 2, 2])
-    edges = torch.tensor([[0, 1, 2, 3, 4, 1], [1, 2, 3, 4, 5, 4]])
+    x, y = torch.randn(7, 4, generator=g), torch.tensor([0, 0, 1, 1, 2, 2, 2])
+    edges = torch.tensor([[0, 1, 2, 3, 4, 1, 6], [1, 2, 3, 4, 5, 4, 0]])
     edges = torch.cat([edges, edges.flip(0)], 1)
-    dense = torch.zeros(6, 6)
+    dense = torch.zeros(7, 7)
     dense[edges[0], edges[1]] = 1.0
     theta = random_gcn(4, 8, 3, g)
-    mask = torch.tensor([True, True, True, False, False, True])
-    sparse_grads = class_gradients(theta, x, normalised_sparse(edges, 6), y, mask)
-    dense_grads = class_gradients(theta, x, normalised_dense(dense), y, mask)
+    mask = torch.tensor([True, True, True, False, False, False, True])
+    sparse_field = receptive_field(x, normalised_sparse(edges, 7), y, mask)
+    dense_field = receptive_field(x, normalised_dense(dense), y, mask)
+    assert sparse_field.ax.shape[0] < 7  # node 5 is not in it
+    sparse_grads = class_gradients(theta, sparse_field)
+    dense_grads = class_gradients(theta, dense_field)
     assert sorted(sparse_grads) == [0, 1, 2]
     w = [p.clone().requires_grad_(True) for p in theta]
-    loss = F.cross_entropy(gcn_logits(w, x, normalised_dense(dense))[[2]], y[[2]])
-    expected = torch.autograd.grad(loss, w)
-    for a, b, e in zip(sparse_grads[1], dense_grads[1], expected, strict=True):
-        assert torch.allclose(a, e, atol=1e-6) and torch.allclose(b, e, atol=1e-6)
+    logits = full_graph_logits(w, x, normalised_dense(dense))
+    for c, nodes in ((1, [2]), (0, [0, 1])):
+        expected = torch.autograd.grad(
+            F.cross_entropy(logits[nodes], y[nodes]), w, retain_graph=True
+        )
+        for a, b, e in zip(sparse_grads[c], dense_grads[c], expected, strict=True):
+            assert torch.allclose(a, e, atol=1e-6) and torch.allclose(b, e, atol=1e-6)
 
 
 def test_aggregation_weighs_by_class_counts_or_equally():
