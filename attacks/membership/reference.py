@@ -273,9 +273,11 @@ class ReferencePool:
         """One model per inclusion row, trained on the records that row selects."""
         order = np.argsort(records.ids, kind="stable")  # the same models in any record order
         records, inclusion = subset(records, order), inclusion[:, order]
-        key = self._key(purpose, records, inclusion, recipe)
-        if key not in self._cache:
-            dataset = self._dataset(records, graph, spec.num_classes)
+        key = self._key(purpose, records, inclusion, recipe)  # seeds the models
+        features = features_digest(records, graph)
+        slot = key + features  # models of other features (an adaptive attacker's) are others
+        if slot not in self._cache:
+            dataset = self._dataset(records, graph, spec.num_classes, features)
             shards = self._shards(dataset, recipe.num_clients, derive_seed(self.seed, key))
             jobs = [
                 TrainJob(
@@ -285,18 +287,21 @@ class ReferencePool:
                 )
                 for i, row in enumerate(inclusion)
             ]
-            self._cache[key] = self._run(jobs, dataset)
+            self._cache[slot] = self._run(jobs, dataset)
             self.trained += len(jobs)
         out = []
-        for state in self._cache[key]:
+        for state in self._cache[slot]:
             model = spec.build()
             model.load_state_dict(state)
             out.append(model.eval())
         return out
 
-    def _dataset(self, records: Candidates, graph: Data | None, num_classes: int) -> Dataset:
+    def _dataset(
+        self, records: Candidates, graph: Data | None, num_classes: int, features: str
+    ) -> Dataset:
         """One dataset object per record set, so workers started for it can be reused."""
-        tag = hashlib.sha256(records.level.encode() + records.ids.tobytes()).hexdigest()
+        ids = records.level.encode() + records.ids.tobytes() + features.encode()
+        tag = hashlib.sha256(ids).hexdigest()
         if tag not in self._datasets:
             self._datasets[tag] = adversary_dataset(records, graph, num_classes)
         return self._datasets[tag]
@@ -343,6 +348,15 @@ class ReferencePool:
         h.update(np.ascontiguousarray(records.ids).tobytes())
         h.update(np.packbits(inclusion).tobytes())
         return h.hexdigest()[:16]
+
+
+def features_digest(records: Candidates, graph: Data | None) -> str:
+    """A digest of the features node-level models train on (an adaptive attacker replaces
+    them with its own encoding); empty at graph level, where the records carry them."""
+    if records.level == "graph" or graph is None:
+        return ""
+    rows = graph.x[torch.from_numpy(np.asarray(records.ids, dtype=np.int64))]
+    return hashlib.sha256(rows.contiguous().numpy().tobytes()).hexdigest()[:16]
 
 
 def federation_of(level: str, shards: list[np.ndarray], members: np.ndarray) -> Partition:

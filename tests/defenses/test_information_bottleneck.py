@@ -103,3 +103,14 @@ def test_adaptive_attacker_queries_in_z_space(federation, querier_input, name, p
     plain = TARGETS.get("fedavg").fit(federation, cfg, [], seed=0)
     with pytest.raises(NotApplicableError, match="information-bottleneck"):
         attack(plain, "ib-surrogate")
+
+
+def test_a_narrower_encoder_keeps_z_in_the_feature_space(federation):
+    from defenses.information_bottleneck import IBEncoder
+
+    enc = IBEncoder(16, hidden=4)
+    assert enc.w1.weight.shape == (4, 16) and enc.w2.weight.shape == (32, 4)
+    cfg = IBConfig(**FAST, hidden=4)
+    out, kl = transform_clients(federation.clients, cfg, shared_head(cfg, 16, 4), 0)
+    assert all(a.data.x.shape == b.data.x.shape for a, b in zip(out, federation.clients))
+    assert kl > 0

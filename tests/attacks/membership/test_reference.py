@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -135,3 +137,26 @@ def test_centralized_models_train_the_released_architecture_on_their_members(cel
     members, others = inclusion[0], ~inclusion[0]
     correct = logits.argmax(1).numpy() == aux.labels
     assert correct[members].mean() > correct[others].mean()  # it fit its members
+
+
+def test_models_on_other_features_are_trained_anew(cell):
+    """An adaptive attacker's models train on its own encoding: the pool must not hand it
+    the models it trained on the raw features (same records, same inclusion)."""
+    fed, trained = cell
+    pool = ReferencePool(jobs=1, seed=3)
+    inp = cell_input(cell, pool)
+    know = inp.knowledge
+    inclusion = np.zeros((1, know.aux.ids.size), bool)
+    inclusion[0, ::2] = True
+    (raw,) = reference.trained_models(inp, "shadow", know.aux, inclusion, "centralized")
+    graph = know.graph.clone()
+    graph.x = -graph.x
+    moved = AttackInput(inp.view, dataclasses.replace(know, graph=graph), inp.candidates, pool)
+    (other,) = reference.trained_models(moved, "shadow", know.aux, inclusion, "centralized")
+    (again,) = reference.trained_models(inp, "shadow", know.aux, inclusion, "centralized")
+    assert pool.trained == 2
+    assert not torch.equal(
+        raw.state_dict()["convs.0.lin.weight"], other.state_dict()["convs.0.lin.weight"]
+    )
+    for a, b in zip(raw.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
