@@ -112,5 +112,7 @@ def test_a_narrower_encoder_keeps_z_in_the_feature_space(federation):
     assert enc.w1.weight.shape == (4, 16) and enc.w2.weight.shape == (32, 4)
     cfg = IBConfig(**FAST, hidden=4)
     out, kl = transform_clients(federation.clients, cfg, shared_head(cfg, 16, 4), 0)
-    assert all(a.data.x.shape == b.data.x.shape for a, b in zip(out, federation.clients))
+    assert all(
+        a.data.x.shape == b.data.x.shape for a, b in zip(out, federation.clients, strict=True)
+    )
     assert kl > 0
