@@ -229,6 +229,13 @@ class FedGC:
                 f"targets.params.model.arch: fedgc trains on a weighted condensed graph, which "
                 f"needs 'gcn' (got '{cfg.model.arch}')"
             )
+        ib = {d.name: d.config for d in defenses}.get("information-bottleneck")
+        if cfg.self_train_rounds and ib is None and cfg.pseudo_labels == "ib":
+            raise ConfigError(
+                "targets.params.self_train_rounds: self-training's pseudo-labels feed the "
+                "information bottleneck (add the defense) or condensation (pseudo_labels: "
+                "ib-and-condensation); with neither it would train for nothing, set it to 0"
+            )
         ds = federation.dataset
         assert isinstance(ds, NodeDataset)
         seed_everything(derive_seed(seed, "fedgc"))
@@ -256,22 +263,18 @@ class FedGC:
                 "pseudo_accuracy": st.pseudo_accuracy,
             }
             ib_labels = st.labels
-            if cfg.pseudo_labels == "ib-and-condensation":
-                clients = tuple(
-                    NodeClient(c.client_id, c.data.clone().update({"y": y, "train_mask": m}))
-                    for c, (y, m) in zip(clients, st.labels, strict=True)
-                )
-        ib = {d.name: d.config for d in defenses}.get("information-bottleneck")
         if ib is not None:  # condensation then runs in the clients' Z space
             clients, extra["ib_kl_nats"] = bottleneck_clients(
                 clients, ib, ds, transcript, seed, ib_labels
             )
 
+        # what condensation matches: the clients' training labels, or with the PL baseline
+        # their pseudo-labels too (fine-tuning and scoring keep to the true labels)
+        condense_on = [(c.data.y, c.data.train_mask) for c in clients]
+        if ib_labels is not None and cfg.pseudo_labels == "ib-and-condensation":
+            condense_on = list(ib_labels)
         counts = np.stack(
-            [
-                np.bincount(c.data.y[c.data.train_mask].numpy(), minlength=ds.num_classes)
-                for c in clients
-            ]
+            [np.bincount(y[m].numpy(), minlength=ds.num_classes) for y, m in condense_on]
         )
         for k, row in enumerate(counts):
             transcript.send(0, client(k), SERVER, CLASS_COUNTS, torch.from_numpy(row))
@@ -281,13 +284,8 @@ class FedGC:
         feature_opt = torch.optim.Adam([graph.x], lr=cfg.feature_lr)
         edge_opt = torch.optim.Adam(graph.edges.parameters(), lr=cfg.adjacency_lr)
         fields = [
-            receptive_field(
-                c.data.x,
-                normalised_sparse(c.data.edge_index, c.num_nodes),
-                c.data.y,
-                c.data.train_mask,
-            )
-            for c in clients
+            receptive_field(c.data.x, normalised_sparse(c.data.edge_index, c.num_nodes), y, m)
+            for c, (y, m) in zip(clients, condense_on, strict=True)
         ]
         draws = torch.Generator().manual_seed(derive_seed(seed, "fedgc-theta"))
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)

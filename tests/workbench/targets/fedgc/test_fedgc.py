@@ -91,6 +91,8 @@ def test_defenses_it_cannot_apply_and_unweighted_models_are_refused(federation):
     fedgc = TARGETS.get("fedgc")
     with pytest.raises(ConfigError, match="model.arch: fedgc .* needs 'gcn'"):
         fedgc.fit(federation, fedgc.Config(**{**SHORT, "model": {"arch": "sage"}}), [], 0)
+    with pytest.raises(ConfigError, match="self_train_rounds: .* train for nothing"):
+        fedgc.fit(federation, fedgc.Config(**{**SHORT, "self_train_rounds": 5}), [], 0)
     with pytest.raises(ConfigError, match="fedgc cannot apply 'dp-fedavg'"):
         fedgc.fit(federation, fedgc.Config(**SHORT), [applied("dp-fedavg", {})], 0)
 
