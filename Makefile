@@ -34,6 +34,8 @@ bench: setup-dev
 	$(BIN)/python benchmarks/mia.py
 	$(BIN)/python benchmarks/secure_agg.py
 	$(BIN)/python benchmarks/suite.py
+	$(BIN)/python benchmarks/fedtad_round.py
+	$(BIN)/python benchmarks/fedgc_client_gradients.py
 
 clean:
 	rm -rf $(VENV) runs
