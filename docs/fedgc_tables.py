@@ -1,0 +1,127 @@
+"""FedGC's reproduction tables from the results stores of the three suites in
+examples/reproduction/ (fedgc-table1, fedgc-table2, fedgc-gamma): mean ± standard deviation
+over seeds, as markdown.
+
+    .venv/bin/python docs/fedgc_tables.py runs/fedgc-table1 runs/fedgc-table2 runs/fedgc-gamma
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from workbench.store import AttackRow, CellRow, ResultsStore
+
+MIAS = [  # (attack, features) columns of Table 2 and the γ curve
+    ("mia-shadow", "raw"),
+    ("mia-shadow", "ib-surrogate"),
+    ("mia-threshold", "raw"),
+    ("mia-threshold", "ib-surrogate"),
+    ("mia-lira", "raw"),
+    ("mia-lira", "ib-surrogate"),
+    ("mia-rmia", "raw"),
+    ("mia-rmia", "ib-surrogate"),
+]
+
+
+def fmt(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
+    if not values:
+        return "–"
+    v = np.asarray(values, dtype=float) * scale
+    return f"{v.mean():.{digits}f} ± {v.std():.{digits}f}" if v.size > 1 else f"{v[0]:.{digits}f}"
+
+
+def gamma(cell: CellRow) -> float | None:
+    for d in cell.config["target"].get("defenses", []):
+        if d["name"] == "information-bottleneck":
+            return float(d.get("params", {}).get("gamma", 5e-4))
+    return None
+
+
+def load(paths: list[str]) -> tuple[list[CellRow], dict[str, list[AttackRow]]]:
+    cells, attacks = [], defaultdict(list)
+    for p in paths:
+        if not (Path(p) / "results.sqlite").exists():
+            continue
+        store = ResultsStore(p)
+        cells += store.cells()
+        for a in store.attacks():
+            attacks[a.cell_id].append(a)
+    return cells, attacks
+
+
+def auc(rows: list[AttackRow], name: str, features: str) -> float | None:
+    for a in rows:
+        if a.attack == name and a.params.get("features", "raw") == features and a.status == "ok":
+            return a.metrics["auc"]
+    return None
+
+
+def table1(cells: list[CellRow]) -> None:
+    groups: dict[tuple, list[CellRow]] = defaultdict(list)
+    for c in cells:
+        if gamma(c) is None:
+            ratio = c.config["target"]["params"]["ratio"]
+            groups[(c.config["dataset"]["name"], ratio)].append(c)
+    print("| dataset | ratio | seeds | accuracy (fine-tuned) | G' alone | N' | best round |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for (ds, ratio), cs in sorted(groups.items()):
+        u = [c.utility for c in cs]
+        print(
+            f"| {ds} | {ratio} | {len(cs)} | {fmt([x['accuracy'] for x in u])} | "
+            f"{fmt([x['condensed_accuracy'] for x in u])} | "
+            f"{np.mean([x['condensed_nodes'] for x in u]):.0f} | "
+            f"{np.mean([x['best_round'] for x in u]):.0f} |"
+        )
+
+
+def mia_table(cells: list[CellRow], attacks: dict[str, list[AttackRow]], by: str) -> None:
+    groups: dict[tuple, list[CellRow]] = defaultdict(list)
+    for c in cells:
+        if c.config["target"]["params"]["ratio"] != 0.5:
+            continue
+        g = gamma(c)
+        key = (c.config["dataset"]["name"], "no IB" if g is None else f"IB γ={g:g}")
+        groups[key].append(c)
+    head = " | ".join(
+        f"{n.removeprefix('mia-')} {'adaptive' if f != 'raw' else 'raw'}" for n, f in MIAS
+    )
+    print(f"| dataset | {by} | seeds | accuracy | KL (nats) | {head} | inversion cos (prior) |")
+    print("|---|---|---:|---:|---:|" + "---:|" * len(MIAS) + "---:|")
+    for (ds, setting), cs in sorted(groups.items()):
+        aucs = [
+            fmt([v for c in cs if (v := auc(attacks[c.cell_id], n, f)) is not None])
+            for n, f in MIAS
+        ]
+        inv = [
+            (a.metrics["cosine"], a.metrics["cosine_baseline"])
+            for c in cs
+            for a in attacks[c.cell_id]
+            if a.attack == "class-gradient-inversion" and a.status == "ok"
+        ]
+        kl = [c.utility["ib_kl_nats"] for c in cs if "ib_kl_nats" in c.utility]
+        inversion = (
+            f"{fmt([i[0] for i in inv], 1, 2)} ({fmt([i[1] for i in inv], 1, 2)})" if inv else "–"
+        )
+        print(
+            f"| {ds} | {setting} | {len(cs)} | {fmt([c.utility['accuracy'] for c in cs])} | "
+            f"{fmt(kl, 1)} | " + " | ".join(aucs) + f" | {inversion} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("runs", nargs="+")
+    args = parser.parse_args()
+    cells, attacks = load(args.runs)
+    print("## Table 1: accuracy (%) by condensation ratio, no IB\n")
+    table1(cells)
+    print("\n## Table 2 and the γ curve: accuracy (%), membership AUC (%), inversion cosine\n")
+    mia_table(cells, attacks, "setting")
+
+
+if __name__ == "__main__":
+    main()
