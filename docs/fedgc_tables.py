@@ -61,27 +61,34 @@ def auc(rows: list[AttackRow], name: str, features: str) -> float | None:
 
 
 def table1(cells: list[CellRow]) -> None:
+    """FedGC without the IB by ratio, and the reference targets on the same federation."""
     groups: dict[tuple, list[CellRow]] = defaultdict(list)
     for c in cells:
         if gamma(c) is None:
-            ratio = c.config["target"]["params"]["ratio"]
-            groups[(c.config["dataset"]["name"], ratio)].append(c)
-    print("| dataset | ratio | seeds | accuracy (fine-tuned) | G' alone | N' | best round |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for (ds, ratio), cs in sorted(groups.items()):
+            target = c.config["target"]
+            ratio = target["params"].get("ratio", "–")
+            groups[(c.config["dataset"]["name"], target["name"], str(ratio))].append(c)
+    print("| dataset | target | ratio | seeds | accuracy | G' alone | N' | best round |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for (ds, target, ratio), cs in sorted(groups.items()):
         u = [c.utility for c in cs]
+        condensed = target == "fedgc"
         print(
-            f"| {ds} | {ratio} | {len(cs)} | {fmt([x['accuracy'] for x in u])} | "
-            f"{fmt([x['condensed_accuracy'] for x in u])} | "
-            f"{np.mean([x['condensed_nodes'] for x in u]):.0f} | "
-            f"{np.mean([x['best_round'] for x in u]):.0f} |"
+            f"| {ds} | {target} | {ratio} | {len(cs)} | {fmt([x['accuracy'] for x in u])} | "
+            + (
+                f"{fmt([x['condensed_accuracy'] for x in u])} | "
+                f"{np.mean([x['condensed_nodes'] for x in u]):.0f} | "
+                if condensed
+                else "– | – | "
+            )
+            + f"{np.mean([x['best_round'] for x in u]):.0f} |"
         )
 
 
 def mia_table(cells: list[CellRow], attacks: dict[str, list[AttackRow]], by: str) -> None:
     groups: dict[tuple, list[CellRow]] = defaultdict(list)
     for c in cells:
-        if c.config["target"]["params"]["ratio"] != 0.5:
+        if c.config["target"]["params"].get("ratio") != 0.5:
             continue
         g = gamma(c)
         key = (c.config["dataset"]["name"], "no IB" if g is None else f"IB γ={g:g}")
