@@ -103,3 +103,21 @@ def test_not_applicable_without_per_class_gradients(cell):
     fedavg = TARGETS.get("fedavg").fit(fed, {"rounds": 2}, [], 0)
     with pytest.raises(NotApplicableError, match="per-class gradients"):
         _invert(fed, fedavg, 0)
+
+
+def test_reads_only_its_view_and_the_auxiliary_pool(cell):
+    """Every population row outside the attacker's pool replaced by noise: the same output."""
+    import dataclasses
+
+    fed, trained = cell
+    cfg = ClassGradientInversionConfig(client=1, method="optimise", steps=20)
+    knowledge = client_data_knowledge(fed, trained, 1, structure=False)
+    graph = knowledge.graph.clone()
+    outside = np.setdiff1d(np.arange(graph.num_nodes), knowledge.aux_ids)
+    graph.x[torch.from_numpy(outside)] = torch.randn(outside.size, graph.x.shape[1])
+    attack, view = ATTACKS.get("class-gradient-inversion"), server_view(trained, fed)
+    outs = [
+        attack.run(AttackInput(view, k, np.array([1])), cfg, 0)
+        for k in (knowledge, dataclasses.replace(knowledge, graph=graph))
+    ]
+    np.testing.assert_array_equal(outs[0].scores, outs[1].scores)
