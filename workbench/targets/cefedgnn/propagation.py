@@ -76,7 +76,8 @@ def coefficients(
         count = torch.bincount(rows, minlength=targets.numel()).clamp(min=1).float()
         value = 1.0 / count[rows]
     shape = (targets.numel(), client.num_nodes)
-    return torch.sparse_coo_tensor(torch.stack([rows, src]), value, shape).coalesce()
+    index = torch.stack([rows, src])
+    return torch.sparse_coo_tensor(index, value, shape, check_invariants=False).coalesce()
 
 
 def layer(conv: nn.Module, aggregated: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
