@@ -26,9 +26,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
 from torch_geometric.utils import degree as node_degree
 
-from accountants import PrivacyLedger
+from accountants import Gaussian, MetricGaussian, PrivacyLedger, rho_knn_percentile
+from defenses.metric_dp import normalise
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError
@@ -38,7 +40,7 @@ from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
 from workbench.targets.cefedgnn.halo import HaloClient, halo_client
 from workbench.targets.cefedgnn.propagation import Estimators, estimated_logits
-from workbench.targets.training import Release, TrainingRecipe, utility_scores
+from workbench.targets.training import Release, ReleaseRule, TrainingRecipe, utility_scores
 from workbench.transcript import (
     EMBEDDINGS,
     GRADIENTS,
@@ -62,6 +64,17 @@ class CEFedGNNConfig(BaseModel):
     lr: float = Field(0.5, gt=0.0, le=10.0, description="η (not given in the paper)")
     cross_edges: bool = Field(True, description="false: edges between clients dropped")
     federated: bool = Field(True, description="false: stand-alone clients (SC)")
+    model_noise: float = Field(0.0, ge=0.0, description="σ1 on the averaged model (paper: 1e-3)")
+    estimator_noise: float = Field(
+        0.0, ge=0.0, description="σ2 on the averaged gradient estimator (paper: 1e-3)"
+    )
+    clip: float = Field(
+        15.0,
+        gt=0.0,
+        description="L2 norm each client's model and estimator are clipped to before a noisy "
+        "average (paper: 15), which bounds one client's influence on it by 2·clip/N",
+    )
+    release: ReleaseRule = Field("best_val", description="best_val or last round's model")
     keep_payloads: KeepPayloads = "last_round"
 
 
@@ -78,7 +91,15 @@ class CEFedGNN:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        check_node_target(self.name, federation, defenses, (), "its defenses are not built yet")
+        check_node_target(
+            self.name,
+            federation,
+            defenses,
+            ("metric-dp",),
+            "its privacy is noise on what it exchanges: metric-DP on the boundary embeddings, "
+            "model_noise and estimator_noise on the averages",
+        )
+        mdp = {d.name: d.config for d in defenses}.get("metric-dp")
         cfg = config if isinstance(config, CEFedGNNConfig) else CEFedGNNConfig(**(config or {}))
         if (cfg.model.arch or "gcn") not in ("gcn", "sage") or (cfg.model.layers or 2) != 2:
             raise ConfigError(
@@ -89,6 +110,7 @@ class CEFedGNN:
         assert isinstance(ds, NodeDataset)
         seed_everything(derive_seed(seed, "ce-fedgnn"))
         gen = torch.Generator().manual_seed(derive_seed(seed, "ce-fedgnn/batches"))
+        noise = torch.Generator().manual_seed(derive_seed(seed, "ce-fedgnn/noise"))
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, "node")
         global_model = spec.build()
         estimator = [torch.zeros_like(p) for p in global_model.parameters()]
@@ -106,7 +128,7 @@ class CEFedGNN:
         transcript = Transcript(cfg.keep_payloads)
         everyone = [client(k) for k in range(len(clients))]
         # stand-alone clients have no one model to select rounds by: they keep their last
-        release = Release("best_val" if cfg.federated else "last")
+        release = Release(cfg.release if cfg.federated else "last")
         history = []
         for r in range(cfg.rounds):
             if cfg.federated:
@@ -124,14 +146,14 @@ class CEFedGNN:
                     transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, local[k].state_dict())
                     transcript.send(r, client(k), SERVER, GRADIENTS, local_g[k])
                 if cfg.cross_edges and cfg.federated:
-                    shared.append(self._release(k, c, estimators[k], transcript, r))
+                    shared.append(self._release(k, c, estimators[k], transcript, r, mdp, noise))
             for ids, h, deg in shared:  # the server's buffer, routed to the halo holders
                 buffer[ids], buffer_degree[ids] = h, deg
                 releases[ids.numpy()] += 1
             if shared:
                 self._route(clients, shared, transcript, r)
             if cfg.federated:
-                self._average(global_model, estimator, local, local_g)
+                self._average(global_model, estimator, local, local_g, cfg, noise)
             models = [global_model] * len(clients) if cfg.federated else local
             val = self._score(models, clients, buffer, buffer_degree, "val")["accuracy"]
             history.append({"round": float(r), "val_accuracy": val})
@@ -140,6 +162,7 @@ class CEFedGNN:
         models = [global_model] * len(clients) if cfg.federated else local
         test = self._score(models, clients, buffer, buffer_degree, "test")
         boundary = np.concatenate([c.data.global_id[c.boundary].numpy() for c in clients])
+        ledger = self._ledger(cfg, mdp, len(clients), int(releases.max(initial=0)))
         utility = {
             **test,
             "val_accuracy": release.val_accuracy,
@@ -147,6 +170,8 @@ class CEFedGNN:
             "max_releases": float(releases.max(initial=0)),
             "mean_releases_boundary": float(releases[boundary].mean()) if boundary.size else 0.0,
         }
+        if mdp is not None:  # ρ among the final normalised embeddings, where ε(ρ) is read
+            utility["metric_rho"] = embedding_rho(global_model, ds, mdp)
         return TrainedTarget(
             name=self.name,
             level="node",
@@ -155,13 +180,13 @@ class CEFedGNN:
             spec=spec,
             recipe=TrainingRecipe(
                 self.name,
-                {**cfg.model_dump(), "rounds": release.round + 1},
+                {**cfg.model_dump(), "rounds": release.round + 1, "release": "last"},
                 len(clients),
                 int(sum(int(c.data.train_mask.sum()) for c in clients)),
             ),
             query=NodeQueryAPI(global_model, ds.data),
             transcript=transcript,
-            ledger=PrivacyLedger(),
+            ledger=ledger,
             utility=utility,
             history=history,
         )
@@ -190,12 +215,15 @@ class CEFedGNN:
                     p.sub_(cfg.lr * gk)
 
     @staticmethod
-    def _release(k, c, est, transcript, r) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _release(k, c, est, transcript, r, mdp, noise):
         """The boundary nodes whose hidden estimator moved this round: their hidden states
-        and degrees go to the server (only updated ones are sent)."""
+        (with metric-DP, L2-normalised and perturbed by N(0, σ0² I), one draw per release)
+        and degrees go to the server; the others are not sent."""
         moved = c.boundary[est.touched[c.boundary]]
         ids = c.data.global_id[moved]
         h = torch.relu(est.hidden[moved])
+        if mdp is not None:
+            h = normalise(h) + mdp.sigma0 * torch.randn(h.shape, generator=noise)
         deg = node_degree(c.data.edge_index[1], c.num_nodes).long()[moved]
         est.touched[:] = False
         transcript.send(r, client(k), SERVER, EMBEDDINGS, {"global_id": ids, "h": h, "degree": deg})
@@ -212,12 +240,29 @@ class CEFedGNN:
                 transcript.send(r, SERVER, client(k), EMBEDDINGS, payload)
 
     @staticmethod
-    def _average(global_model, estimator, local, local_g) -> None:
-        """Uniform means of the clients' models and gradient estimators (1/N)."""
+    def _average(global_model, estimator, local, local_g, cfg, noise) -> None:
+        """Uniform means of the clients' models and gradient estimators (1/N); with noise,
+        of their clipped copies, plus one N(0, σ² I) draw every client receives."""
+        models = [torch.cat([p.detach().reshape(-1) for p in m.parameters()]) for m in local]
+        grads = [torch.cat([g.reshape(-1) for g in gs]) for gs in local_g]
+        w = noisy_mean(models, cfg.model_noise, cfg.clip, noise)
+        g = noisy_mean(grads, cfg.estimator_noise, cfg.clip, noise)
         with torch.no_grad():
-            for i, p in enumerate(global_model.parameters()):
-                p.copy_(torch.stack([list(m.parameters())[i] for m in local]).mean(0))
-                estimator[i].copy_(torch.stack([g[i] for g in local_g]).mean(0))
+            torch.nn.utils.vector_to_parameters(w, global_model.parameters())
+            torch.nn.utils.vector_to_parameters(g, estimator)
+
+    @staticmethod
+    def _ledger(cfg, mdp, num_clients: int, max_releases: int) -> PrivacyLedger:
+        """Metric-DP of the embedding releases, R′ the most any node was released; the
+        Gaussian noise on the averages at the client level (sensitivity 2·clip/N per round)."""
+        ledger = PrivacyLedger()
+        if mdp is not None and max_releases:
+            ledger = ledger.record(MetricGaussian(mdp.sigma0, max_releases))
+        for sigma in (cfg.model_noise, cfg.estimator_noise):
+            if sigma > 0 and cfg.federated:
+                sensitivity = 2 * cfg.clip / num_clients
+                ledger = ledger.record(Gaussian(sigma, sensitivity, cfg.rounds))
+        return ledger
 
     @staticmethod
     def _score(models, clients, buffer, buffer_degree, split) -> dict[str, float]:
@@ -244,6 +289,28 @@ class CEFedGNN:
                 )
                 per_client.append((c.data.y[nodes][mask].numpy(), logits[mask]))
         return utility_scores(per_client)
+
+
+def noisy_mean(
+    vectors: list[torch.Tensor], sigma: float, clip: float, generator: torch.Generator
+) -> torch.Tensor:
+    """The mean of ``vectors``; with ``sigma`` > 0, of their copies clipped to L2 norm
+    ``clip``, plus N(0, σ² I)."""
+    if sigma == 0:
+        return torch.stack(vectors).mean(0)
+    clipped = [v * min(1.0, clip / max(float(v.norm()), 1e-12)) for v in vectors]
+    mean = torch.stack(clipped).mean(0)
+    return mean + sigma * torch.randn(mean.shape, generator=generator)
+
+
+@torch.no_grad()
+def embedding_rho(model: nn.Module, dataset: NodeDataset, cfg) -> float:
+    """ρ: the ``percentile`` of k-th-nearest-neighbour distances among every node's final
+    normalised hidden embedding (the released model on the whole graph)."""
+    model.eval()
+    clean = normalise(model.embed(dataset.data.x, dataset.data.edge_index)).numpy()
+    k = min(cfg.k, clean.shape[0] - 1)
+    return rho_knn_percentile(clean, k=k, q=cfg.percentile, normalize=False)
 
 
 def local_degree(c: HaloClient, buffer_degree: torch.Tensor) -> torch.Tensor:

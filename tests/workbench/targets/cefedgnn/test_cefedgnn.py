@@ -7,6 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from accountants import Gaussian, MetricGaussian, epsilon
+from defenses import applied
 from workbench.data.federation import build_federation
 from workbench.data.partition import ClientPart, Partition, make_partition
 from workbench.data.synthetic import CSBMParams, csbm
@@ -14,6 +16,7 @@ from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets import TARGETS
+from workbench.targets.cefedgnn.target import noisy_mean
 from workbench.transcript import EMBEDDINGS, SERVER
 
 FAST = {
@@ -129,3 +132,48 @@ def test_same_seed_same_numbers_and_bad_models_refused(trained, federation):
     assert again.utility == trained.utility
     with pytest.raises(ConfigError, match="2-layer 'gcn' or 'sage'"):
         TARGETS.get("ce-fedgnn").fit(federation, {**FAST, "model": {"arch": "gat"}}, [], 0)
+
+
+def test_zero_noise_is_the_noise_free_mean():
+    gen = torch.Generator().manual_seed(0)
+    vectors = [torch.full((4,), 10.0), torch.zeros(4)]  # the first's norm (20) exceeds the clip
+    torch.testing.assert_close(noisy_mean(vectors, 0.0, 1.0, gen), torch.full((4,), 5.0))
+    clipped = noisy_mean(vectors, 1e-12, 1.0, gen)
+    torch.testing.assert_close(clipped, torch.full((4,), 0.25), atol=1e-6, rtol=0)
+
+
+def test_metric_dp_releases_and_the_ledger(trained, federation):
+    ce = TARGETS.get("ce-fedgnn")
+    noisy = ce.fit(
+        federation,
+        {**FAST, "model_noise": 1e-3, "estimator_noise": 1e-3},
+        [applied("metric-dp", {"sigma0": 0.05, "k": 10})],
+        seed=0,
+    )
+    ups = [
+        m
+        for m in noisy.transcript.messages
+        if m.kind == EMBEDDINGS and m.receiver == SERVER and m.payload is not None
+    ]
+    norms = torch.cat([m.payload["h"].norm(dim=1) for m in ups])
+    assert ((norms - 1.0).abs() < 0.5).all()  # unit vectors plus N(0, 0.05² I) in 16 dims
+    metric = noisy.ledger.metric().events
+    assert metric == (MetricGaussian(0.05, int(noisy.utility["max_releases"])),)
+    sensitivity = 2 * 15.0 / 3
+    assert noisy.ledger.standard().events == (Gaussian(1e-3, sensitivity, FAST["rounds"]),) * 2
+    rho = noisy.utility["metric_rho"]
+    assert 0 < rho <= 2.0
+    assert epsilon(noisy.ledger.metric(), 1e-4, rho=rho).epsilon > 0
+    assert trained.ledger.is_empty
+    with pytest.raises(ConfigError, match="ce-fedgnn cannot apply 'dp-fedavg'"):
+        ce.fit(federation, FAST, [applied("dp-fedavg", {})], 0)
+
+
+def test_the_recipe_rebuilds_the_released_model(trained, federation):
+    again = TARGETS.get("ce-fedgnn").fit(federation, trained.recipe.config, [], seed=0)
+    for a, b in zip(
+        again.global_model.state_dict().values(),
+        trained.global_model.state_dict().values(),
+        strict=True,
+    ):
+        assert torch.equal(a, b)
