@@ -1,6 +1,7 @@
 """Attacks: each gets one adversary's view and returns scores; metrics are computed outside
 the attack from ground truth. Importing a module registers it."""
 
+from attacks import audit  # noqa: F401
 from attacks.attribute import (  # noqa: F401
     inference,
     label_distribution,

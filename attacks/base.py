@@ -46,7 +46,9 @@ class AttackInput:
     references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
 
 
-Family = Literal["membership", "link", "distribution", "attribute", "client-data", "feature"]
+Family = Literal[
+    "membership", "link", "distribution", "attribute", "client-data", "feature", "audit"
+]
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ def adversaries(attack: Attack) -> tuple[str, ...]:
         return ("served",)
     if attack.family == "distribution":
         return ("server",)
-    if attack.family == "feature":
+    if attack.family in ("feature", "audit"):
         return ("insider",)
     field = attack.Config.model_fields.get("adversary")
     return get_args(field.annotation) if field is not None else ("querier",)

@@ -99,6 +99,39 @@ def epsilon_lower_bound(
     return float(max(eps.max(initial=0.0), 0.0))
 
 
+def held_out_epsilon(
+    scores: np.ndarray,
+    truth: np.ndarray,
+    delta: float,
+    seed: int,
+    confidence: float = CONFIDENCE,
+) -> float:
+    """A valid lower bound on ε from a distinguishing game: the decision rule (threshold and
+    direction) is chosen on half of the trials, where it gives the largest point estimate of
+    ln((TPR − δ)/FPR); the other half bounds that one rule with Clopper–Pearson intervals.
+    (Picking the best of many ROC points on the same trials, as ``epsilon_lower_bound`` does,
+    overstates the bound.)"""
+    truth = np.asarray(truth, dtype=bool)
+    half = np.random.default_rng(seed).random(truth.size) < 0.5
+    best, rule = -np.inf, (np.inf, 1.0)
+    for sign in (1.0, -1.0):
+        s, t = sign * scores[half], truth[half]
+        for cut in np.unique(s):
+            tpr, fpr = (s[t] >= cut).mean(), (s[~t] >= cut).mean()
+            with np.errstate(divide="ignore"):
+                value = np.log(max(tpr - delta, 1e-300) / max(fpr, 1.0 / max((~t).sum(), 1)))
+            if value > best:
+                best, rule = value, (cut, sign)
+    cut, sign = rule
+    s, t = sign * scores[~half], truth[~half]
+    hits, false = int((s[t] >= cut).sum()), int((s[~t] >= cut).sum())
+    tpr_lo, _ = clopper_pearson(np.array([hits]), int(t.sum()), confidence)
+    _, fpr_hi = clopper_pearson(np.array([false]), int((~t).sum()), confidence)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eps = float(np.log((tpr_lo[0] - delta) / fpr_hi[0]))
+    return max(eps, 0.0) if np.isfinite(eps) else 0.0
+
+
 def membership_metrics(
     scores: np.ndarray,
     truth: np.ndarray,

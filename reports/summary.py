@@ -49,6 +49,7 @@ FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("label_accuracy", "label accuracy"),
         ("label_accuracy_baseline", "prior label acc."),
         ("label_set_accuracy", "label multiset"),
+        ("cosine_singleton", "cosine, one-node gradients"),
     ),
     "feature": (
         ("cosine", "feature cosine"),
@@ -57,6 +58,13 @@ FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("feature_auc_baseline", "prior AUC"),
         ("mse", "MSE"),
         ("mse_nearest_1pct", "MSE to nearest 1%"),
+    ),
+    "audit": (
+        ("auc", "AUC"),
+        ("epsilon_held_out", "ε lb (held out)"),
+        ("epsilon_accountant", "ε(ρ) accountant"),
+        ("bound_holds", "bound holds"),
+        ("rho", "ρ"),
     ),
 }
 ATTACK_METRICS = tuple(dict.fromkeys(k for cols in FAMILY_COLUMNS.values() for k, _ in cols))

@@ -232,3 +232,47 @@ def attribute_challenge(
         )
     values = attribute_values(ds.data.x[:, column].numpy())
     return AttributeChallenge(nodes, values[nodes], column, 2)
+
+
+@dataclass(frozen=True)
+class ReidentificationChallenge:
+    """The metric-DP distinguishing game (CE-FedGNN's guarantee, audited): for pairs of nodes
+    whose clean normalised embeddings lie within ρ, the challenger secretly picks one of the
+    two (``chosen``: 1 for the second) and releases its embedding as the target's mechanism
+    does (N(0, σ0² I) noise, as many times as the ledger says). The adversary sees the pairs
+    and the releases; ``chosen`` is for scoring only."""
+
+    pairs: NodePairs
+    releases: np.ndarray  # [trials, releases, dim]
+    chosen: np.ndarray  # ground truth, for scoring only
+    rho: float
+    distance: np.ndarray  # clean distance of each pair (≤ ρ), for scoring only
+
+
+def reidentification_challenge(
+    clean: np.ndarray, rho: float, noise: list[tuple[float, int]], trials: int, seed: int
+) -> ReidentificationChallenge:
+    """``clean``: every node's normalised embedding; ``noise``: (σ0, releases) of each
+    metric-DP event. Each trial draws a node and pairs it with the farthest node within ρ of
+    it (the hardest pair the guarantee covers); nodes alone in their ρ-ball are skipped."""
+    from sklearn.neighbors import NearestNeighbors
+
+    rng = np.random.default_rng(seed)
+    index = NearestNeighbors(radius=rho).fit(clean)
+    first = rng.choice(clean.shape[0], size=min(4 * trials, clean.shape[0] * 4), replace=True)
+    dist, nbrs = index.radius_neighbors(clean[first], sort_results=True)
+    keep = [i for i, d in enumerate(dist) if d.size > 1][:trials]
+    if len(keep) < 20:
+        raise NotApplicableError(
+            f"reidentification audit: only {len(keep)} nodes have another within ρ = {rho:.4f}"
+        )
+    u = first[keep]
+    v = np.array([nbrs[i][-1] for i in keep])
+    d = np.array([dist[i][-1] for i in keep])
+    chosen = rng.random(u.size) < 0.5
+    source = clean[np.where(chosen, v, u)]
+    draws = [
+        source[:, None, :] + sigma * rng.standard_normal((u.size, count, clean.shape[1]))
+        for sigma, count in noise
+    ]
+    return ReidentificationChallenge(NodePairs(u, v), np.concatenate(draws, 1), chosen, rho, d)

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from accountants import PrivacyLedger, epsilon
+from accountants import MetricGaussian, PrivacyLedger, epsilon
 from accountants.accountant import OrderGridWarning
 from attacks import ATTACKS, AttackInput, AttackOutput, Candidates
 from attacks.attribute.inference import known_values
@@ -31,6 +31,7 @@ from attacks.metrics import (
     ROC,
     attribute_metrics,
     distribution_metrics,
+    held_out_epsilon,
     label_reconstruction_metrics,
     link_metrics,
     membership_metrics,
@@ -40,6 +41,7 @@ from attacks.metrics import (
     value_fractions,
 )
 from defenses import applied
+from defenses.metric_dp import normalise
 from workbench.challenges import (
     Challenge,
     LinkChallenge,
@@ -49,9 +51,10 @@ from workbench.challenges import (
     label_distribution_challenge,
     link_challenge,
     membership_challenge,
+    reidentification_challenge,
 )
 from workbench.data.catalog import load_dataset
-from workbench.data.datasets import Dataset
+from workbench.data.datasets import Dataset, NodeDataset
 from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
@@ -61,6 +64,7 @@ from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import (
     BackgroundKnowledge,
+    ReleaseView,
     View,
     attribute_knowledge,
     background_knowledge,
@@ -278,7 +282,7 @@ def run_cell(
     challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
     knowledge = background_knowledge(federation, trained)
     with ReferencePool(jobs, derive_seed(cell.seed, "references")) as pool:
-        inputs = CellInputs(trained, federation, challenge, knowledge, pool, cell.seed)
+        inputs = CellInputs(trained, federation, challenge, knowledge, pool, cell.seed, delta)
         for entry in attacks:
             report(f"attack {entry.key}")
             row, row_hash = run_attack(cell, entry, inputs, store)
@@ -319,6 +323,7 @@ class CellInputs:
     knowledge: BackgroundKnowledge
     pool: ReferencePool
     seed: int
+    delta: float = 1e-5
     _links: dict[str, LinkChallenge] = field(default_factory=dict)
 
     def links(self) -> LinkChallenge:
@@ -358,6 +363,8 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
         return client_data_inputs(cfg, inputs)
     if family == "feature":
         return feature_inputs(cfg, inputs)
+    if family == "audit":
+        return audit_inputs(cfg, inputs)
     if family == "distribution":
         truth = label_distribution_challenge(inputs.federation)
         aux = inputs.knowledge.aux_labels
@@ -412,6 +419,48 @@ def client_data_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
 
     view = server_view(inputs.trained, inputs.federation)
     return FamilyInputs(view, knowledge, np.array([cfg.client]), score)
+
+
+def audit_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
+    """The challenger replays the target's metric-DP mechanism (each metric event's σ0, as
+    many releases as it records) on pairs of nodes within the reported ρ of each other; the
+    scorer holds which node of each pair was released and compares the held-out ε lower bound
+    with the accountant's ε(ρ) at the cell's δ."""
+    trained = inputs.trained
+    events = [e for e in trained.ledger.metric().events if isinstance(e, MetricGaussian)]
+    rho = trained.utility.get("metric_rho")
+    ds = inputs.federation.dataset
+    if not events or rho is None or not isinstance(ds, NodeDataset):
+        raise NotApplicableError(
+            "reidentification-audit: the target makes no metric-DP release of node embeddings"
+        )
+    model = insider_view(trained, inputs.federation, "release").model
+    with torch.no_grad():
+        clean = normalise(model.embed(ds.data.x, ds.data.edge_index).double()).numpy()
+    noise = [(e.sigma0, e.releases) for e in events]
+    seed = derive_seed(inputs.seed, "reidentification")
+    task = reidentification_challenge(clean, rho, noise, cfg.trials, seed)
+    sigmas = np.concatenate([np.full(count, sigma) for sigma, count in noise])
+    view = ReleaseView(ds.level, ds.num_classes, model, task.releases, sigmas)
+
+    def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
+        metrics, curve = membership_metrics(out.scores, task.chosen)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OrderGridWarning)
+            bound = epsilon(trained.ledger.metric(), inputs.delta, rho=rho).epsilon
+        found = held_out_epsilon(out.scores, task.chosen, inputs.delta, seed)
+        metrics.update(
+            {
+                "epsilon_held_out": found,
+                "epsilon_accountant": bound,
+                "bound_holds": float(found <= bound),
+                "rho": rho,
+                "pair_distance_mean": float(task.distance.mean()),
+            }
+        )
+        return metrics, curve
+
+    return FamilyInputs(view, inputs.knowledge, task.pairs, score)
 
 
 def feature_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:

@@ -88,8 +88,19 @@ class InsiderView:
     api: QueryAPI | ServedAPI
 
 
-View = QuerierView | ServerView | ClientView | ServedView | InsiderView
-VIEWS = ("querier", "server", "client", "served", "insider")
+@dataclass(frozen=True)
+class ReleaseView:
+    """An adversary auditing a metric-DP release: the released model (white box) and the
+    noisy releases of one node of each candidate pair, at the mechanism's σ0 per release."""
+
+    level: Level
+    num_classes: int
+    model: nn.Module
+    releases: np.ndarray  # [pairs, releases, dim]
+    sigmas: np.ndarray  # [releases]: the noise std of each release
+
+
+View = QuerierView | ServerView | ClientView | ServedView | InsiderView | ReleaseView
 
 
 def querier_view(trained: TrainedTarget, federation: Federation) -> QuerierView:

@@ -4,6 +4,7 @@ from sklearn.metrics import roc_auc_score
 
 from attacks.metrics import (
     auc_interval,
+    held_out_epsilon,
     label_reconstruction_metrics,
     membership_metrics,
     reconstruction_metrics,
@@ -105,6 +106,17 @@ def test_epsilon_lower_bound_respects_a_known_mechanism():
     m, _ = membership_metrics(answer, truth)
     assert m["epsilon_lb"] <= 1.0
     assert m["epsilon_lb"] > 0.85  # and with 20k draws it gets close
+
+
+def test_held_out_epsilon_respects_a_known_mechanism_and_finds_it():
+    rng = np.random.default_rng(5)
+    truth = rng.random(20_000) < 0.5
+    keep = rng.random(truth.size) < np.e / (1 + np.e)  # randomised response, ε = 1
+    answer = np.where(keep, truth, ~truth).astype(float)
+    found = held_out_epsilon(answer, truth, delta=0.0, seed=0)
+    assert 0.8 < found <= 1.0
+    noise = rng.random(truth.size)
+    assert held_out_epsilon(noise, truth, delta=0.0, seed=0) < 0.2
 
 
 def test_reconstruction_metrics_match_sets_and_score_the_prior():

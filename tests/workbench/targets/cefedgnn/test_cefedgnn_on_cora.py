@@ -1,6 +1,7 @@
 """CE-FedGNN end to end on real Cora through the suite runner: 8 Louvain clients keeping their
-cross-client edges, metric-DP on the exchanged embeddings, ε(ρ) in the stored cell, and a
-membership attack on the released model."""
+cross-client edges, metric-DP on the exchanged embeddings, ε(ρ) in the stored cell, a
+membership attack on the released model, and the re-identification audit, whose lower bound
+must stay under ε(ρ)."""
 
 from workbench.runner import run_suite
 from workbench.store import ResultsStore
@@ -22,7 +23,10 @@ SUITE = {
             "defenses": [{"name": "metric-dp", "params": {"sigma0": 0.5}}],
         },
     ],
-    "attacks": [{"name": "mia-threshold", "params": {"signal": "loss"}}],
+    "attacks": [
+        {"name": "mia-threshold", "params": {"signal": "loss"}},
+        {"name": "reidentification-audit", "params": {"trials": 1000}},
+    ],
 }
 
 
@@ -33,4 +37,10 @@ def test_ce_fedgnn_on_cora(data_root, tmp_path):
     assert plain.utility["accuracy"] > 0.6  # 7 classes; the majority class is 0.30
     assert plain.utility["mean_releases_boundary"] > 1
     assert noisy.utility["metric_epsilon"] > 0 and noisy.utility["metric_rho"] > 0
-    assert all(r.status == "ok" for r in store.attacks())
+    rows = {(r.cell_id, r.attack): r for r in store.attacks()}
+    assert rows[(plain.cell_id, "mia-threshold")].status == "ok"
+    assert rows[(plain.cell_id, "reidentification-audit")].status == "not_applicable"
+    audit = rows[(noisy.cell_id, "reidentification-audit")].metrics
+    assert audit["bound_holds"] == 1.0
+    assert audit["epsilon_held_out"] <= audit["epsilon_accountant"]
+    assert audit["epsilon_accountant"] == noisy.utility["metric_epsilon"]
