@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.neighbors import NearestNeighbors
 
 from attacks.base import Candidates, NodePairs
 from attacks.metrics import value_fractions
@@ -255,8 +256,6 @@ def reidentification_challenge(
     """``clean``: every node's normalised embedding; ``noise``: (σ0, releases) of each
     metric-DP event. Each trial draws a node and pairs it with the farthest node within ρ of
     it (the hardest pair the guarantee covers); nodes alone in their ρ-ball are skipped."""
-    from sklearn.neighbors import NearestNeighbors
-
     rng = np.random.default_rng(seed)
     index = NearestNeighbors(radius=rho).fit(clean)
     first = rng.choice(clean.shape[0], size=min(4 * trials, clean.shape[0] * 4), replace=True)
