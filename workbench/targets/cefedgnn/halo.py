@@ -7,10 +7,12 @@ through the server, so halo rows carry no features and no label."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
+from torch_geometric.utils import degree
 
 from workbench.data.datasets import NodeDataset
 from workbench.data.partition import ClientPart
@@ -33,11 +35,17 @@ class HaloClient:
         """Global ids of the halo nodes, in local order."""
         return self.data.global_id[self.num_own :]
 
-    @property
+    @cached_property
     def boundary(self) -> torch.Tensor:
         """Local ids of own nodes with at least one halo neighbour: what the client releases."""
         src, dst = self.data.edge_index
         return torch.unique(src[(src < self.num_own) & (dst >= self.num_own)])
+
+    @cached_property
+    def degree(self) -> torch.Tensor:
+        """Each local node's degree over the client's edges: an own node's whole degree (all
+        its edges are here), a halo node's only as far as this client sees it."""
+        return degree(self.data.edge_index[1], self.num_nodes).long()
 
 
 def halo_client(dataset: NodeDataset, part: ClientPart) -> HaloClient:

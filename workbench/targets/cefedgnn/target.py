@@ -27,7 +27,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
-from torch_geometric.utils import degree as node_degree
 
 from accountants import Gaussian, MetricGaussian, PrivacyLedger, rho_knn_percentile
 from defenses.metric_dp import normalise
@@ -129,6 +128,7 @@ class CEFedGNN:
         everyone = [client(k) for k in range(len(clients))]
         # stand-alone clients have no one model to select rounds by: they keep their last
         release = Release(cfg.release if cfg.federated else "last")
+        models = [global_model] * len(clients) if cfg.federated else local  # who scores
         history = []
         for r in range(cfg.rounds):
             if cfg.federated:
@@ -154,12 +154,10 @@ class CEFedGNN:
                 self._route(clients, shared, transcript, r)
             if cfg.federated:
                 self._average(global_model, estimator, local, local_g, cfg, noise)
-            models = [global_model] * len(clients) if cfg.federated else local
             val = self._score(models, clients, buffer, buffer_degree, "val")["accuracy"]
             history.append({"round": float(r), "val_accuracy": val})
             release.offer(r, val, global_model if cfg.federated else local[0])
         release.load_into(global_model)
-        models = [global_model] * len(clients) if cfg.federated else local
         test = self._score(models, clients, buffer, buffer_degree, "test")
         boundary = np.concatenate([c.data.global_id[c.boundary].numpy() for c in clients])
         ledger = self._ledger(cfg, mdp, len(clients), int(releases.max(initial=0)))
@@ -224,7 +222,7 @@ class CEFedGNN:
         h = torch.relu(est.hidden[moved])
         if mdp is not None:
             h = normalise(h) + mdp.sigma0 * torch.randn(h.shape, generator=noise)
-        deg = node_degree(c.data.edge_index[1], c.num_nodes).long()[moved]
+        deg = c.degree[moved]
         est.touched[:] = False
         transcript.send(r, client(k), SERVER, EMBEDDINGS, {"global_id": ids, "h": h, "degree": deg})
         return ids, h, deg
@@ -315,7 +313,7 @@ def embedding_rho(model: nn.Module, dataset: NodeDataset, cfg) -> float:
 
 def local_degree(c: HaloClient, buffer_degree: torch.Tensor) -> torch.Tensor:
     """Own nodes' degrees as the client sees them (all their edges); halo nodes' as released."""
-    deg = node_degree(c.data.edge_index[1], c.num_nodes).long()
+    deg = c.degree.clone()
     deg[c.num_own :] = buffer_degree[c.halo]
     return deg
 
