@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.utils import degree, to_undirected
 
@@ -80,7 +81,13 @@ def load_dataset(name: str, params: dict | None = None, root: str | Path | None 
     base = data_root(root)
     if spec.folder is None:
         return spec.build(base, parsed)
-    return spec.build(_pyg_folder(spec, base), parsed)
+    # Two processes (parallel suites, Ray workers) processing the same dataset at once would
+    # read each other's half-written processed/ files: one processes, the other waits.
+    key = hashlib.sha256(str((base / spec.folder).resolve()).encode()).hexdigest()[:12]
+    locks = cache_root() / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with FileLock(locks / f"{key}.lock"):
+        return spec.build(_pyg_folder(spec, base), parsed)
 
 
 def _pyg_folder(spec: DatasetSpec, base: Path) -> Path:

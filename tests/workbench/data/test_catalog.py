@@ -1,3 +1,5 @@
+import dataclasses
+import fcntl
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,25 @@ def test_graph_mixture_pads_features_and_separates_labels(data_root: Path):
     assert [len(set(mix.source[c.ids])) for c in part.clients] == [1, 1, 1, 1]
     with pytest.raises(ConfigError, match="not a graph dataset"):
         load_dataset("graph-mixture", {"members": ["MUTAG", "Cora"]}, root=data_root)
+
+
+def test_processing_holds_a_lock_other_processes_wait_on(data_root: Path, tmp_path, monkeypatch):
+    """Parallel suites (or Ray workers) process the same dataset at once: while one process
+    builds, the dataset's lock is taken, so another cannot read half-written processed/ files."""
+    monkeypatch.setenv("FGLWB_CACHE", str(tmp_path / "cache"))
+    spec = DATASETS.get("Cora")
+    seen: list[bool] = []
+
+    def build(folder, params):
+        for lock in (tmp_path / "cache" / "locks").glob("*.lock"):
+            with open(lock) as other:  # a second open file description, as another process has
+                try:
+                    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    seen.append(False)
+                except BlockingIOError:
+                    seen.append(True)
+        return spec.build(folder, params)
+
+    monkeypatch.setitem(DATASETS._items, "Cora", dataclasses.replace(spec, build=build))
+    load_dataset("Cora", root=data_root)
+    assert seen == [True]
