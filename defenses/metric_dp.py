@@ -49,6 +49,8 @@ def normalise(x: torch.Tensor) -> torch.Tensor:
 class EmbeddingRelease:
     """The published table of noisy embeddings: the only thing a querier gets."""
 
+    normalised = True  # rows are L2-normalised before their noise (public protocol)
+
     def __init__(self, table: torch.Tensor) -> None:
         self._table = table
 

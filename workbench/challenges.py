@@ -75,16 +75,27 @@ class FeatureChallenge:
     population: np.ndarray
 
 
-def feature_challenge(federation: Federation, seed: int, max_nodes: int = 200) -> FeatureChallenge:
-    """A random sample of at most ``max_nodes`` of the clients' nodes."""
+def feature_challenge(
+    federation: Federation, seed: int, max_nodes: int = 200, among: np.ndarray | None = None
+) -> FeatureChallenge:
+    """A random sample of at most ``max_nodes`` of the clients' nodes (of those ``among``,
+    e.g. the nodes whose embeddings were exchanged, if given)."""
     ds = federation.dataset
     if not isinstance(ds, NodeDataset):
         raise NotApplicableError("feature inversion needs a node-level dataset")
-    held = np.flatnonzero(federation.partition.owner(ds.num_items) >= 0)
+    held = np.flatnonzero(held_owner(federation, among) >= 0)
     rng = np.random.default_rng(seed)
     nodes = np.sort(rng.choice(held, min(max_nodes, held.size), replace=False))
     x = ds.data.x.numpy()
     return FeatureChallenge(nodes, x[nodes], x)
+
+
+def held_owner(federation: Federation, among: np.ndarray | None) -> np.ndarray:
+    """Each node's client, -1 for nodes no client holds or (with ``among``) not among those."""
+    owner = federation.partition.owner(federation.dataset.num_items)
+    if among is None:
+        return owner
+    return np.where(np.isin(np.arange(owner.size), among), owner, -1)
 
 
 @dataclass(frozen=True)
@@ -103,16 +114,21 @@ class LinkChallenge:
 
 
 def link_challenge(
-    federation: Federation, seed: int, known_fraction: float = 0.2, max_pairs: int = 2000
+    federation: Federation,
+    seed: int,
+    known_fraction: float = 0.2,
+    max_pairs: int = 2000,
+    among: np.ndarray | None = None,
 ) -> LinkChallenge:
     """Positives: the population graph's edges between client nodes (``max_pairs`` at most
-    of each kind); negatives: as many random non-adjacent pairs of the same kind."""
+    of each kind); negatives: as many random non-adjacent pairs of the same kind. With
+    ``among``, both endpoints of every pair (known ones included) are among those nodes."""
     ds = federation.dataset
     if not isinstance(ds, NodeDataset):
         raise NotApplicableError("link inference needs a node-level dataset")
     rng = np.random.default_rng(seed)
     n = ds.num_items
-    owner = federation.partition.owner(n)
+    owner = held_owner(federation, among)
     src, dst = ds.data.edge_index.numpy()
     keep = (src < dst) & (owner[src] >= 0) & (owner[dst] >= 0)
     edges = np.unique(np.stack([src[keep], dst[keep]]), axis=1)
@@ -213,14 +229,19 @@ class AttributeChallenge:
 
 
 def attribute_challenge(
-    federation: Federation, attribute: str, seed: int, max_nodes: int = 2000
+    federation: Federation,
+    attribute: str,
+    seed: int,
+    max_nodes: int = 2000,
+    among: np.ndarray | None = None,
 ) -> AttributeChallenge:
     """``attribute``: ``label`` or ``feature:J`` (column J, binarised at its median when it
-    is not already 0/1)."""
+    is not already 0/1); the nodes asked about are clients' nodes (``among`` those, if
+    given)."""
     ds = federation.dataset
     if not isinstance(ds, NodeDataset):
         raise NotApplicableError("attribute inference needs a node-level dataset")
-    nodes = np.concatenate([c.ids for c in federation.partition.clients])
+    nodes = np.flatnonzero(held_owner(federation, among) >= 0)
     rng = np.random.default_rng(seed)
     nodes = np.sort(rng.permutation(nodes)[:max_nodes])
     if attribute == "label":

@@ -58,12 +58,14 @@ from workbench.data.datasets import Dataset, NodeDataset
 from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
+from workbench.exchanged import ExchangedEmbeddings
 from workbench.seeding import derive_seed, seed_everything
 from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import (
     BackgroundKnowledge,
+    InsiderView,
     ReleaseView,
     View,
     attribute_knowledge,
@@ -326,12 +328,14 @@ class CellInputs:
     delta: float = 1e-5
     _links: dict[str, LinkChallenge] = field(default_factory=dict)
 
-    def links(self) -> LinkChallenge:
-        if "challenge" not in self._links:
-            self._links["challenge"] = link_challenge(
-                self.federation, derive_seed(self.seed, "link-challenge")
+    def links(self, among: np.ndarray | None = None) -> LinkChallenge:
+        """The link challenge; ``among``: the one among those nodes (exchanged ones)."""
+        key = "challenge" if among is None else "among"
+        if key not in self._links:
+            self._links[key] = link_challenge(
+                self.federation, derive_seed(self.seed, "link-challenge"), among=among
             )
-        return self._links["challenge"]
+        return self._links[key]
 
 
 @dataclass(frozen=True)
@@ -347,14 +351,18 @@ class FamilyInputs:
 
 def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
     if family == "attribute":
+        view = adversary_view(cfg, inputs.trained, inputs.federation)
         task = attribute_challenge(
-            inputs.federation, cfg.attribute, derive_seed(inputs.seed, "attribute-challenge")
+            inputs.federation,
+            cfg.attribute,
+            derive_seed(inputs.seed, "attribute-challenge"),
+            among=exchanged_nodes(view),
         )
         knowledge = attribute_knowledge(inputs.federation, inputs.trained, task.hidden)
         known = known_values(knowledge, cfg.attribute)
         prior = value_fractions(known, task.num_values)
         return FamilyInputs(
-            adversary_view(cfg, inputs.trained, inputs.federation),
+            view,
             knowledge,
             task.nodes,
             lambda out: (attribute_metrics(out.scores, task.truth, prior), None),
@@ -376,12 +384,16 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
             lambda out: (distribution_metrics(out.scores, truth.truth, prior), None),
         )
     if family == "link":
-        links = inputs.links()
-        published = getattr(cfg, "source", "served") == "release"
+        source = getattr(cfg, "source", "served")
+        if source == "exchanged":
+            view: View = insider_view(inputs.trained, inputs.federation, source)
+        elif source == "release":
+            view = querier_view(inputs.trained, inputs.federation)
+        else:
+            view = served_view(inputs.trained, inputs.federation)
+        links = inputs.links(exchanged_nodes(view))
         return FamilyInputs(
-            querier_view(inputs.trained, inputs.federation)
-            if published
-            else served_view(inputs.trained, inputs.federation),
+            view,
             link_knowledge(inputs.federation, inputs.trained, links),
             links.candidates,
             lambda out: link_metrics(out.scores, links.is_edge, links.cut),
@@ -467,7 +479,10 @@ def feature_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
     """An insider inverting released embeddings of sampled client nodes; the scorer holds
     their features and the population's (for the nearest-neighbour yardstick)."""
     seed = inputs.seed
-    task = feature_challenge(inputs.federation, derive_seed(seed, "feature-challenge"))
+    view = insider_view(inputs.trained, inputs.federation, cfg.source, cfg.combine)
+    task = feature_challenge(
+        inputs.federation, derive_seed(seed, "feature-challenge"), among=exchanged_nodes(view)
+    )
     knowledge = feature_knowledge(
         inputs.federation,
         inputs.trained,
@@ -483,11 +498,20 @@ def feature_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
         metrics["mse_nearest_1pct"] = neighbour_mse(task.features, task.population)
         return metrics, None
 
-    view = insider_view(inputs.trained, inputs.federation, cfg.source)
     return FamilyInputs(view, knowledge, task.nodes, score)
 
 
+def exchanged_nodes(view: View) -> np.ndarray | None:
+    """The nodes whose embeddings the view holds, when it reads exchanged embeddings: what
+    the adversary is asked about must be among them (the released cohort is public)."""
+    if isinstance(view, InsiderView) and isinstance(view.api, ExchangedEmbeddings):
+        return view.api.nodes
+    return None
+
+
 def adversary_view(cfg: Any, trained: TrainedTarget, federation: Federation) -> View:
+    if getattr(cfg, "source", None) == "exchanged":
+        return insider_view(trained, federation, "exchanged")
     adversary = getattr(cfg, "adversary", "querier")
     if adversary == "server":
         return server_view(trained, federation)

@@ -15,9 +15,11 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
+from accountants import MetricGaussian
 from workbench.data.datasets import Level, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.errors import NotApplicableError
+from workbench.exchanged import Combine, ExchangedEmbeddings, exchanged_embeddings
 from workbench.models import ModelSpec
 from workbench.query import QueryAPI, ServedAPI
 from workbench.targets.base import TrainedTarget
@@ -85,7 +87,7 @@ class InsiderView:
     level: Level
     num_classes: int
     model: nn.Module
-    api: QueryAPI | ServedAPI
+    api: QueryAPI | ServedAPI | ExchangedEmbeddings
 
 
 @dataclass(frozen=True)
@@ -116,12 +118,20 @@ def served_view(trained: TrainedTarget, federation: Federation) -> ServedView:
     return ServedView(trained.level, federation.dataset.num_classes, trained.served)
 
 
-def insider_view(trained: TrainedTarget, federation: Federation, source: str) -> InsiderView:
-    """``source``: ``served`` (each client's deployment answers on its private subgraph) or
+def insider_view(
+    trained: TrainedTarget, federation: Federation, source: str, combine: Combine = "last"
+) -> InsiderView:
+    """``source``: ``served`` (each client's deployment answers on its private subgraph),
     ``release`` (what an external querier gets: a published table, or the released model's
-    answers on the population graph)."""
+    answers on the population graph) or ``exchanged`` (the server reading the embeddings the
+    clients exchanged through it, each node's last release or, ``combine: mean``, the mean of
+    its releases)."""
+    api: QueryAPI | ServedAPI | ExchangedEmbeddings
     if source == "served":
-        api: QueryAPI | ServedAPI = served_view(trained, federation).api
+        api = served_view(trained, federation).api
+    elif source == "exchanged":  # the metric-DP protocol (normalise, then noise) is public
+        normalised = any(isinstance(e, MetricGaussian) for e in trained.ledger.metric().events)
+        api = exchanged_embeddings(trained.transcript.received_by(SERVER), normalised, combine)
     else:
         api = trained.query
     model = trained.spec.build()

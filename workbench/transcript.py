@@ -9,7 +9,7 @@ weights would dominate memory."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -78,8 +78,13 @@ KeepPayloads = Literal["all", "last_round", "first_and_last", "none"]
 
 
 class Transcript:
-    def __init__(self, keep_payloads: KeepPayloads = "last_round") -> None:
+    def __init__(
+        self, keep_payloads: KeepPayloads = "last_round", always_keep: Collection[str] = ()
+    ) -> None:
+        """``always_keep``: kinds whose payloads are kept every round whatever
+        ``keep_payloads`` says (small ones attacks read in full, e.g. exchanged embeddings)."""
         self.keep_payloads = keep_payloads
+        self.always_keep = frozenset(always_keep)
         self._messages: list[Message] = []
 
     def send(self, round: int, sender: str, receiver: str, kind: str, payload: Any) -> Message:
@@ -101,7 +106,10 @@ class Transcript:
                 max(self._messages[0].round, 0) if self.keep_payloads == "first_and_last" else None
             )
             self._messages = [
-                m if first is not None and m.round <= first else _strip(m) for m in self._messages
+                m
+                if (first is not None and m.round <= first) or m.kind in self.always_keep
+                else _strip(m)
+                for m in self._messages
             ]
         msgs = [Message(round, sender, r, kind, nbytes, stored) for r in receivers]
         self._messages.extend(msgs)

@@ -6,7 +6,10 @@ both, trains a logistic regression from the release's answer to the attribute on
 and applies it to the clients' nodes. ``signal``: the posteriors (at ``hops``), the released
 node embeddings (metric-DP's table, or the model's penultimate layer where the API gives it),
 or, as the target-independent baseline, the node features the adversary already holds (the
-hidden column blanked): whatever the release adds over that is what it leaks."""
+hidden column blanked): whatever the release adds over that is what it leaks.
+``source: exchanged``: the server reads the embeddings clients exchanged through it
+(CE-FedGNN); its own pool was never exchanged, so there it computes the released model's
+hidden layer itself, on what it knows."""
 
 from __future__ import annotations
 
@@ -14,15 +17,17 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
+from defenses.metric_dp import normalise
 from workbench.attributes import attribute_values
 from workbench.errors import NotApplicableError
-from workbench.threat import BackgroundKnowledge, QuerierView
+from workbench.exchanged import ExchangedEmbeddings
+from workbench.threat import BackgroundKnowledge, InsiderView, QuerierView
 
 
 class AttributeInferenceConfig(BaseModel):
@@ -31,8 +36,19 @@ class AttributeInferenceConfig(BaseModel):
         "label", pattern=r"^(label|feature:\d+)$", description="'label' or 'feature:J'"
     )
     signal: Literal["posterior", "embedding", "features"] = "posterior"
+    source: Literal["release", "exchanged"] = Field(
+        "release",
+        description="release: the querier's answers; exchanged: the embeddings clients "
+        "exchanged through the server (CE-FedGNN), as the server saw them (signal: embedding)",
+    )
     hops: int = Field(2, ge=0, le=4)
     adversary: Literal["querier"] = "querier"
+
+    @model_validator(mode="after")
+    def _exchanged_are_embeddings(self) -> AttributeInferenceConfig:
+        if self.source == "exchanged" and self.signal == "posterior":
+            raise ValueError("signal: source 'exchanged' carries embeddings, not posteriors")
+        return self
 
 
 def known_values(knowledge: BackgroundKnowledge, attribute: str) -> np.ndarray:
@@ -50,7 +66,7 @@ class AttributeInference:
 
     def run(self, inp: AttackInput, config: AttributeInferenceConfig, seed: int) -> AttackOutput:
         view, knowledge = inp.view, inp.knowledge
-        if not isinstance(view, QuerierView) or knowledge.graph is None:
+        if not isinstance(view, QuerierView | InsiderView) or knowledge.graph is None:
             raise NotApplicableError("attribute-inference: needs the querier's view at node level")
         nodes = np.asarray(inp.candidates)
         aux = knowledge.aux_ids
@@ -68,7 +84,7 @@ class AttributeInference:
 
     @staticmethod
     def _signal(
-        view: QuerierView,
+        view: QuerierView | InsiderView,
         knowledge: BackgroundKnowledge,
         ids: np.ndarray,
         config: AttributeInferenceConfig,
@@ -76,6 +92,8 @@ class AttributeInference:
         if config.signal == "features":
             return knowledge.graph.x[torch.from_numpy(ids)].numpy()
         api = view.api
+        if isinstance(api, ExchangedEmbeddings):
+            return exchanged_signal(view, api, knowledge, ids)
         if config.signal == "embedding":
             if not hasattr(api, "embeddings"):
                 raise NotApplicableError("the target's release gives no node embeddings")
@@ -83,6 +101,23 @@ class AttributeInference:
         if not hasattr(api, "logits"):
             raise NotApplicableError("the target's release gives no posteriors")
         return torch.softmax(api.logits(ids, config.hops).float(), dim=1).numpy()
+
+
+def exchanged_signal(
+    view: InsiderView, api: ExchangedEmbeddings, knowledge: BackgroundKnowledge, ids: np.ndarray
+) -> np.ndarray:
+    """Exchanged embeddings where the server saw them; for its own pool (never exchanged),
+    the released model's hidden layer on what it knows, normalised as the releases are."""
+    exchanged = np.isin(ids, api.nodes)
+    if exchanged.all():
+        return api.embeddings(ids).numpy()
+    with torch.no_grad():
+        own = view.model.embed(knowledge.graph.x, knowledge.graph.edge_index)
+    own = normalise(own) if api.normalised else own
+    rows = own[torch.from_numpy(ids)].clone()
+    if exchanged.any():
+        rows[torch.from_numpy(exchanged)] = api.embeddings(ids[exchanged])
+    return rows.numpy()
 
 
 ATTACKS.register("attribute-inference")(AttributeInference())

@@ -7,9 +7,12 @@ reads the target nodes' embeddings where the target gives them out (``source``: 
 deployments, or the release: a metric-DP table or the released model's answers). It knows
 the other nodes' features and a share of the edges (B), not the target nodes' features. A
 metric-DP release is L2-normalised before its noise is added, so against one the adversary
-matches normalised embeddings. ``method: nearest-neighbour`` is the baseline that inverts
-nothing: each target gets the features of the auxiliary node whose embedding (computed by the
-adversary with the released model on what it knows) lies nearest the target's."""
+matches normalised embeddings. ``source: exchanged`` is the paper's own setting: the server
+inverts the boundary embeddings clients exchanged through it (each node's last release, or
+the mean of its releases, which averages their noise away).
+``method: nearest-neighbour`` is the baseline that inverts nothing: each target gets the
+features of the auxiliary node whose embedding (computed by the adversary with the released
+model on what it knows) lies nearest the target's."""
 
 from __future__ import annotations
 
@@ -24,13 +27,22 @@ from sklearn.neighbors import NearestNeighbors
 from attacks.base import ATTACKS, AttackInput, AttackOutput
 from defenses.metric_dp import EmbeddingRelease, normalise
 from workbench.errors import NotApplicableError
+from workbench.exchanged import Combine, ExchangedEmbeddings
 from workbench.query import ServedAPI
 from workbench.threat import InsiderView
 
 
 class FeatureInversionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    source: Literal["served", "release"] = "release"
+    source: Literal["served", "release", "exchanged"] = Field(
+        "release",
+        description="served: the clients' deployments; release: the published embeddings or "
+        "the released model's; exchanged: the embeddings clients exchanged through the "
+        "server (CE-FedGNN's boundary releases), as the server saw them",
+    )
+    combine: Combine = Field(
+        "last", description="exchanged: a node's last release, or the mean of its releases"
+    )
     method: Literal["optimise", "nearest-neighbour"] = "optimise"
     known_edges: float = Field(0.5, ge=0.0, le=1.0, description="share of edges B known")
     hops: int = Field(2, ge=0, le=4, description="neighbourhood of a release query")
@@ -42,7 +54,7 @@ def released_embeddings(view: InsiderView, nodes: np.ndarray, hops: int) -> torc
     api = view.api
     if not hasattr(api, "embeddings"):
         raise NotApplicableError("feature-inversion: the target gives out no node embeddings")
-    if isinstance(api, EmbeddingRelease | ServedAPI):
+    if isinstance(api, EmbeddingRelease | ServedAPI | ExchangedEmbeddings):
         return api.embeddings(nodes).double()
     return api.embeddings(nodes, hops).double()
 
@@ -58,7 +70,7 @@ class FeatureInversion:
             raise NotApplicableError("feature-inversion: needs the released model at node level")
         nodes = np.asarray(inp.candidates)
         target = released_embeddings(view, nodes, config.hops)
-        unit = isinstance(view.api, EmbeddingRelease)  # metric-DP publishes unit-norm rows
+        unit = getattr(view.api, "normalised", False)  # metric-DP releases unit-norm rows
         model = copy.deepcopy(view.model).double()
         x, edges = knowledge.graph.x.double(), knowledge.graph.edge_index
         if config.method == "nearest-neighbour":

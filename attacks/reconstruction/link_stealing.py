@@ -10,11 +10,11 @@ target-independent baseline: whatever the posteriors add over it is what the mod
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -22,7 +22,7 @@ from sklearn.preprocessing import StandardScaler
 from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs
 from workbench.errors import NotApplicableError
 from workbench.query import NodeQueryAPI
-from workbench.threat import BackgroundKnowledge, QuerierView, ServedView
+from workbench.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
 
 Distance = Literal[
     "cosine",
@@ -41,13 +41,21 @@ class LinkStealingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mode: Literal["unsupervised", "supervised"] = "unsupervised"
     distance: Distance = "correlation"
-    signal: Literal["posterior", "features"] = "posterior"
-    source: Literal["served", "release"] = Field(
+    signal: Literal["posterior", "embedding", "features"] = "posterior"
+    source: Literal["served", "release", "exchanged"] = Field(
         "served",
         description="served: each client's deployment on its private subgraph; release: what "
-        "an external querier gets (e.g. GAP's table of logits on the population graph)",
+        "an external querier gets (e.g. GAP's table of logits on the population graph); "
+        "exchanged: the embeddings clients exchanged through the server (CE-FedGNN), as the "
+        "server saw them (signal: embedding)",
     )
     hops: int = Field(2, ge=0, le=4, description="neighbourhood of a release query")
+
+    @model_validator(mode="after")
+    def _exchanged_are_embeddings(self) -> LinkStealingConfig:
+        if self.source == "exchanged" and self.signal == "posterior":
+            raise ValueError("signal: source 'exchanged' carries embeddings, not posteriors")
+        return self
 
 
 def pair_distance(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
@@ -74,13 +82,36 @@ def pair_distance(a: np.ndarray, b: np.ndarray, metric: str) -> np.ndarray:
     raise ValueError(f"distance: expected one of {', '.join(DISTANCES)} (got {metric!r})")
 
 
-def pair_features(signal: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """All eight distances and the two entropies (smaller first) of each pair."""
+def pair_features(
+    signal: np.ndarray, src: np.ndarray, dst: np.ndarray, entropies: bool = True
+) -> np.ndarray:
+    """All eight distances of each pair and, for posteriors, the two entropies (smaller
+    first)."""
     a, b = signal[src], signal[dst]
-    entropy = -(signal * np.log(np.clip(signal, 1e-12, None))).sum(1)
-    ea, eb = entropy[src], entropy[dst]
-    columns = [pair_distance(a, b, m) for m in DISTANCES] + [np.minimum(ea, eb), np.maximum(ea, eb)]
+    columns = [pair_distance(a, b, m) for m in DISTANCES]
+    if entropies:
+        entropy = -(signal * np.log(np.clip(signal, 1e-12, None))).sum(1)
+        ea, eb = entropy[src], entropy[dst]
+        columns += [np.minimum(ea, eb), np.maximum(ea, eb)]
     return np.stack(columns, 1)
+
+
+def node_signal(
+    api: Any, nodes: np.ndarray, knowledge: BackgroundKnowledge, config: LinkStealingConfig
+) -> np.ndarray:
+    """One row per population node, filled for ``nodes``: what the pairs are judged on."""
+    if config.signal == "features":
+        return knowledge.graph.x.numpy().astype(float)
+    hops = (config.hops,) if isinstance(api, NodeQueryAPI) else ()
+    if config.signal == "posterior":
+        rows = torch.softmax(api.logits(nodes, *hops).float(), dim=1).numpy()
+    elif hasattr(api, "embeddings"):
+        rows = api.embeddings(nodes, *hops).float().numpy()
+    else:
+        raise NotApplicableError("link stealing: the target gives out no node embeddings")
+    signal = np.zeros((knowledge.graph.num_nodes, rows.shape[1]))
+    signal[nodes] = rows
+    return signal
 
 
 class LinkStealing:
@@ -89,20 +120,14 @@ class LinkStealing:
     Config = LinkStealingConfig
 
     def run(self, inp: AttackInput, config: LinkStealingConfig, seed: int) -> AttackOutput:
-        pairs, knowledge = inp.candidates, inp.knowledge
-        if not isinstance(pairs, NodePairs) or not isinstance(inp.view, ServedView | QuerierView):
-            raise NotApplicableError("link stealing needs node pairs and posteriors")
+        pairs, knowledge, view = inp.candidates, inp.knowledge, inp.view
+        if not isinstance(pairs, NodePairs) or not isinstance(
+            view, ServedView | QuerierView | InsiderView
+        ):
+            raise NotApplicableError("link stealing needs node pairs and answers about nodes")
         known = known_pairs(knowledge)
         nodes = np.unique(np.concatenate([pairs.src, pairs.dst, *known[0]]))
-        if config.signal == "posterior":
-            api = inp.view.api
-            logits = api.logits(nodes, config.hops) if isinstance(api, NodeQueryAPI) else None
-            logits = api.logits(nodes) if logits is None else logits
-            post = torch.softmax(logits.float(), dim=1).numpy()
-            signal = np.zeros((knowledge.graph.num_nodes, post.shape[1]))
-            signal[nodes] = post
-        else:
-            signal = knowledge.graph.x.numpy().astype(float)
+        signal = node_signal(view.api, nodes, knowledge, config)
         if config.mode == "unsupervised":
             scores = -pair_distance(signal[pairs.src], signal[pairs.dst], config.distance)
             return AttackOutput(scores)
@@ -113,8 +138,9 @@ class LinkStealing:
             StandardScaler(),
             MLPClassifier((32,), alpha=1e-3, max_iter=3000, random_state=seed % 2**32),
         )
-        clf.fit(pair_features(signal, src, dst), truth)
-        scores = clf.predict_proba(pair_features(signal, pairs.src, pairs.dst))[:, 1]
+        entropies = config.signal == "posterior"
+        clf.fit(pair_features(signal, src, dst, entropies), truth)
+        scores = clf.predict_proba(pair_features(signal, pairs.src, pairs.dst, entropies))[:, 1]
         return AttackOutput(scores, details={"trained_on": int(truth.size)})
 
 

@@ -1,5 +1,6 @@
 import pytest
 
+from defenses import applied
 from workbench.class_statistics import class_statistics
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
@@ -29,3 +30,21 @@ def statistics_setting():
         base.level, base.num_classes, base.num_clients, transcript.received_by(SERVER), base.spec
     )
     return federation, trained, view
+
+
+@pytest.fixture(scope="session")
+def exchanged_setting():
+    """CE-FedGNN on a homophilous CSBM over 4 Louvain clients, without and with metric-DP on
+    the boundary embeddings it exchanges (σ0 = 0.3, about 20 releases per node)."""
+    ds = csbm(CSBMParams(num_nodes=600, homophily=0.9, seed=0))
+    federation = build_federation(ds, make_partition(ds, "louvain", 4, 0, aux_fraction=0.1))
+    ce = TARGETS.get("ce-fedgnn")
+    cfg = {
+        "rounds": 20,
+        "local_steps": 8,
+        "batch_size": 32,
+        "model": {"arch": "sage", "hidden": 32},
+    }
+    clean = ce.fit(federation, cfg, [], 0)
+    noisy = ce.fit(federation, cfg, [applied("metric-dp", {"sigma0": 0.3, "k": 10})], 0)
+    return federation, clean, noisy

@@ -36,6 +36,18 @@ def test_last_round_retention_keeps_metadata_and_final_payloads():
     assert [m.nbytes for m in t.messages] == [20, 20, 20]
 
 
+def test_always_kept_kinds_keep_every_rounds_payload():
+    t = Transcript("last_round", always_keep={"embeddings"})
+    for r in range(3):
+        t.send(r, client(0), SERVER, "update", torch.ones(5))
+        t.send(r, client(0), SERVER, "embeddings", torch.ones(2))
+    kept = [(m.kind, m.payload is not None) for m in t.messages]
+    assert kept == [("update", False), ("embeddings", True)] * 2 + [
+        ("update", True),
+        ("embeddings", True),
+    ]
+
+
 def test_payloads_are_snapshots():
     t = Transcript("all")
     w = torch.zeros(3)

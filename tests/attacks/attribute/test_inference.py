@@ -15,7 +15,7 @@ from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import ConfigError
 from workbench.suite import parse_suite
 from workbench.targets import TARGETS
-from workbench.threat import QuerierView, attribute_knowledge, querier_view
+from workbench.threat import QuerierView, attribute_knowledge, insider_view, querier_view
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +84,18 @@ def test_bad_attributes_are_named(setting):
     }
     with pytest.raises(ConfigError, match="attribute"):
         parse_suite(raw)
+
+
+def test_the_server_reads_labels_from_exchanged_embeddings(exchanged_setting):
+    federation, clean, _ = exchanged_setting
+    cfg = AttributeInferenceConfig(source="exchanged", signal="embedding")
+    view = insider_view(clean, federation, "exchanged")
+    task = attribute_challenge(federation, "label", 0, among=view.api.nodes)
+    assert np.isin(task.nodes, view.api.nodes).all()
+    knowledge = attribute_knowledge(federation, clean, task.hidden)
+    out = ATTACKS.get("attribute-inference").run(AttackInput(view, knowledge, task.nodes), cfg, 0)
+    prior = np.bincount(knowledge.aux_labels, minlength=task.num_values) / knowledge.aux_ids.size
+    metrics = attribute_metrics(out.scores, task.truth, prior)
+    assert metrics["accuracy"] > metrics["accuracy_baseline"] + 0.3
+    with pytest.raises(ValueError, match="carries embeddings, not posteriors"):
+        AttributeInferenceConfig(source="exchanged")

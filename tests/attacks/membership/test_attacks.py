@@ -136,7 +136,10 @@ def test_server_scores_each_uploaded_model(overfit, pool):
     np.testing.assert_array_equal(out.scores, np.max(list(per_model.values()), axis=0))
 
 
-GRAPH_CASES = [c for c in CASES if "hops" not in c[1]]
+# Centralized references are FedGC's node-level setting (a plain GCN on the released graph);
+# at graph level their recipe (weight decay, dropout) differs from this overfit target's, and
+# on its 60 training graphs LiRA with them is not reliably above chance (AUC 0.55 here).
+GRAPH_CASES = [c for c in CASES if "hops" not in c[1] and "trained_as" not in c[1]]
 
 
 @pytest.fixture(scope="module")

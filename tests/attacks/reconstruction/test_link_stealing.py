@@ -102,8 +102,43 @@ def test_link_family_inputs_come_from_the_link_challenge(setting):
     federation, trained, challenge = setting
     cached = {"challenge": challenge}
     inputs = SimpleNamespace(
-        trained=trained, federation=federation, links=lambda: cached["challenge"]
+        trained=trained, federation=federation, links=lambda among=None: cached["challenge"]
     )
     family = family_inputs("link", LinkStealingConfig(), inputs)
     assert family.candidates is challenge.candidates
     assert isinstance(family.view, ServedView)
+
+
+def _exchanged_auc(federation, trained, **params):
+    from types import SimpleNamespace
+
+    from sklearn.metrics import roc_auc_score
+
+    cfg = LinkStealingConfig(source="exchanged", signal="embedding", distance="cosine", **params)
+    inputs = SimpleNamespace(
+        trained=trained,
+        federation=federation,
+        links=lambda among=None: link_challenge(federation, 0, among=among),
+    )
+    family = family_inputs("link", cfg, inputs)
+    pairs = family.candidates
+    nodes = family.view.api.nodes
+    assert np.isin(pairs.src, nodes).all() and np.isin(pairs.dst, nodes).all()
+    truth = link_challenge(federation, 0, among=nodes)
+    edges = {tuple(e) for e in family.knowledge.graph.edge_index.numpy().T}
+    assert not any((u, v) in edges for u, v in zip(pairs.src, pairs.dst, strict=True))
+    out = ATTACKS.get("link-stealing").run(
+        AttackInput(family.view, family.knowledge, pairs), cfg, 0
+    )
+    return roc_auc_score(truth.is_edge, out.scores)
+
+
+def test_exchanged_embeddings_give_links_away_and_averaging_beats_their_noise(
+    exchanged_setting,
+):
+    federation, clean, noisy = exchanged_setting
+    assert _exchanged_auc(federation, clean) > 0.6
+    assert _exchanged_auc(federation, clean, mode="supervised") > 0.6
+    assert _exchanged_auc(federation, noisy) < 0.56  # one release at σ0 = 0.3: near chance
+    with pytest.raises(ValueError, match="carries embeddings, not posteriors"):
+        LinkStealingConfig(source="exchanged")

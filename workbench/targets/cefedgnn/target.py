@@ -124,7 +124,8 @@ class CEFedGNN:
         estimators = [Estimators.zeros(c.num_own, hidden, ds.num_classes) for c in clients]
         local = [copy.deepcopy(global_model) for _ in clients]
         local_g = [[g.clone() for g in estimator] for _ in clients]
-        transcript = Transcript(cfg.keep_payloads)
+        # every release is kept: attacks on the exchanged embeddings read them all (small)
+        transcript = Transcript(cfg.keep_payloads, always_keep={EMBEDDINGS})
         everyone = [client(k) for k in range(len(clients))]
         # stand-alone clients have no one model to select rounds by: they keep their last
         release = Release(cfg.release if cfg.federated else "last")

@@ -1,7 +1,7 @@
 """CE-FedGNN end to end on real Cora through the suite runner: 8 Louvain clients keeping their
 cross-client edges, metric-DP on the exchanged embeddings, ε(ρ) in the stored cell, a
-membership attack on the released model, and the re-identification audit, whose lower bound
-must stay under ε(ρ)."""
+membership attack on the released model, the re-identification audit, whose lower bound
+must stay under ε(ρ), and the server's attacks on the exchanged embeddings."""
 
 from workbench.runner import run_suite
 from workbench.store import ResultsStore
@@ -26,6 +26,12 @@ SUITE = {
     "attacks": [
         {"name": "mia-threshold", "params": {"signal": "loss"}},
         {"name": "reidentification-audit", "params": {"trials": 1000}},
+        {"name": "feature-inversion", "params": {"source": "exchanged", "steps": 100}},
+        {
+            "name": "link-stealing",
+            "params": {"source": "exchanged", "signal": "embedding", "distance": "cosine"},
+        },
+        {"name": "attribute-inference", "params": {"source": "exchanged", "signal": "embedding"}},
     ],
 }
 
@@ -44,3 +50,11 @@ def test_ce_fedgnn_on_cora(data_root, tmp_path):
     assert audit["bound_holds"] == 1.0
     assert audit["epsilon_held_out"] <= audit["epsilon_accountant"]
     assert audit["epsilon_accountant"] == noisy.utility["metric_epsilon"]
+    # the server reading the exchanged boundary embeddings (the paper's adversary)
+    for name in ("feature-inversion", "link-stealing", "attribute-inference"):
+        assert rows[(plain.cell_id, name)].status == "ok", rows[(plain.cell_id, name)]
+    assert rows[(plain.cell_id, "link-stealing")].metrics["auc"] > 0.7
+    label = rows[(plain.cell_id, "attribute-inference")].metrics
+    assert label["accuracy"] > label["accuracy_baseline"] + 0.2
+    inverted = rows[(plain.cell_id, "feature-inversion")].metrics
+    assert inverted["rows"] == 200 and inverted["mse_nearest_1pct"] > 0
