@@ -48,14 +48,21 @@ class HaloClient:
         return degree(self.data.edge_index[1], self.num_nodes).long()
 
 
-def halo_client(dataset: NodeDataset, part: ClientPart) -> HaloClient:
+def halo_client(
+    dataset: NodeDataset, part: ClientPart, held: np.ndarray | None = None
+) -> HaloClient:
     """Client ``part`` with its cross-client edges kept and their far endpoints as halo nodes.
-    Edges between two halo nodes are not the client's to see and are left out."""
+    Edges between two halo nodes are not the client's to see and are left out; so are edges
+    to nodes outside the federation (``held``: the nodes some client holds; the auxiliary
+    pool's are nobody's, and nobody would ever release their embeddings)."""
     src, dst = dataset.data.edge_index
     owned = torch.zeros(dataset.num_items, dtype=torch.bool)
     own = torch.from_numpy(np.asarray(part.ids, dtype=np.int64))
     owned[own] = True
     touching = owned[src] | owned[dst]
+    if held is not None:
+        inside = torch.from_numpy(np.asarray(held, dtype=bool))
+        touching &= inside[src] & inside[dst]
     src, dst = src[touching], dst[touching]
     far = torch.unique(torch.cat([src[~owned[src]], dst[~owned[dst]]]))
     ids = torch.cat([own, far])

@@ -113,7 +113,8 @@ class CEFedGNN:
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, "node")
         global_model = spec.build()
         estimator = [torch.zeros_like(p) for p in global_model.parameters()]
-        clients = [halo_client(ds, p) for p in federation.partition.clients]
+        held = federation.partition.owner(ds.num_items) >= 0
+        clients = [halo_client(ds, p, held) for p in federation.partition.clients]
         if not cfg.cross_edges:
             clients = [own_graph_only(c) for c in clients]
         hidden = cfg.model.hidden

@@ -32,3 +32,16 @@ def test_a_client_keeps_its_cross_edges_and_sees_no_remote_features():
         }
         assert set(boundary.tolist()) == neighbours_elsewhere
     assert np.isin(owner, [c.client_id for c in part.clients]).all()
+
+
+def test_edges_to_the_auxiliary_pool_are_outside_the_federation():
+    ds = csbm(CSBMParams(num_nodes=200, num_classes=3, num_features=8, seed=0))
+    part = make_partition(ds, "louvain", 3, 0, aux_fraction=0.2)
+    owner = part.owner(ds.num_items)
+    for p in part.clients:
+        c = halo_client(ds, p, owner >= 0)
+        assert (owner[c.data.global_id.numpy()] >= 0).all()
+        src, dst = ds.data.edge_index.numpy()
+        inside = (owner[src] >= 0) & (owner[dst] >= 0)
+        touching = (owner[src] == p.client_id) | (owner[dst] == p.client_id)
+        assert c.data.edge_index.shape[1] == int((touching & inside).sum())
