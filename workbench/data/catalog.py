@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.utils import degree, to_undirected
 
 from workbench.data.datasets import Dataset, GraphDataset, Level, NodeDataset, graph_data
+from workbench.data.interbank import InterbankParams, interbank
 from workbench.data.synthetic import (
     CSBMParams,
     SyntheticGraphsParams,
@@ -263,6 +264,9 @@ DATASETS.register("graph-mixture")(
 )
 DATASETS.register("csbm")(
     DatasetSpec("csbm", "node", CSBMParams, lambda _r, p: csbm(p))  # type: ignore[arg-type]
+)
+DATASETS.register("interbank")(
+    DatasetSpec("interbank", "node", InterbankParams, lambda _r, p: interbank(p))  # type: ignore[arg-type]
 )
 DATASETS.register("synthetic-graphs")(
     DatasetSpec(

@@ -14,13 +14,30 @@ Level = Literal["node", "graph"]
 
 
 @dataclass(frozen=True)
+class EdgeTask:
+    """Labelled directed edges to classify, e.g. transactions between accounts: ``index``
+    [2, m] (source → target, population ids), ``attr`` [m, a] edge attributes (both endpoints'
+    holders see them, as both banks see a transfer), ``y`` [m] classes, ``split`` [m] 0 train,
+    1 validation, 2 test."""
+
+    index: torch.Tensor
+    attr: torch.Tensor
+    y: torch.Tensor
+    split: torch.Tensor
+    num_classes: int = 2
+
+
+@dataclass(frozen=True)
 class NodeDataset:
-    """One graph with node features ``x``, undirected ``edge_index`` and node labels ``y``."""
+    """One graph with node features ``x``, undirected ``edge_index`` and node labels ``y``;
+    ``edge_task``, if any, labels edges too (the graph's edges are then its message-passing
+    structure)."""
 
     name: str
     data: Data
     num_classes: int
     level: Level = field(default="node", init=False)
+    edge_task: EdgeTask | None = None
 
     @property
     def num_items(self) -> int:

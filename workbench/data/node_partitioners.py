@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.data.datasets import Dataset, NodeDataset
 from workbench.data.partition import PARTITIONERS, PartitionerSpec, local_edges
-from workbench.errors import PartitionError
+from workbench.errors import ConfigError, PartitionError
 
 
 class LouvainParams(BaseModel):
@@ -124,6 +124,31 @@ def label_dirichlet(
     )
 
 
+class GivenParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def given(
+    dataset: Dataset, ids: np.ndarray, k: int, rng: np.random.Generator, p: BaseModel
+) -> list[np.ndarray]:
+    """The dataset's own assignment of nodes to clients (``data.group``: interbank's banks)."""
+    group = getattr(getattr(dataset, "data", None), "group", None)
+    if group is None:
+        raise ConfigError(
+            f"partition.method: 'given' needs a dataset that assigns its nodes to clients "
+            f"(data.group, e.g. interbank's banks); '{dataset.name}' does not"
+        )
+    g = group.numpy()
+    count = int(g.max()) + 1
+    if k != count:
+        raise ConfigError(
+            f"partition.num_clients: '{dataset.name}' assigns its nodes to {count} clients "
+            f"(got {k})"
+        )
+    return [ids[g[ids] == c] for c in range(count)]
+
+
+PARTITIONERS.register("given")(PartitionerSpec("given", "node", GivenParams, given))
 PARTITIONERS.register("louvain")(PartitionerSpec("louvain", "node", LouvainParams, louvain))
 PARTITIONERS.register("metis")(PartitionerSpec("metis", "node", MetisParams, metis))
 PARTITIONERS.register("label-dirichlet")(

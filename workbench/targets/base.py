@@ -40,6 +40,8 @@ class TrainedTarget:
     # node level: what the clients' deployments answer for their own nodes (link stealing's
     # view); None for targets that do not serve per-client posteriors
     served: ServedAPI | None = None
+    # parts of the released model beside the GNN (CE-FedGNN's edge head on its embeddings)
+    heads: dict[str, nn.Module] = field(default_factory=dict)
 
 
 class Target(Protocol):

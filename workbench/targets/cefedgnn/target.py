@@ -19,7 +19,7 @@ averaged GNN (the validation-best round's), served on the population graph."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,13 +32,23 @@ from accountants import Gaussian, MetricGaussian, PrivacyLedger, rho_knn_percent
 from defenses.metric_dp import normalise
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, NotApplicableError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
 from workbench.targets.cefedgnn.halo import HaloClient, halo_client
 from workbench.targets.cefedgnn.propagation import Estimators, estimated_logits
+from workbench.targets.cefedgnn.tasks import (
+    EdgeHead,
+    EdgeModel,
+    Halo,
+    class_weights,
+    client_edges,
+    edge_batch_loss,
+    edge_predictions,
+    edge_scores,
+)
 from workbench.targets.training import Release, ReleaseRule, TrainingRecipe, utility_scores
 from workbench.transcript import (
     EMBEDDINGS,
@@ -110,19 +120,31 @@ class CEFedGNN:
         seed_everything(derive_seed(seed, "ce-fedgnn"))
         gen = torch.Generator().manual_seed(derive_seed(seed, "ce-fedgnn/batches"))
         noise = torch.Generator().manual_seed(derive_seed(seed, "ce-fedgnn/noise"))
-        spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, "node")
+        task, hidden = ds.edge_task, cfg.model.hidden
+        # edge task: the GNN's output is the node embedding h^(L), read by the edge head
+        out = hidden if task is not None else ds.num_classes
+        spec = ModelSpec(cfg.model, ds.num_features, out, "node")
         global_model = spec.build()
-        estimator = [torch.zeros_like(p) for p in global_model.parameters()]
         held = federation.partition.owner(ds.num_items) >= 0
         clients = [halo_client(ds, p, held) for p in federation.partition.clients]
         if not cfg.cross_edges:
             clients = [own_graph_only(c) for c in clients]
-        hidden = cfg.model.hidden
-        # the server's buffer of released hidden states and degrees, over global ids
-        buffer = torch.zeros(ds.num_items, hidden)
-        buffer_degree = torch.zeros(ds.num_items, dtype=torch.long)
+        edges = None
+        if task is not None:
+            head = EdgeHead(hidden, task.attr.shape[1], task.num_classes)
+            global_model = EdgeModel(global_model, head)
+            edges = [client_edges(task, c, ds.num_items) for c in clients]
+            weights = class_weights(edges, task.num_classes)
+        estimator = [torch.zeros_like(p) for p in global_model.parameters()]
+        # the server's buffer of released hidden states, final embeddings (edge task) and
+        # degrees, over global ids
+        buffer = Halo(
+            torch.zeros(ds.num_items, hidden),
+            torch.zeros(ds.num_items, out),
+            torch.zeros(ds.num_items, dtype=torch.long),
+        )
         releases = np.zeros(ds.num_items, dtype=np.int64)
-        estimators = [Estimators.zeros(c.num_own, hidden, ds.num_classes) for c in clients]
+        estimators = [Estimators.zeros(c.num_own, hidden, out) for c in clients]
         local = [copy.deepcopy(global_model) for _ in clients]
         local_g = [[g.clone() for g in estimator] for _ in clients]
         # every release is kept: attacks on the exchanged embeddings read them all (small)
@@ -132,6 +154,7 @@ class CEFedGNN:
         release = Release(cfg.release if cfg.federated else "last")
         models = [global_model] * len(clients) if cfg.federated else local  # who scores
         history = []
+        select = "accuracy" if edges is None else "f1_illicit"  # what rounds are chosen by
         for r in range(cfg.rounds):
             if cfg.federated:
                 transcript.broadcast(r, SERVER, everyone, MODEL_WEIGHTS, global_model.state_dict())
@@ -141,41 +164,51 @@ class CEFedGNN:
                     local_g[k] = [g.clone() for g in estimator]
             shared = []
             for k, c in enumerate(clients):
-                self._local_round(
-                    local[k], local_g[k], c, estimators[k], buffer, buffer_degree, cfg, gen
-                )
+                if edges is None:
+                    loss = node_loss(c, estimators[k], buffer, cfg, gen)
+                else:
+                    loss = edge_loss(c, edges[k], estimators[k], buffer, weights, cfg, gen)
+                self._local_round(local[k], local_g[k], loss, cfg)
                 if cfg.federated:
                     transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, local[k].state_dict())
                     transcript.send(r, client(k), SERVER, GRADIENTS, local_g[k])
                 if cfg.cross_edges and cfg.federated:
-                    shared.append(self._release(k, c, estimators[k], transcript, r, mdp, noise))
-            for ids, h, deg in shared:  # the server's buffer, routed to the halo holders
-                buffer[ids], buffer_degree[ids] = h, deg
-                releases[ids.numpy()] += 1
+                    payload = release_payload(c, estimators[k], edges is not None, mdp, noise)
+                    transcript.send(r, client(k), SERVER, EMBEDDINGS, payload)
+                    shared.append(payload)
+            for payload in shared:  # the server's buffer, routed to the halo holders
+                ids = payload["global_id"]
+                buffer.hidden[ids], buffer.degree[ids] = payload["h"], payload["degree"]
+                if "h_out" in payload:
+                    buffer.output[ids] = payload["h_out"]
+                releases[ids.numpy()] += 2 if "h_out" in payload else 1  # vectors released
             if shared:
                 self._route(clients, shared, transcript, r)
             if cfg.federated:
                 self._average(global_model, estimator, local, local_g, cfg, noise)
-            val = self._score(models, clients, buffer, buffer_degree, "val")["accuracy"]
-            history.append({"round": float(r), "val_accuracy": val})
+            val = self._score(models, clients, edges, buffer, "val")[select]
+            history.append({"round": float(r), f"val_{select}": val})
             release.offer(r, val, global_model if cfg.federated else local[0])
         release.load_into(global_model)
-        test = self._score(models, clients, buffer, buffer_degree, "test")
+        test = self._score(models, clients, edges, buffer, "test")
         boundary = np.concatenate([c.data.global_id[c.boundary].numpy() for c in clients])
         ledger = self._ledger(cfg, mdp, len(clients), int(releases.max(initial=0)))
         utility = {
             **test,
-            "val_accuracy": release.val_accuracy,
+            f"val_{select}": release.val_accuracy,
             "best_round": float(release.round),
             "max_releases": float(releases.max(initial=0)),
             "mean_releases_boundary": float(releases[boundary].mean()) if boundary.size else 0.0,
         }
+        # the released GNN; an edge task's head is released beside it
+        released = global_model.gnn if isinstance(global_model, EdgeModel) else global_model
         if mdp is not None:  # ρ among the final normalised embeddings, where ε(ρ) is read
-            utility["metric_rho"] = embedding_rho(global_model, ds, mdp)
+            utility["metric_rho"] = embedding_rho(released, ds, mdp)
         return TrainedTarget(
             name=self.name,
             level="node",
-            global_model=global_model,
+            global_model=released,
+            heads={"edge": global_model.head} if isinstance(global_model, EdgeModel) else {},
             client_models={} if cfg.federated else dict(enumerate(local)),
             spec=spec,
             recipe=TrainingRecipe(
@@ -184,7 +217,9 @@ class CEFedGNN:
                 len(clients),
                 int(sum(int(c.data.train_mask.sum()) for c in clients)),
             ),
-            query=NodeQueryAPI(global_model, ds.data),
+            query=NodeQueryAPI(released, ds.data)
+            if edges is None
+            else EncoderAPI(released, ds.data),
             transcript=transcript,
             ledger=ledger,
             utility=utility,
@@ -192,51 +227,27 @@ class CEFedGNN:
         )
 
     @staticmethod
-    def _local_round(model, g, c, est, buffer, buffer_degree, cfg, gen) -> None:
-        """K steps of Eq. 9 on minibatches of the client's training nodes."""
-        train = torch.nonzero(c.data.train_mask).squeeze(1)
-        if train.numel() == 0:
+    def _local_round(model, g, loss: Callable[[nn.Module], torch.Tensor] | None, cfg) -> None:
+        """K steps of Eq. 9, each on a fresh minibatch (``loss``; None: nothing to train)."""
+        if loss is None:
             return
-        degree = local_degree(c, buffer_degree)
-        halo = buffer[c.halo]
         params = list(model.parameters())
         model.train()
         for _ in range(cfg.local_steps):
-            pick = torch.randperm(train.numel(), generator=gen)[: cfg.batch_size]
-            seeds = train[pick]
-            logits = estimated_logits(
-                model, c, est, halo, degree, seeds, cfg.gamma, cfg.fanout, gen
-            )
-            loss = F.cross_entropy(logits, c.data.y[seeds])
-            grads = torch.autograd.grad(loss, params)
+            grads = torch.autograd.grad(loss(model), params)
             with torch.no_grad():
                 for p, gk, grad in zip(params, g, grads, strict=True):
                     gk.mul_(1 - cfg.beta).add_(grad, alpha=cfg.beta)
                     p.sub_(cfg.lr * gk)
 
     @staticmethod
-    def _release(k, c, est, transcript, r, mdp, noise):
-        """The boundary nodes whose hidden estimator moved this round: their hidden states
-        (with metric-DP, L2-normalised and perturbed by N(0, σ0² I), one draw per release)
-        and degrees go to the server; the others are not sent."""
-        moved = c.boundary[est.touched[c.boundary]]
-        ids = c.data.global_id[moved]
-        h = torch.relu(est.hidden[moved])
-        if mdp is not None:
-            h = normalise(h) + mdp.sigma0 * torch.randn(h.shape, generator=noise)
-        deg = c.degree[moved]
-        est.touched[:] = False
-        transcript.send(r, client(k), SERVER, EMBEDDINGS, {"global_id": ids, "h": h, "degree": deg})
-        return ids, h, deg
-
-    @staticmethod
     def _route(clients, shared, transcript, r) -> None:
-        ids = torch.cat([s[0] for s in shared])
-        h = torch.cat([s[1] for s in shared])
+        ids = torch.cat([s["global_id"] for s in shared])
+        vectors = {key: torch.cat([s[key] for s in shared]) for key in shared[0] if key[0] == "h"}
         for k, c in enumerate(clients):
             wanted = torch.isin(ids, c.halo)
             if wanted.any():
-                payload = {"global_id": ids[wanted], "h": h[wanted]}
+                payload = {"global_id": ids[wanted], **{a: v[wanted] for a, v in vectors.items()}}
                 transcript.send(r, SERVER, client(k), EMBEDDINGS, payload)
 
     @staticmethod
@@ -265,30 +276,103 @@ class CEFedGNN:
         return ledger
 
     @staticmethod
-    def _score(models, clients, buffer, buffer_degree, split) -> dict[str, float]:
-        """Each client's own nodes with full neighbourhoods and its halo's latest releases."""
+    def _score(models, clients, edges, buffer: Halo, split) -> dict[str, float]:
+        """Each client's own nodes (or edges) with full neighbourhoods and its halo's latest
+        releases."""
         per_client = []
         with torch.no_grad():
-            for model, c in zip(models, clients, strict=True):
-                mask = getattr(c.data, f"{split}_mask")[: c.num_own]
-                if not mask.any():
-                    continue
+            for k, (model, c) in enumerate(zip(models, clients, strict=True)):
                 model.eval()
-                classes = model.convs[-1].out_channels
-                scratch = Estimators.zeros(c.num_own, buffer.shape[1], classes)
-                nodes = torch.arange(c.num_own)
-                logits = estimated_logits(
-                    model,
-                    c,
-                    scratch,
-                    buffer[c.halo],
-                    local_degree(c, buffer_degree),
-                    nodes,
-                    1.0,
-                    None,
-                )
-                per_client.append((c.data.y[nodes][mask].numpy(), logits[mask]))
-        return utility_scores(per_client)
+                halo = local_halo(c, buffer)
+                if edges is not None:
+                    found = edge_predictions(model, c, edges[k], halo, split)
+                else:
+                    found = node_predictions(model, c, halo, split)
+                if found is not None:
+                    per_client.append(found)
+        return utility_scores(per_client) if edges is None else edge_scores(per_client)
+
+
+def node_loss(c: HaloClient, est: Estimators, buffer: Halo, cfg: CEFedGNNConfig, gen):
+    """A loss on a fresh minibatch of the client's training nodes at each call; None if it
+    has none."""
+    train = torch.nonzero(c.data.train_mask).squeeze(1)
+    if train.numel() == 0:
+        return None
+    halo = local_halo(c, buffer)
+
+    def loss(model: nn.Module) -> torch.Tensor:
+        seeds = train[torch.randperm(train.numel(), generator=gen)[: cfg.batch_size]]
+        logits = estimated_logits(
+            model, c, est, halo.hidden, halo.degree, seeds, cfg.gamma, cfg.fanout, gen
+        )
+        return F.cross_entropy(logits, c.data.y[seeds])
+
+    return loss
+
+
+def edge_loss(c, edges, est, buffer: Halo, weights, cfg: CEFedGNNConfig, gen):
+    """As ``node_loss``, on a minibatch of the client's training edges."""
+    train = torch.nonzero(edges.split == 0).squeeze(1)
+    if train.numel() == 0:
+        return None
+    halo = local_halo(c, buffer)
+
+    def loss(model: nn.Module) -> torch.Tensor:
+        batch = train[torch.randperm(train.numel(), generator=gen)[: cfg.batch_size]]
+        return edge_batch_loss(
+            model, c, edges, est, halo, batch, weights, cfg.gamma, cfg.fanout, gen
+        )
+
+    return loss
+
+
+def node_predictions(model, c: HaloClient, halo: Halo, split: str):
+    """The client's (labels, logits) on its own nodes of ``split``, full neighbourhoods."""
+    mask = getattr(c.data, f"{split}_mask")[: c.num_own]
+    if not mask.any():
+        return None
+    classes = model.convs[-1].out_channels
+    scratch = Estimators.zeros(c.num_own, halo.hidden.shape[1], classes)
+    nodes = torch.arange(c.num_own)
+    logits = estimated_logits(model, c, scratch, halo.hidden, halo.degree, nodes, 1.0, None)
+    return c.data.y[nodes][mask].numpy(), logits[mask]
+
+
+def release_payload(c: HaloClient, est: Estimators, with_output: bool, mdp, noise) -> dict:
+    """The boundary nodes whose hidden estimator moved since the last release: their hidden
+    states (and, for the edge task, final embeddings h^(L), which Eq. 8 reads for a remote
+    endpoint), with metric-DP each L2-normalised and perturbed by N(0, σ0² I), one draw per
+    vector; and their degrees. The others are not sent."""
+    moved = c.boundary[est.touched[c.boundary]]
+    vectors = {"h": torch.relu(est.hidden[moved])}
+    if with_output:
+        vectors["h_out"] = torch.relu(est.output[moved])
+    if mdp is not None:
+        vectors = {
+            key: normalise(v) + mdp.sigma0 * torch.randn(v.shape, generator=noise)
+            for key, v in vectors.items()
+        }
+    est.touched[:] = False
+    return {"global_id": c.data.global_id[moved], **vectors, "degree": c.degree[moved]}
+
+
+def local_halo(c: HaloClient, buffer: Halo) -> Halo:
+    """The client's halo as the server's buffer holds it; ``degree`` over all local nodes:
+    own nodes' as the client sees them (all their edges), halo nodes' as released."""
+    degree = c.degree.clone()
+    degree[c.num_own :] = buffer.degree[c.halo]
+    return Halo(buffer.hidden[c.halo], buffer.output[c.halo], degree)
+
+
+class EncoderAPI(NodeQueryAPI):
+    """An edge-classification target's GNN answers node embeddings; it has no node classes."""
+
+    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        raise NotApplicableError(
+            "ce-fedgnn on an edge task releases node embeddings and an edge head, no node "
+            "posteriors"
+        )
 
 
 def noisy_mean(
@@ -311,13 +395,6 @@ def embedding_rho(model: nn.Module, dataset: NodeDataset, cfg) -> float:
     clean = normalise(model.embed(dataset.data.x, dataset.data.edge_index)).numpy()
     k = min(cfg.k, clean.shape[0] - 1)
     return rho_knn_percentile(clean, k=k, q=cfg.percentile, normalize=False)
-
-
-def local_degree(c: HaloClient, buffer_degree: torch.Tensor) -> torch.Tensor:
-    """Own nodes' degrees as the client sees them (all their edges); halo nodes' as released."""
-    deg = c.degree.clone()
-    deg[c.num_own :] = buffer_degree[c.halo]
-    return deg
 
 
 TARGETS.register("ce-fedgnn")(CEFedGNN())
