@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
+from tables import fmt, load
 
-from workbench.store import AttackRow, CellRow, ResultsStore
+from workbench.store import AttackRow, CellRow
 
 MIAS = [  # (attack, features) columns of Table 2 and the γ curve
     ("mia-shadow", "raw"),
@@ -27,30 +27,11 @@ MIAS = [  # (attack, features) columns of Table 2 and the γ curve
 ]
 
 
-def fmt(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
-    if not values:
-        return "–"
-    v = np.asarray(values, dtype=float) * scale
-    return f"{v.mean():.{digits}f} ± {v.std():.{digits}f}" if v.size > 1 else f"{v[0]:.{digits}f}"
-
-
 def gamma(cell: CellRow) -> float | None:
     for d in cell.config["target"].get("defenses", []):
         if d["name"] == "information-bottleneck":
             return float(d.get("params", {}).get("gamma", 5e-4))
     return None
-
-
-def load(paths: list[str]) -> tuple[list[CellRow], dict[str, list[AttackRow]]]:
-    cells, attacks = [], defaultdict(list)
-    for p in paths:
-        if not (Path(p) / "results.sqlite").exists():
-            continue
-        store = ResultsStore(p)
-        cells += store.cells()
-        for a in store.attacks():
-            attacks[a.cell_id].append(a)
-    return cells, attacks
 
 
 def auc(rows: list[AttackRow], name: str, features: str) -> float | None:
