@@ -1,7 +1,6 @@
 """CE-FedGNN's reproduction tables from the results stores of examples/reproduction/
 cefedgnn-table2.yaml and cefedgnn-sigma0.yaml: mean ± standard deviation over seeds, as
-markdown. In Table 2, "CE-FedGNN" is the γ with the best mean validation accuracy per
-dataset (the paper tunes γ in 0.1..0.9); every γ is listed below it.
+markdown.
 
     .venv/bin/python docs/cefedgnn_tables.py runs/cefedgnn-table2 runs/cefedgnn-sigma0
 """
@@ -46,20 +45,13 @@ def table2(cells: list[CellRow]) -> None:
     print("|---|---|---:|---:|---:|---:|---:|")
     for ds in sorted({d for d, _ in groups}):
         rows = {v: cs for (d, v), cs in groups.items() if d == ds}
-        tuned = [v for v in rows if v.startswith("CE-FedGNN")]
-        best = max(tuned, key=lambda v: np.mean([c.utility["val_accuracy"] for c in rows[v]]))
-        order = [best] + sorted(v for v in rows if not v.startswith("CE")) + sorted(tuned)
-        for v in order:
+        for v in sorted(rows, key=lambda v: (not v.startswith("CE"), v)):
             u = [c.utility for c in rows[v]]
-            name = f"**CE-FedGNN (γ = {best.split('= ')[1]} by validation)**" if v is best else v
             print(
-                f"| {ds} | {name} | {len(u)} | {fmt([x['accuracy'] for x in u])} | "
+                f"| {ds} | {v} | {len(u)} | {fmt([x['accuracy'] for x in u])} | "
                 f"{fmt([x['macro_f1'] for x in u])} | {fmt([x['val_accuracy'] for x in u])} | "
                 f"{np.mean([x['best_round'] for x in u]):.0f} |"
             )
-
-
-DEFAULTS = {"combine": "last", "method": "optimise"}  # feature-inversion's
 
 
 def metric(rows: list[AttackRow], name: str, key: str, **params: object) -> float | None:
