@@ -54,6 +54,9 @@ def table2(cells: list[CellRow]) -> None:
             )
 
 
+DEFAULTS = {"combine": "last", "method": "optimise"}  # feature-inversion's
+
+
 def metric(rows: list[AttackRow], name: str, key: str, **params: object) -> float | None:
     for a in rows:
         same = all(a.params.get(k, DEFAULTS.get(k)) == v for k, v in params.items())
