@@ -60,6 +60,8 @@ from workbench.transcript import (
     client,
 )
 
+VECTORS = ("h", "h_out")  # what a release carries per node: hidden state, h^(L) (edge task)
+
 
 class CEFedGNNConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -243,7 +245,7 @@ class CEFedGNN:
     @staticmethod
     def _route(clients, shared, transcript, r) -> None:
         ids = torch.cat([s["global_id"] for s in shared])
-        vectors = {key: torch.cat([s[key] for s in shared]) for key in shared[0] if key[0] == "h"}
+        vectors = {key: torch.cat([s[key] for s in shared]) for key in VECTORS if key in shared[0]}
         for k, c in enumerate(clients):
             wanted = torch.isin(ids, c.halo)
             if wanted.any():
