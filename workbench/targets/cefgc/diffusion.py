@@ -38,12 +38,16 @@ def dsm_loss(
     mask: torch.Tensor,
     sigmas: Sequence[float],
     generator: torch.Generator | None = None,
+    scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Eq. 5, every graph of the batch perturbed at every level (one forward pass)."""
+    """Eq. 5, every graph of the batch perturbed at every level (one forward pass).
+    ``scale`` [B]: each graph's levels are σ_l·scale (CeFGC*'s per-class schedule, Eq. 8)."""
     levels = len(sigmas)
     b = adj.shape[0]
     level = torch.arange(levels).repeat_interleave(b)
-    sigma = torch.tensor(sigmas, dtype=adj.dtype)[level].view(-1, 1, 1)
+    per_graph_scale = torch.ones(b, dtype=adj.dtype) if scale is None else scale.to(adj.dtype)
+    sigma = torch.tensor(sigmas, dtype=adj.dtype)[level] * per_graph_scale.repeat(levels)
+    sigma = sigma.view(-1, 1, 1)
     a, xs, m = adj.repeat(levels, 1, 1), x.repeat(levels, 1, 1), mask.repeat(levels, 1)
     noise = symmetric_noise(tuple(a.shape), m, generator) * sigma
     target = -noise / sigma**2
@@ -62,14 +66,17 @@ def langevin_sample(
     step_ratio: float = 0.01,
     temperature: float = 0.5,
     generator: torch.Generator | None = None,
+    scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Binary symmetric adjacencies [B, N, N] for the node sets ``mask`` (features ``x``),
-    annealed from the largest level to the smallest (levels indexed as ``sigmas``)."""
+    annealed from the largest level to the smallest (levels indexed as ``sigmas``; each
+    graph's σ_l times ``scale`` [B], if given)."""
     shape = tuple(mask.shape) + (mask.shape[1],)
     a = symmetric_noise(shape, mask, generator).abs()
     order = sorted(range(len(sigmas)), key=lambda i: -sigmas[i])
+    per_graph = torch.ones(shape[0]) if scale is None else scale.float()
     for i in order:
-        alpha = step_ratio * sigmas[i] ** 2
+        alpha = (step_ratio * (sigmas[i] * per_graph) ** 2).view(-1, 1, 1)
         level = torch.full((mask.shape[0],), i, dtype=torch.long)
         for _ in range(steps):
             a = a + (2 * alpha) ** 0.5 * temperature * symmetric_noise(shape, mask, generator)
