@@ -3,6 +3,7 @@
 from workbench.targets import centralized, fedavg, gap  # noqa: F401
 from workbench.targets.base import TARGETS, Target, TrainedTarget
 from workbench.targets.cefedgnn import target as cefedgnn  # noqa: F401
+from workbench.targets.cefgc import target as cefgc  # noqa: F401
 from workbench.targets.fedgc import target as fedgc  # noqa: F401
 from workbench.targets.fedtad import target as fedtad  # noqa: F401
 

@@ -101,5 +101,5 @@ def sample_graphs(
     for a, t in zip(adj, templates, strict=True):
         n = t.num_nodes
         edge_index, _ = dense_to_sparse(a[:n, :n])
-        out.append(Data(x=t.x.clone(), edge_index=edge_index, y=torch.tensor([label]), num_nodes=n))
+        out.append(Data(x=t.x.clone(), edge_index=edge_index, y=torch.tensor([label])))
     return out

@@ -1,0 +1,127 @@
+"""CeFGC end to end on MUTAG at toy sizes: three communication rounds whose bytes are the
+paper's Table 1 formula for our parameter counts, generators per class (CeFGC) or one with
+the label channel (CeFGC*), synthetic graphs of the senders' classes, one unweighted average,
+and the suite runner with a membership attack on the released GIN."""
+
+import numpy as np
+import pytest
+import torch
+
+from workbench.data.catalog import load_dataset
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.errors import ConfigError
+from workbench.runner import run_suite
+from workbench.store import ResultsStore
+from workbench.suite import parse_suite
+from workbench.targets import TARGETS
+from workbench.targets.cefgc.target import CeFGC, CeFGCConfig, class_scale
+from workbench.transcript import GENERATIVE_MODEL, MODEL_WEIGHTS, SERVER, payload_nbytes
+
+TOY = {
+    "generator": {"epochs": 2, "steps": 5, "max_nodes": 28, "channels": [2, 2]},
+    "epochs": 100,
+    "patience": 20,
+    "synthetic_ratio": 0.5,
+}
+
+
+@pytest.fixture(scope="module")
+def federation(data_root):
+    ds = load_dataset("MUTAG", root=data_root)
+    return build_federation(ds, make_partition(ds, "iid", 3, 0, split=(0.7, 0.1, 0.2)))
+
+
+@pytest.fixture(scope="module")
+def starred(federation):
+    return TARGETS.get("cefgc").fit(federation, {**TOY, "label_channel": True}, [], 0)
+
+
+def _bytes(trained, round_, kind, direction):
+    return sum(
+        m.nbytes
+        for m in trained.transcript.messages
+        if m.round == round_ and m.kind == kind and m.direction == direction
+    )
+
+
+def test_three_rounds_cost_the_papers_formula(starred, federation):
+    assert sorted({m.round for m in starred.transcript.messages}) == [0, 1, 2]
+    n = federation.partition.num_clients
+    uploads = [m.payload for m in starred.transcript.messages if m.round == 0]
+    dm = (
+        4 * sum(v.numel() for v in uploads[0]["model"].values()) + 8 * uploads[0]["classes"].numel()
+    )
+    gnn = payload_nbytes(starred.global_model.state_dict())  # parameters and BatchNorm buffers
+    assert _bytes(starred, 0, GENERATIVE_MODEL, "up") == dm * n  # round 1: D(DM)·N
+    assert _bytes(starred, 1, GENERATIVE_MODEL, "down") == dm * (n - 1) * n  # round 2
+    assert _bytes(starred, 2, MODEL_WEIGHTS, "up") == gnn * n  # round 3: D(GNN)·N
+    # the initial GIN sent in round 2 is real traffic the paper's formula leaves out
+    assert _bytes(starred, 1, MODEL_WEIGHTS, "down") == gnn * n
+
+
+def test_each_client_gets_every_other_generator_and_none_of_its_own(starred):
+    ups = [m for m in starred.transcript.messages if m.round == 0]
+    downs = [m for m in starred.transcript.messages if m.round == 1 and m.kind == GENERATIVE_MODEL]
+    for k, m in enumerate(downs):
+        own = ups[k].payload["model"]
+        assert len(m.payload) == len(ups) - 1
+        assert not any(p["model"] is own for p in m.payload)
+
+
+def test_the_released_model_is_the_unweighted_mean_of_the_uploads(starred):
+    uploads = [m.payload for m in starred.transcript.messages if m.round == 2]
+    for key, value in starred.global_model.state_dict().items():
+        if value.is_floating_point():
+            mean = torch.stack([u[key] for u in uploads]).mean(0)
+            torch.testing.assert_close(value, mean)
+    assert starred.utility["auc"] > 0.6  # MUTAG; even toy generators leave the GIN its signal
+    assert starred.utility["synthetic_graphs"] > 0
+
+
+def test_basic_cefgc_uploads_one_generator_per_class(federation):
+    trained = TARGETS.get("cefgc").fit(federation, TOY, [], 0)
+    for m in trained.transcript.messages:
+        if m.round == 0:
+            assert set(m.payload["models"]) == set(m.payload["classes"].tolist()) == {0, 1}
+    assert trained.transcript.messages[0].receiver == SERVER
+
+
+def test_synthetic_graphs_carry_the_senders_classes_and_the_receivers_shapes(federation):
+    cfg = CeFGCConfig(**{**TOY, "label_channel": True})
+    c = federation.clients[0]
+    gen = torch.Generator().manual_seed(0)
+    payload = CeFGC._generators(federation.clients[1], cfg, gen)
+    fake = CeFGC._synthesise([payload], c, cfg, 7, gen)
+    assert len(fake) == round(0.5 * len(c.train))
+    sizes = {g.num_nodes for g in c.train}
+    assert {int(g.y) for g in fake} <= set(payload["classes"].tolist())
+    assert all(g.num_nodes in sizes for g in fake)
+    for g in fake:  # undirected, no self-loops
+        pairs = set(map(tuple, g.edge_index.T.tolist()))
+        assert all((v, u) in pairs and u != v for u, v in pairs)
+    assert class_scale(0) < class_scale(1) < class_scale(2)
+
+
+def test_node_level_data_and_defenses_are_refused(federation, data_root):
+    ds = load_dataset("Cora", root=data_root)
+    nodes = build_federation(ds, make_partition(ds, "louvain", 3, 0))
+    with pytest.raises(ConfigError, match="cefgc classifies graphs"):
+        TARGETS.get("cefgc").fit(nodes, TOY, [], 0)
+
+
+def test_cefgc_through_the_runner_with_a_membership_attack(data_root, tmp_path):
+    suite = {
+        "name": "cefgc-mutag",
+        "seeds": [0],
+        "datasets": [{"name": "MUTAG"}],
+        "partitions": [{"method": "iid", "num_clients": 3, "aux_fraction": 0.2}],
+        "targets": [{"name": "cefgc", "params": TOY}],
+        "attacks": [{"name": "mia-threshold", "params": {"signal": "loss"}}],
+    }
+    run_suite(parse_suite(suite), tmp_path, quiet=True)
+    store = ResultsStore(tmp_path)
+    (cell,) = store.cells()
+    assert np.isfinite(cell.utility["auc"])
+    (row,) = store.attacks()
+    assert row.status == "ok" and 0.0 <= row.metrics["auc"] <= 1.0
