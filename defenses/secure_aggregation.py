@@ -70,7 +70,9 @@ def on_grid(vector: np.ndarray, cfg: SecureAggConfig) -> np.ndarray:
 class KeyHolder:
     """The clients' side of the protocol: owns the secret key and decrypts aggregates."""
 
-    def __init__(self, cfg: SecureAggConfig) -> None:
+    def __init__(self, cfg: SecureAggConfig, rotations: bool = False) -> None:
+        """``rotations``: also publish Galois keys, so the server can take encrypted inner
+        products (CeFGC+'s similarities), not only sums."""
         self.cfg = cfg
         try:
             self._context = ts.context(
@@ -80,7 +82,14 @@ class KeyHolder:
             msg = f"defenses.secure-aggregation: invalid CKKS parameters ({exc})"
             raise ConfigError(msg) from exc
         self._context.global_scale = 2.0**cfg.scale_bits
+        if rotations:
+            self._context.generate_galois_keys()
         self.public_context = self._context.serialize(save_secret_key=False)
+
+    def decrypt_scalar(self, ciphertext: bytes) -> float:
+        """The first slot of a serialised CKKS vector (e.g. an encrypted inner product):
+        approximate, no grid."""
+        return float(ts.ckks_vector_from(self._context, ciphertext).decrypt()[0])
 
     def decrypt(self, ciphertext: Ciphertext) -> np.ndarray:
         """The exact sum of the grid-rounded contributions, as float64."""
@@ -151,6 +160,16 @@ class AggregationServer:
             start += n
         return Ciphertext(tuple(chunks), size)
 
+    def inner_product(self, a: Ciphertext, b: Ciphertext) -> bytes:
+        """⟨a, b⟩ under encryption (needs the key holder's Galois keys): one serialised
+        CKKS vector whose first slot decrypts to the inner product."""
+        total = None
+        for x, y in zip(a.chunks, b.chunks, strict=True):
+            part = ts.ckks_vector_from(self._context, x).dot(ts.ckks_vector_from(self._context, y))
+            total = part if total is None else total + part
+        assert total is not None
+        return total.serialize()
+
 
 @dataclass(frozen=True)
 class Session:
@@ -162,8 +181,8 @@ class Session:
     server: AggregationServer
 
     @classmethod
-    def start(cls, cfg: SecureAggConfig) -> Session:
-        keys = KeyHolder(cfg)
+    def start(cls, cfg: SecureAggConfig, rotations: bool = False) -> Session:
+        keys = KeyHolder(cfg, rotations)
         public = keys.public_context
         return cls(keys, Encryptor(public, cfg), AggregationServer(public, cfg))
 

@@ -28,6 +28,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
 from accountants import PrivacyLedger
+from defenses.secure_aggregation import SecureAggConfig, Session
 from workbench.data.datasets import GraphDataset
 from workbench.data.federation import Federation, GraphClient
 from workbench.errors import ConfigError
@@ -40,6 +41,14 @@ from workbench.targets.cefgc.generator import (
     sample_graphs,
     train_generator,
     trainable,
+)
+from workbench.targets.cefgc.pairing import (
+    PAIRING,
+    PUBLIC_KEY,
+    SIMILARITIES,
+    encrypted_gram,
+    paired_sums,
+    partners,
 )
 from workbench.targets.cefgc.score_network import EDPScoreNetwork
 from workbench.targets.fedavg import average_states
@@ -65,7 +74,16 @@ class CeFGCConfig(BaseModel):
     lr: float = Field(1e-3, gt=0.0)
     weight_decay: float = Field(5e-4, ge=0.0)
     batch_size: int = Field(128, ge=1)
+    pairing: bool = Field(
+        False,
+        description="CeFGC+ / CeFGC*+: generators encrypted (CKKS), each averaged with "
+        "its most similar one before redistribution",
+    )
+    he: SecureAggConfig = Field(SecureAggConfig(), description="CKKS parameters (pairing)")
     keep_payloads: KeepPayloads = "all"
+
+
+ALL_CLASSES = -1  # the key of CeFGC*'s one generator among a client's generators
 
 
 def class_scale(k: int) -> float:
@@ -94,19 +112,16 @@ class CeFGC:
         rng = np.random.default_rng(derive_seed(seed, "cefgc/shuffle"))
         clients: tuple[GraphClient, ...] = federation.clients  # type: ignore[assignment]
         transcript = Transcript(cfg.keep_payloads)
-        # round 1: generators up
+        # round 1: generators up; round 2: everyone else's (shuffled) and the initial GIN down
         uploads = [self._generators(c, cfg, gen) for c in clients]
-        for k, payload in enumerate(uploads):
-            transcript.send(0, client(k), SERVER, GENERATIVE_MODEL, payload)
-        # round 2: everyone else's generators (shuffled) and the initial GIN down
+        if cfg.pairing:
+            received = encrypted_exchange(uploads, transcript, rng, cfg.he)
+        else:
+            received = plain_exchange(uploads, transcript, rng)
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, "graph")
         initial = spec.build()
-        received = []
         for k in range(len(clients)):
-            others = [uploads[j] for j in rng.permutation(len(clients)) if j != k]
-            transcript.send(1, SERVER, client(k), GENERATIVE_MODEL, others)
             transcript.send(1, SERVER, client(k), MODEL_WEIGHTS, initial.state_dict())
-            received.append(others)
         # round 3: local GINs on own + synthetic graphs up, one unweighted average
         local, synthetic = [], []
         for k, c in enumerate(clients):
@@ -143,23 +158,22 @@ class CeFGC:
 
     @staticmethod
     def _generators(c: GraphClient, cfg: CeFGCConfig, gen: torch.Generator) -> dict:
-        """The client's upload: {class: generator weights} (CeFGC) or one generator with the
-        classes it diffuses (CeFGC*). Classes with no graph small enough get none."""
+        """The client's generators: {"classes": the classes it holds, "models": {class:
+        weights}} (CeFGC), or one model under ``ALL_CLASSES`` (CeFGC*). Classes with no graph
+        small enough get none."""
         graphs = trainable(c.train, cfg.generator)
         labels = [int(g.y.view(-1)[0]) for g in graphs]
         classes = sorted(set(labels))
         held = torch.tensor(classes, dtype=torch.long)  # travels with the weights
-        if cfg.label_channel:
-            if not graphs:
-                return {"classes": held, "model": {}}
+        models = {}
+        if cfg.label_channel and graphs:
             scale = torch.tensor([class_scale(y) for y in labels])
-            net = train_generator(graphs, cfg.generator, gen, scale)
-            return {"classes": held, "model": net.state_dict()}
-        per_class = {}
-        for k in classes:
-            members = [g for g, y in zip(graphs, labels, strict=True) if y == k]
-            per_class[k] = train_generator(members, cfg.generator, gen).state_dict()
-        return {"classes": held, "models": per_class}
+            models[ALL_CLASSES] = train_generator(graphs, cfg.generator, gen, scale).state_dict()
+        elif not cfg.label_channel:
+            for k in classes:
+                members = [g for g, y in zip(graphs, labels, strict=True) if y == k]
+                models[k] = train_generator(members, cfg.generator, gen).state_dict()
+        return {"classes": held, "models": models}
 
     @staticmethod
     def _synthesise(
@@ -169,11 +183,11 @@ class CeFGC:
         received (generator, class) pairs; node counts and features from own graphs."""
         sources = []  # (state dict, class, noise scale)
         for payload in received:
-            for k in payload["classes"].tolist():
-                if cfg.label_channel:
-                    sources.append((payload["model"], k, class_scale(k)))
+            for key, state in payload["models"].items():
+                if key == ALL_CLASSES:
+                    sources += [(state, k, class_scale(k)) for k in payload["classes"].tolist()]
                 else:
-                    sources.append((payload["models"][k], k, 1.0))
+                    sources.append((state, key, 1.0))
         templates = trainable(c.train, cfg.generator)
         total = int(round(cfg.synthetic_ratio * len(c.train)))
         if not sources or not templates or total == 0:
@@ -216,6 +230,80 @@ class CeFGC:
         if val:
             model.load_state_dict(best_state)
         return model.eval()
+
+
+def plain_exchange(uploads: list[dict], transcript: Transcript, rng) -> list[list[dict]]:
+    """Rounds 1 and 2 in the clear: each client's generators up, every other client's down."""
+    for k, payload in enumerate(uploads):
+        transcript.send(0, client(k), SERVER, GENERATIVE_MODEL, payload)
+    received = []
+    for k in range(len(uploads)):
+        others = [uploads[j] for j in rng.permutation(len(uploads)) if j != k]
+        transcript.send(1, SERVER, client(k), GENERATIVE_MODEL, others)
+        received.append(others)
+    return received
+
+
+def encrypted_exchange(
+    uploads: list[dict], transcript: Transcript, rng, he: SecureAggConfig
+) -> list[list[dict]]:
+    """Rounds 1 and 2 of CeFGC+ (``pairing``): generators up as CKKS ciphertexts, paired on
+    them (``pairing.py``), every other client's paired sums down; receivers decrypt and
+    halve. Client 0 holds the keys' public part out to the server (with Galois keys)."""
+    session = Session.start(he, rotations=True)
+    transcript.send(0, client(0), SERVER, PUBLIC_KEY, session.keys.public_context)
+    items, pools, owners = [], [], []
+    for k, up in enumerate(uploads):
+        sealed = {key: session.client.encrypt(flatten(s)) for key, s in up["models"].items()}
+        payload = {"classes": up["classes"], "models": sealed}
+        transcript.send(0, client(k), SERVER, GENERATIVE_MODEL, payload)
+        for key, ciphertext in sealed.items():
+            items.append(ciphertext)
+            pools.append(key)
+            owners.append((k, key))
+    gram = encrypted_gram(session.server, items)
+    transcript.send(1, SERVER, client(0), SIMILARITIES, gram)
+    pairing = partners(session.keys, gram, pools)
+    chosen = np.array([-1 if j is None else j for j in pairing])
+    transcript.send(1, client(0), SERVER, PAIRING, chosen)
+    sums = dict(zip(owners, paired_sums(session.server, items, pairing), strict=True))
+    received = []
+    for k in range(len(uploads)):
+        order = [j for j in rng.permutation(len(uploads)) if j != k]
+        package = [
+            {
+                "classes": uploads[j]["classes"],
+                "models": {key: sums[(j, key)] for key in uploads[j]["models"]},
+            }
+            for j in order
+        ]
+        transcript.send(1, SERVER, client(k), GENERATIVE_MODEL, package)
+        received.append(
+            [
+                {
+                    "classes": p["classes"],
+                    "models": {
+                        key: unflatten(session.keys.decrypt(ct) / 2, uploads[j]["models"][key])
+                        for key, ct in p["models"].items()
+                    },
+                }
+                for j, p in zip(order, package, strict=True)
+            ]
+        )
+    return received
+
+
+def flatten(state: dict[str, torch.Tensor]) -> np.ndarray:
+    return torch.cat([v.reshape(-1).double() for v in state.values()]).numpy()
+
+
+def unflatten(vector: np.ndarray, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``vector`` cut into tensors shaped as ``like`` (the architecture is public)."""
+    out, start = {}, 0
+    for key, v in like.items():
+        out[key] = torch.from_numpy(vector[start : start + v.numel()]).view_as(v).to(v.dtype)
+        start += v.numel()
+    return out
 
 
 TARGETS.register("cefgc")(CeFGC())

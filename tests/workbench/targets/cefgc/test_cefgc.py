@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from defenses.secure_aggregation import Ciphertext
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
@@ -49,9 +50,8 @@ def test_three_rounds_cost_the_papers_formula(starred, federation):
     assert sorted({m.round for m in starred.transcript.messages}) == [0, 1, 2]
     n = federation.partition.num_clients
     uploads = [m.payload for m in starred.transcript.messages if m.round == 0]
-    dm = (
-        4 * sum(v.numel() for v in uploads[0]["model"].values()) + 8 * uploads[0]["classes"].numel()
-    )
+    (model,) = uploads[0]["models"].values()  # CeFGC*: one generator per client
+    dm = 4 * sum(v.numel() for v in model.values()) + 8 * uploads[0]["classes"].numel()
     gnn = payload_nbytes(starred.global_model.state_dict())  # parameters and BatchNorm buffers
     assert _bytes(starred, 0, GENERATIVE_MODEL, "up") == dm * n  # round 1: D(DM)·N
     assert _bytes(starred, 1, GENERATIVE_MODEL, "down") == dm * (n - 1) * n  # round 2
@@ -64,9 +64,9 @@ def test_each_client_gets_every_other_generator_and_none_of_its_own(starred):
     ups = [m for m in starred.transcript.messages if m.round == 0]
     downs = [m for m in starred.transcript.messages if m.round == 1 and m.kind == GENERATIVE_MODEL]
     for k, m in enumerate(downs):
-        own = ups[k].payload["model"]
+        own = ups[k].payload["models"]
         assert len(m.payload) == len(ups) - 1
-        assert not any(p["model"] is own for p in m.payload)
+        assert not any(p["models"] is own for p in m.payload)
 
 
 def test_the_released_model_is_the_unweighted_mean_of_the_uploads(starred):
@@ -125,3 +125,25 @@ def test_cefgc_through_the_runner_with_a_membership_attack(data_root, tmp_path):
     assert np.isfinite(cell.utility["auc"])
     (row,) = store.attacks()
     assert row.status == "ok" and 0.0 <= row.metrics["auc"] <= 1.0
+
+
+def test_pairing_averages_each_generator_with_its_nearest_under_encryption(federation):
+    cfg = {**TOY, "label_channel": True, "pairing": True}
+    trained = TARGETS.get("cefgc").fit(federation, cfg, [], 0)
+    kinds = [(m.round, m.kind) for m in trained.transcript.messages]
+    assert (0, "public_key") in kinds and (1, "similarities") in kinds and (1, "pairing") in kinds
+    ups = [m for m in trained.transcript.messages if m.round == 0 and m.kind == GENERATIVE_MODEL]
+    for m in ups:  # what the server holds of a generator is ciphertext
+        (sealed,) = m.payload["models"].values()
+        assert isinstance(sealed, Ciphertext) and not isinstance(sealed, dict)
+    plain = TARGETS.get("cefgc").fit(federation, {**cfg, "pairing": False}, [], 0)
+    plain_up = [m for m in plain.transcript.messages if m.round == 0 and m.kind == GENERATIVE_MODEL]
+    # ciphertexts are what travels, and they are far larger than the float32 weights
+    assert ups[0].nbytes > 5 * plain_up[0].nbytes
+    weights = [next(iter(m.payload["models"].values())) for m in plain_up]
+    pairing = next(m.payload for m in trained.transcript.messages if m.kind == "pairing")
+    flat = [torch.cat([v.reshape(-1) for v in w.values()]) for w in weights]
+    for i, j in enumerate(pairing.tolist()):
+        cos = [float(torch.nn.functional.cosine_similarity(flat[i], flat[o], 0)) for o in range(3)]
+        assert j != i and cos[j] == max(c for o, c in enumerate(cos) if o != i)
+    assert trained.utility["auc"] > 0.6
