@@ -9,7 +9,7 @@ from attacks.attribute import (  # noqa: F401
     uploaded_distribution,
 )
 from attacks.base import ATTACKS, Attack, AttackInput, AttackOutput, Candidates
-from attacks.membership import lira, rmia, shadow, threshold  # noqa: F401
+from attacks.membership import generator_loss, lira, rmia, shadow, threshold  # noqa: F401
 from attacks.reconstruction import (  # noqa: F401
     class_gradient_inversion,
     feature_inversion,

@@ -23,6 +23,19 @@ class Challenge:
     owner: np.ndarray  # client holding each candidate, for per-client scoring only
 
 
+def others_records(challenge: Challenge, k: int) -> Challenge:
+    """The challenge without client ``k``'s records: a curious client knows its own, so it
+    is asked only about the other clients' members and non-members."""
+    keep = challenge.owner != k
+    c = challenge.candidates
+    graphs = tuple(g for g, kept in zip(c.graphs, keep, strict=True) if kept) if c.graphs else ()
+    return Challenge(
+        Candidates(c.level, c.ids[keep], c.labels[keep], graphs),
+        challenge.is_member[keep],
+        challenge.owner[keep],
+    )
+
+
 def membership_challenge(federation: Federation, seed: int) -> Challenge:
     """Members are the clients' training nodes (or graphs); non-members their test ones.
     The order is shuffled so position carries no information."""

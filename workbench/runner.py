@@ -51,6 +51,7 @@ from workbench.challenges import (
     label_distribution_challenge,
     link_challenge,
     membership_challenge,
+    others_records,
     reidentification_challenge,
 )
 from workbench.data.catalog import load_dataset
@@ -399,6 +400,8 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
             lambda out: link_metrics(out.scores, links.is_edge, links.cut),
         )
     challenge = inputs.challenge
+    if getattr(cfg, "adversary", None) == "client":
+        challenge = others_records(challenge, cfg.client)
 
     def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
         metrics, curve = membership_metrics(out.scores, challenge.is_member, out.threshold)

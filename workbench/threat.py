@@ -66,6 +66,7 @@ class ClientView:
     received: tuple[Message, ...]
     local: NodeClient | GraphClient
     spec: ModelSpec
+    sent: tuple[Message, ...] = ()  # what the client itself uploaded
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def client_view(trained: TrainedTarget, federation: Federation, k: int) -> Clien
         trained.transcript.received_by(client(k)),
         federation.clients[k],
         trained.spec,
+        tuple(m for m in trained.transcript.messages if m.sender == client(k)),
     )
 
 
