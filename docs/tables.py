@@ -3,6 +3,7 @@ formatting mean ± standard deviation over seeds."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,12 +20,21 @@ def fmt(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
 
 
 def load(paths: list[str]) -> tuple[list[CellRow], dict[str, list[AttackRow]]]:
-    cells, attacks = [], defaultdict(list)
+    """Cells and their attack rows from several stores. A cell id is its configuration and
+    seed, so a cell stored by two suites is one experiment (same seed, same numbers): it is
+    kept once, with the attack rows of both."""
+    cells: dict[str, CellRow] = {}
+    attacks: dict[str, list[AttackRow]] = defaultdict(list)
+    seen: set[tuple[str, str, str]] = set()
     for p in paths:
         if not (Path(p) / "results.sqlite").exists():
             continue
         store = ResultsStore(p)
-        cells += store.cells()
+        for c in store.cells():
+            cells.setdefault(c.cell_id, c)
         for a in store.attacks():
-            attacks[a.cell_id].append(a)
-    return cells, attacks
+            key = (a.cell_id, a.attack, json.dumps(a.params, sort_keys=True))
+            if key not in seen:
+                seen.add(key)
+                attacks[a.cell_id].append(a)
+    return list(cells.values()), attacks
