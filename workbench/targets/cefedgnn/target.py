@@ -203,7 +203,7 @@ class CEFedGNN:
             "mean_releases_boundary": float(releases[boundary].mean()) if boundary.size else 0.0,
         }
         # the released GNN; an edge task's head is released beside it
-        released = global_model.gnn if isinstance(global_model, EdgeModel) else global_model
+        released = gnn_of(global_model)
         if mdp is not None:  # ρ among the final normalised embeddings, where ε(ρ) is read
             utility["metric_rho"] = embedding_rho(released, ds, mdp)
         return TrainedTarget(
@@ -211,7 +211,7 @@ class CEFedGNN:
             level="node",
             global_model=released,
             heads={"edge": global_model.head} if isinstance(global_model, EdgeModel) else {},
-            client_models={} if cfg.federated else dict(enumerate(local)),
+            client_models={} if cfg.federated else {k: gnn_of(m) for k, m in enumerate(local)},
             spec=spec,
             recipe=TrainingRecipe(
                 self.name,
@@ -365,6 +365,11 @@ def local_halo(c: HaloClient, buffer: Halo) -> Halo:
     degree = c.degree.clone()
     degree[c.num_own :] = buffer.degree[c.halo]
     return Halo(buffer.hidden[c.halo], buffer.output[c.halo], degree)
+
+
+def gnn_of(model: nn.Module) -> nn.Module:
+    """The node GNN the spec builds: an edge model's encoder, or the model itself."""
+    return model.gnn if isinstance(model, EdgeModel) else model
 
 
 class EncoderAPI(NodeQueryAPI):

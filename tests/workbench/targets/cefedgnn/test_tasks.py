@@ -86,6 +86,9 @@ def test_the_federation_learns_the_cross_bank_motifs(federation):
     with pytest.raises(NotApplicableError, match="no node posteriors"):
         full.query.logits(np.arange(3))
     assert full.query.embeddings(np.arange(3)).shape == (3, 16)
+    alone = ce.fit(federation, {**FAST, "rounds": 2, "federated": False}, [], seed=0)
+    for m in alone.client_models.values():  # stand-alone banks' GNNs, as the spec builds them
+        alone.spec.build().load_state_dict(m.state_dict())
 
 
 def test_both_vectors_are_released_and_accounted(federation):
