@@ -50,7 +50,7 @@ def test_out_of_range_value_names_the_field_and_bound():
 
 def test_unknown_names_list_the_valid_choices():
     msg = error_of(suite(targets=[{"name": "fedavgg"}]))
-    expected = "unknown target 'fedavgg'; valid choices: ce-fedgnn, centralized, fedavg"
+    expected = "unknown target 'fedavgg'; valid choices: ce-fedgnn, cefgc, centralized, fedavg"
     assert f"targets[0].name: {expected}" in msg
     msg = error_of(suite(attacks=[{"name": "lira"}]))
     assert "attacks[0].name" in msg and "mia-threshold" in msg
