@@ -27,9 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from attacks.base import ATTACKS, AttackInput, AttackOutput, Candidates
 from workbench.errors import NotApplicableError
 from workbench.targets.cefgc.diffusion import symmetric_noise
-from workbench.targets.cefgc.generator import GeneratorConfig, dense
-from workbench.targets.cefgc.score_network import EDPScoreNetwork, pair_mask
-from workbench.targets.cefgc.target import ALL_CLASSES, class_scale
+from workbench.targets.cefgc.generator import GeneratorConfig, dense, generator_sources
+from workbench.targets.cefgc.score_network import pair_mask
 from workbench.threat import ClientView
 from workbench.transcript import GENERATIVE_MODEL
 
@@ -52,19 +51,13 @@ class GeneratorLossConfig(BaseModel):
 
 
 def generators(payloads: list[dict], cfg: GeneratorConfig, features: int) -> list[tuple]:
-    """(network, class, noise scale) for every generator in ``payloads``."""
-    out = []
+    """(network, class, noise scale) for every received generator; encrypted ones refused."""
     for p in payloads:
         if not all(isinstance(s, dict) for s in p["models"].values()):
             raise NotApplicableError(
                 "the generators are encrypted (pairing): the attack needs keys"
             )
-        for key, state in p["models"].items():
-            net = EDPScoreNetwork(features, len(cfg.sigmas), cfg.channels, cfg.features)
-            net.load_state_dict(state)
-            classes = p["classes"].tolist() if key == ALL_CLASSES else [key]
-            out += [(net.eval(), k, class_scale(k) if key == ALL_CLASSES else 1.0) for k in classes]
-    return out
+    return generator_sources(payloads, cfg, features)
 
 
 @torch.no_grad()

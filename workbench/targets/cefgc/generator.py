@@ -16,6 +16,13 @@ from torch_geometric.utils import dense_to_sparse, to_dense_adj
 from workbench.targets.cefgc.diffusion import SIGMAS, dsm_loss, langevin_sample
 from workbench.targets.cefgc.score_network import EDPScoreNetwork
 
+ALL_CLASSES = -1  # the key of CeFGC*'s one generator among a client's generators
+
+
+def class_scale(k: int) -> float:
+    """CeFGC*'s noise-schedule stretch for class ``k``."""
+    return 1.0 + k / 2
+
 
 class GeneratorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -102,4 +109,22 @@ def sample_graphs(
         n = t.num_nodes
         edge_index, _ = dense_to_sparse(a[:n, :n])
         out.append(Data(x=t.x.clone(), edge_index=edge_index, y=torch.tensor([label])))
+    return out
+
+
+def generator_sources(
+    payloads: list[dict], cfg: GeneratorConfig, features: int
+) -> list[tuple[EDPScoreNetwork, int, float]]:
+    """(network, class, noise scale) for every (generator, class) in ``payloads`` (each
+    {"classes", "models": {class or ALL_CLASSES: weights}}); a label-channel generator serves
+    each of its classes on that class's schedule."""
+    out = []
+    for p in payloads:
+        for key, state in p["models"].items():
+            net = EDPScoreNetwork(features, len(cfg.sigmas), cfg.channels, cfg.features)
+            net.load_state_dict(state)
+            if key == ALL_CLASSES:
+                out += [(net.eval(), k, class_scale(k)) for k in p["classes"].tolist()]
+            else:
+                out.append((net.eval(), key, 1.0))
     return out

@@ -37,7 +37,10 @@ from workbench.query import GraphQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.cefgc.generator import (
+    ALL_CLASSES,
     GeneratorConfig,
+    class_scale,
+    generator_sources,
     sample_graphs,
     train_generator,
     trainable,
@@ -50,7 +53,6 @@ from workbench.targets.cefgc.pairing import (
     paired_sums,
     partners,
 )
-from workbench.targets.cefgc.score_network import EDPScoreNetwork
 from workbench.targets.fedavg import average_states
 from workbench.targets.training import TrainingRecipe, graph_logits, score_graph_clients
 from workbench.transcript import (
@@ -81,14 +83,6 @@ class CeFGCConfig(BaseModel):
     )
     he: SecureAggConfig = Field(SecureAggConfig(), description="CKKS parameters (pairing)")
     keep_payloads: KeepPayloads = "all"
-
-
-ALL_CLASSES = -1  # the key of CeFGC*'s one generator among a client's generators
-
-
-def class_scale(k: int) -> float:
-    """CeFGC*'s noise-schedule stretch for class ``k``."""
-    return 1.0 + k / 2
 
 
 class CeFGC:
@@ -181,25 +175,17 @@ class CeFGC:
     ) -> list[Data]:
         """``synthetic_ratio`` × |own training graphs| synthetic graphs, evenly over the
         received (generator, class) pairs; node counts and features from own graphs."""
-        sources = []  # (state dict, class, noise scale)
-        for payload in received:
-            for key, state in payload["models"].items():
-                if key == ALL_CLASSES:
-                    sources += [(state, k, class_scale(k)) for k in payload["classes"].tolist()]
-                else:
-                    sources.append((state, key, 1.0))
+        sources = generator_sources(received, cfg.generator, features)
         templates = trainable(c.train, cfg.generator)
         total = int(round(cfg.synthetic_ratio * len(c.train)))
         if not sources or not templates or total == 0:
             return []
         out: list[Data] = []
         g = cfg.generator
-        for i, (state, k, scale) in enumerate(sources):
+        for i, (net, k, scale) in enumerate(sources):
             count = total // len(sources) + (i < total % len(sources))
-            net = EDPScoreNetwork(features, len(g.sigmas), g.channels, g.features)
-            net.load_state_dict(state)
             pick = torch.randint(len(templates), (count,), generator=gen).tolist()
-            out += sample_graphs(net.eval(), [templates[j] for j in pick], k, g, gen, scale)
+            out += sample_graphs(net, [templates[j] for j in pick], k, g, gen, scale)
         return out
 
     @staticmethod
