@@ -13,6 +13,7 @@ from attacks.membership import generator_loss, lira, rmia, shadow, threshold  # 
 from attacks.reconstruction import (  # noqa: F401
     class_gradient_inversion,
     feature_inversion,
+    generator_sampling,
     gradient_inversion,
     graph_reconstruction,
     link_stealing,

@@ -66,6 +66,11 @@ def per_graph_gradients(model: nn.Module, graphs: Sequence[Data]) -> list[torch.
         b = Batch.from_data_list([g])
         loss = F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1))
         rows.append(torch.autograd.grad(loss, params))
+    return stacked(rows, params)
+
+
+def stacked(rows: list[tuple[torch.Tensor, ...]], params: list[nn.Parameter]) -> list[torch.Tensor]:
+    """Per-record gradient rows as one [records, *shape] tensor per parameter."""
     if not rows:
         return [p.new_zeros((0, *p.shape)) for p in params]
     return [torch.stack(per_param) for per_param in zip(*rows, strict=True)]
@@ -84,7 +89,7 @@ def train_graph_epochs_dp(
     def gradients(idx: torch.Tensor) -> list[torch.Tensor]:
         return per_graph_gradients(model, [graphs[i] for i in idx.tolist()])
 
-    return _dp_steps(model, optimizer, len(graphs), epochs, cfg, generator, gradients)
+    return dp_steps(model, optimizer, len(graphs), epochs, cfg, generator, gradients)
 
 
 def per_node_gradients(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
@@ -114,10 +119,10 @@ def train_rows_epochs_dp(
     def gradients(idx: torch.Tensor) -> list[torch.Tensor]:
         return per_node_gradients(model, x[idx], y[idx])
 
-    return _dp_steps(model, optimizer, x.size(0), epochs, cfg, generator, gradients)
+    return dp_steps(model, optimizer, x.size(0), epochs, cfg, generator, gradients)
 
 
-def _dp_steps(
+def dp_steps(
     model: nn.Module,
     optimizer: DPOptimizer,
     num_records: int,

@@ -67,6 +67,7 @@ class ClientView:
     local: NodeClient | GraphClient
     spec: ModelSpec
     sent: tuple[Message, ...] = ()  # what the client itself uploaded
+    keys: Any = None  # its secret key material (it can decrypt what it receives)
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,7 @@ def client_view(trained: TrainedTarget, federation: Federation, k: int) -> Clien
         federation.clients[k],
         trained.spec,
         tuple(m for m in trained.transcript.messages if m.sender == client(k)),
+        trained.keys,
     )
 
 

@@ -42,6 +42,8 @@ class TrainedTarget:
     served: ServedAPI | None = None
     # parts of the released model beside the GNN (CE-FedGNN's edge head on its embeddings)
     heads: dict[str, nn.Module] = field(default_factory=dict)
+    # secret key material every client holds (CeFGC+'s CKKS key), None without encryption
+    keys: Any = None
 
 
 class Target(Protocol):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.data import Data
 from torch_geometric.utils import dense_to_sparse, to_dense_adj
 
+from defenses.dp_sgd import DPSGDConfig, dp_steps, private_optimizer, stacked
 from workbench.targets.cefgc.diffusion import SIGMAS, dsm_loss, langevin_sample
 from workbench.targets.cefgc.score_network import EDPScoreNetwork
 
@@ -52,6 +53,11 @@ def dense(graphs: list[Data], max_nodes: int) -> tuple[torch.Tensor, torch.Tenso
     return adj, x, mask
 
 
+def blank_generator(cfg: GeneratorConfig, features: int) -> EDPScoreNetwork:
+    """An untrained generator of the recipe's architecture (its shapes are public)."""
+    return EDPScoreNetwork(features, len(cfg.sigmas), cfg.channels, cfg.features)
+
+
 def trainable(graphs: list[Data], cfg: GeneratorConfig) -> list[Data]:
     return [g for g in graphs if 2 <= g.num_nodes <= cfg.max_nodes]
 
@@ -61,14 +67,30 @@ def train_generator(
     cfg: GeneratorConfig,
     generator: torch.Generator,
     scale: torch.Tensor | None = None,
+    dp: DPSGDConfig | None = None,
 ) -> EDPScoreNetwork:
     """EDP-GNN trained on ``graphs`` (each at most ``max_nodes``); ``scale`` [len(graphs)]
-    stretches each graph's noise levels (CeFGC*'s per-class schedule)."""
+    stretches each graph's noise levels (CeFGC*'s per-class schedule). ``dp``: DP-SGD, one
+    graph with its noisy copies at every level one record, ``epochs`` × ⌈1/q⌉ steps on Poisson
+    batches (``generator_dp_steps``)."""
     adj, x, mask = dense(graphs, cfg.max_nodes)
-    net = EDPScoreNetwork(x.shape[2], len(cfg.sigmas), cfg.channels, cfg.features)
+    net = blank_generator(cfg, x.shape[2])
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     decay = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.999)
     net.train()
+    if dp is not None:
+        private = private_optimizer(opt, dp, len(graphs), generator)
+
+        def gradients(idx: torch.Tensor) -> list[torch.Tensor]:
+            s = None if scale is None else scale[idx]
+            return per_graph_dsm_gradients(
+                net, adj[idx], x[idx], mask[idx], cfg.sigmas, generator, s
+            )
+
+        for _ in range(cfg.epochs):
+            dp_steps(net, private, len(graphs), 1, dp, generator, gradients)
+            decay.step()
+        return net.eval()
     for _ in range(cfg.epochs):
         order = torch.randperm(len(graphs), generator=generator)
         for batch in order.split(cfg.batch_size):
@@ -79,6 +101,32 @@ def train_generator(
             opt.step()
         decay.step()
     return net.eval()
+
+
+def generator_dp_steps(cfg: GeneratorConfig, dp: DPSGDConfig) -> int:
+    """DP-SGD steps a generator trains for (every record takes part in all of them)."""
+    return cfg.epochs * dp.steps_per_epoch
+
+
+def per_graph_dsm_gradients(
+    net: EDPScoreNetwork,
+    adj: torch.Tensor,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    sigmas: tuple[float, ...],
+    generator: torch.Generator,
+    scale: torch.Tensor | None,
+) -> list[torch.Tensor]:
+    """Each graph's gradient of its DSM loss over all levels: a graph and its noisy copies
+    are one record (the reference code's chunked batches would split a record)."""
+    params = [p for p in net.parameters() if p.requires_grad]
+    rows = []
+    for i in range(adj.shape[0]):
+        s = None if scale is None else scale[i : i + 1]
+        one = slice(i, i + 1)
+        loss = dsm_loss(net, adj[one], x[one], mask[one], sigmas, generator, s)
+        rows.append(torch.autograd.grad(loss, params))
+    return stacked(rows, params)
 
 
 def sample_graphs(
@@ -121,7 +169,7 @@ def generator_sources(
     out = []
     for p in payloads:
         for key, state in p["models"].items():
-            net = EDPScoreNetwork(features, len(cfg.sigmas), cfg.channels, cfg.features)
+            net = blank_generator(cfg, features)
             net.load_state_dict(state)
             if key == ALL_CLASSES:
                 out += [(net.eval(), k, class_scale(k)) for k in p["classes"].tolist()]

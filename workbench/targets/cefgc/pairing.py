@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
 from defenses.secure_aggregation import AggregationServer, Ciphertext, KeyHolder
 
@@ -59,3 +60,31 @@ def paired_sums(
         server.sum([items[i], items[i if j is None else j]], items[i].size)
         for i, j in enumerate(pairing)
     ]
+
+
+def flatten(state: dict[str, torch.Tensor]) -> np.ndarray:
+    return torch.cat([v.reshape(-1).double() for v in state.values()]).numpy()
+
+
+def unflatten(vector: np.ndarray, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``vector`` cut into tensors shaped as ``like`` (the architecture is public)."""
+    out, start = {}, 0
+    for key, v in like.items():
+        out[key] = torch.from_numpy(vector[start : start + v.numel()]).view_as(v).to(v.dtype)
+        start += v.numel()
+    return out
+
+
+def opened(
+    keys: KeyHolder, package: dict, like: dict[str, torch.Tensor], summands: int = 2
+) -> dict:
+    """What a receiving client makes of one encrypted package: each Enc(θ_i + θ_j*)
+    decrypted and halved into a generator's weights (shaped as ``like``); ``summands=1``
+    opens a single encrypted generator (a client's own upload)."""
+    return {
+        "classes": package["classes"],
+        "models": {
+            key: unflatten(keys.decrypt(ct) / summands, like)
+            for key, ct in package["models"].items()
+        },
+    }

@@ -28,7 +28,9 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
 from accountants import PrivacyLedger
-from defenses.secure_aggregation import SecureAggConfig, Session
+from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
+from defenses.dp_sgd import ledger_event as dp_sgd_event
+from defenses.secure_aggregation import KeyHolder, SecureAggConfig, Session
 from workbench.data.datasets import GraphDataset
 from workbench.data.federation import Federation, GraphClient
 from workbench.errors import ConfigError
@@ -39,7 +41,9 @@ from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.cefgc.generator import (
     ALL_CLASSES,
     GeneratorConfig,
+    blank_generator,
     class_scale,
+    generator_dp_steps,
     generator_sources,
     sample_graphs,
     train_generator,
@@ -50,6 +54,8 @@ from workbench.targets.cefgc.pairing import (
     PUBLIC_KEY,
     SIMILARITIES,
     encrypted_gram,
+    flatten,
+    opened,
     paired_sums,
     partners,
 )
@@ -93,9 +99,10 @@ class CeFGC:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        if defenses:
-            names = ", ".join(d.name for d in defenses)
-            raise ConfigError(f"defenses: cefgc applies none yet (got {names})")
+        unknown = [d.name for d in defenses if d.name != "dp-sgd"]
+        if unknown:
+            raise ConfigError(f"defenses: cefgc applies only dp-sgd (got {', '.join(unknown)})")
+        dp = next((d.config for d in defenses), None)
         if federation.level != "graph":
             raise ConfigError("datasets: cefgc classifies graphs; the dataset is node-level")
         cfg = config if isinstance(config, CeFGCConfig) else CeFGCConfig(**(config or {}))
@@ -107,9 +114,11 @@ class CeFGC:
         clients: tuple[GraphClient, ...] = federation.clients  # type: ignore[assignment]
         transcript = Transcript(cfg.keep_payloads)
         # round 1: generators up; round 2: everyone else's (shuffled) and the initial GIN down
-        uploads = [self._generators(c, cfg, gen) for c in clients]
+        uploads = [self._generators(c, cfg, gen, dp) for c in clients]
+        keys = None
         if cfg.pairing:
-            received = encrypted_exchange(uploads, transcript, rng, cfg.he)
+            template = blank_generator(cfg.generator, ds.num_features).state_dict()
+            received, keys = encrypted_exchange(uploads, transcript, rng, cfg.he, template)
         else:
             received = plain_exchange(uploads, transcript, rng)
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, "graph")
@@ -120,7 +129,7 @@ class CeFGC:
         local, synthetic = [], []
         for k, c in enumerate(clients):
             fake = self._synthesise(received[k], c, cfg, ds.num_features, gen)
-            model = self._train(initial, c.train + fake, c.val, cfg, gen)
+            model = self._train(initial, c.train + fake, c.val, cfg, gen, dp)
             transcript.send(2, client(k), SERVER, MODEL_WEIGHTS, model.state_dict())
             local.append(model)
             synthetic.append(len(fake))
@@ -142,19 +151,37 @@ class CeFGC:
             client_models={},
             spec=spec,
             recipe=TrainingRecipe(
-                self.name, cfg.model_dump(), len(clients), sum(len(c.train) for c in clients)
+                self.name,
+                cfg.model_dump(),
+                len(clients),
+                sum(len(c.train) for c in clients),
+                tuple(defenses),
             ),
             query=GraphQueryAPI(global_model),
             transcript=transcript,
-            ledger=PrivacyLedger(),
+            ledger=self.ledger(cfg, dp),
             utility=utility,
+            keys=keys,
         )
 
     @staticmethod
-    def _generators(c: GraphClient, cfg: CeFGCConfig, gen: torch.Generator) -> dict:
+    def ledger(cfg: CeFGCConfig, dp: DPSGDConfig | None) -> PrivacyLedger:
+        """DP-SGD: a client's graph enters its generator's training (one generator per class,
+        so each graph only its class's) and its GIN's; both are released, so their steps add
+        up. Everything else is post-processing: synthetic graphs of a DP generator, the GINs
+        trained on them, the average. Every client runs as many steps."""
+        if dp is None:
+            return PrivacyLedger()
+        steps = generator_dp_steps(cfg.generator, dp) + cfg.epochs * dp.steps_per_epoch
+        return PrivacyLedger().record(dp_sgd_event(dp, steps))
+
+    @staticmethod
+    def _generators(
+        c: GraphClient, cfg: CeFGCConfig, gen: torch.Generator, dp: DPSGDConfig | None
+    ) -> dict:
         """The client's generators: {"classes": the classes it holds, "models": {class:
         weights}} (CeFGC), or one model under ``ALL_CLASSES`` (CeFGC*). Classes with no graph
-        small enough get none."""
+        small enough get none. ``dp``: trained with DP-SGD."""
         graphs = trainable(c.train, cfg.generator)
         labels = [int(g.y.view(-1)[0]) for g in graphs]
         classes = sorted(set(labels))
@@ -162,11 +189,12 @@ class CeFGC:
         models = {}
         if cfg.label_channel and graphs:
             scale = torch.tensor([class_scale(y) for y in labels])
-            models[ALL_CLASSES] = train_generator(graphs, cfg.generator, gen, scale).state_dict()
+            net = train_generator(graphs, cfg.generator, gen, scale, dp)
+            models[ALL_CLASSES] = net.state_dict()
         elif not cfg.label_channel:
             for k in classes:
                 members = [g for g, y in zip(graphs, labels, strict=True) if y == k]
-                models[k] = train_generator(members, cfg.generator, gen).state_dict()
+                models[k] = train_generator(members, cfg.generator, gen, dp=dp).state_dict()
         return {"classes": held, "models": models}
 
     @staticmethod
@@ -190,11 +218,22 @@ class CeFGC:
 
     @staticmethod
     def _train(
-        initial: nn.Module, graphs: list[Data], val: list[Data], cfg: CeFGCConfig, gen
+        initial: nn.Module,
+        graphs: list[Data],
+        val: list[Data],
+        cfg: CeFGCConfig,
+        gen,
+        dp: DPSGDConfig | None,
     ) -> nn.Module:
-        """The GIN from the initial weights, stopped by validation loss (patience)."""
+        """The GIN from the initial weights, stopped by validation loss (patience); under
+        DP-SGD exactly ``epochs`` epochs (choosing weights by the validation loss would use
+        private graphs outside the accountant)."""
         model = copy.deepcopy(initial)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        if dp is not None:
+            private = private_optimizer(opt, dp, len(graphs), gen)
+            train_graph_epochs_dp(model, graphs, private, cfg.epochs, dp, gen)
+            return model.eval()
         loader = DataLoader(graphs, batch_size=cfg.batch_size, shuffle=True, generator=gen)
         val_y = torch.tensor([int(g.y.view(-1)[0]) for g in val], dtype=torch.long)
         best, best_state, waited = float("inf"), copy.deepcopy(model.state_dict()), 0
@@ -231,11 +270,12 @@ def plain_exchange(uploads: list[dict], transcript: Transcript, rng) -> list[lis
 
 
 def encrypted_exchange(
-    uploads: list[dict], transcript: Transcript, rng, he: SecureAggConfig
-) -> list[list[dict]]:
+    uploads: list[dict], transcript: Transcript, rng, he: SecureAggConfig, template: dict
+) -> tuple[list[list[dict]], KeyHolder]:
     """Rounds 1 and 2 of CeFGC+ (``pairing``): generators up as CKKS ciphertexts, paired on
     them (``pairing.py``), every other client's paired sums down; receivers decrypt and
-    halve. Client 0 holds the keys' public part out to the server (with Galois keys)."""
+    halve (``template``: a generator's state, for its shapes). Client 0 holds the keys'
+    public part out to the server (with Galois keys); every client holds the secret key."""
     session = Session.start(he, rotations=True)
     transcript.send(0, client(0), SERVER, PUBLIC_KEY, session.keys.public_context)
     items, pools, owners = [], [], []
@@ -264,32 +304,8 @@ def encrypted_exchange(
             for j in order
         ]
         transcript.send(1, SERVER, client(k), GENERATIVE_MODEL, package)
-        received.append(
-            [
-                {
-                    "classes": p["classes"],
-                    "models": {
-                        key: unflatten(session.keys.decrypt(ct) / 2, uploads[j]["models"][key])
-                        for key, ct in p["models"].items()
-                    },
-                }
-                for j, p in zip(order, package, strict=True)
-            ]
-        )
-    return received
-
-
-def flatten(state: dict[str, torch.Tensor]) -> np.ndarray:
-    return torch.cat([v.reshape(-1).double() for v in state.values()]).numpy()
-
-
-def unflatten(vector: np.ndarray, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``vector`` cut into tensors shaped as ``like`` (the architecture is public)."""
-    out, start = {}, 0
-    for key, v in like.items():
-        out[key] = torch.from_numpy(vector[start : start + v.numel()]).view_as(v).to(v.dtype)
-        start += v.numel()
-    return out
+        received.append([opened(session.keys, p, template) for p in package])
+    return received, session.keys
 
 
 TARGETS.register("cefgc")(CeFGC())

@@ -1,12 +1,17 @@
 """CeFGC end to end on MUTAG at toy sizes: three communication rounds whose bytes are the
 paper's Table 1 formula for our parameter counts, generators per class (CeFGC) or one with
 the label channel (CeFGC*), synthetic graphs of the senders' classes, one unweighted average,
-and the suite runner with a membership attack on the released GIN."""
+the suite runner with attacks on the released GIN and on the shared generators, and CeFGC+'s
+encrypted pairing, whose averages a partner client undoes."""
 
 import numpy as np
 import pytest
 import torch
 
+from accountants import SubsampledGaussian
+from attacks.generators import opened_payloads, undo_pairing
+from defenses.base import applied
+from defenses.dp_sgd import DPSGDConfig
 from defenses.secure_aggregation import Ciphertext
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
@@ -16,7 +21,17 @@ from workbench.runner import run_suite
 from workbench.store import ResultsStore
 from workbench.suite import parse_suite
 from workbench.targets import TARGETS
+from workbench.targets.cefgc.diffusion import dsm_loss
+from workbench.targets.cefgc.generator import (
+    ALL_CLASSES,
+    GeneratorConfig,
+    dense,
+    train_generator,
+    trainable,
+)
+from workbench.targets.cefgc.pairing import flatten
 from workbench.targets.cefgc.target import CeFGC, CeFGCConfig, class_scale
+from workbench.threat import client_view
 from workbench.transcript import GENERATIVE_MODEL, MODEL_WEIGHTS, SERVER, payload_nbytes
 
 TOY = {
@@ -91,7 +106,7 @@ def test_synthetic_graphs_carry_the_senders_classes_and_the_receivers_shapes(fed
     cfg = CeFGCConfig(**{**TOY, "label_channel": True})
     c = federation.clients[0]
     gen = torch.Generator().manual_seed(0)
-    payload = CeFGC._generators(federation.clients[1], cfg, gen)
+    payload = CeFGC._generators(federation.clients[1], cfg, gen, None)
     fake = CeFGC._synthesise([payload], c, cfg, 7, gen)
     assert len(fake) == round(0.5 * len(c.train))
     sizes = {g.num_nodes for g in c.train}
@@ -110,6 +125,38 @@ def test_node_level_data_and_defenses_are_refused(federation, data_root):
         TARGETS.get("cefgc").fit(nodes, TOY, [], 0)
 
 
+def test_dp_sgd_covers_every_release_of_a_clients_graphs(federation):
+    dp = applied("dp-sgd", {"clip": 1.0, "noise_multiplier": 1.0, "sample_rate": 0.25})
+    trained = TARGETS.get("cefgc").fit(federation, {**TOY, "epochs": 3}, [dp], 0)
+    (event,) = trained.ledger.events
+    # its generator (2 epochs) and its GIN (3 epochs, no early stop), 4 steps an epoch each
+    assert isinstance(event, SubsampledGaussian)
+    assert (event.q, event.sigma, event.steps) == (0.25, 1.0, (2 + 3) * 4)
+    assert np.isfinite(trained.utility["auc"])
+    assert trained.recipe.defenses == (dp,)  # shadow models are trained the same way
+    upload = applied("gaussian-upload", {})
+    with pytest.raises(ConfigError, match="only dp-sgd"):
+        TARGETS.get("cefgc").fit(federation, TOY, [upload], 0)
+
+
+def test_dp_sgd_noise_reaches_the_generator(federation):
+    """The same generator training with no noise and with overwhelming noise: the noisy one
+    is a different model (the noise is applied), the clean one fits its graphs."""
+    graphs = trainable(federation.clients[0].train, GeneratorConfig(max_nodes=28))
+    cfg = GeneratorConfig(epochs=3, max_nodes=28, channels=(2, 2))
+    quiet = DPSGDConfig(clip=1e3, noise_multiplier=1e-6, sample_rate=0.5)
+    loud = DPSGDConfig(clip=1.0, noise_multiplier=100.0, sample_rate=0.5)
+    nets = [
+        train_generator(graphs, cfg, torch.Generator().manual_seed(0), dp=dp)
+        for dp in (quiet, loud)
+    ]
+    adj, x, mask = dense(graphs, 28)
+    losses = [
+        float(dsm_loss(n, adj, x, mask, cfg.sigmas, torch.Generator().manual_seed(1))) for n in nets
+    ]
+    assert losses[0] < losses[1]
+
+
 def test_cefgc_through_the_runner_with_a_membership_attack(data_root, tmp_path):
     suite = {
         "name": "cefgc-mutag",
@@ -117,26 +164,48 @@ def test_cefgc_through_the_runner_with_a_membership_attack(data_root, tmp_path):
         "datasets": [{"name": "MUTAG"}],
         "partitions": [{"method": "iid", "num_clients": 3, "aux_fraction": 0.2}],
         "targets": [{"name": "cefgc", "params": TOY}],
-        "attacks": [{"name": "mia-threshold", "params": {"signal": "loss"}}],
+        "attacks": [
+            {"name": "mia-threshold", "params": {"signal": "loss"}},
+            {"name": "mia-generator-loss", "params": {"client": 1, "draws": 2}},
+            {"name": "generator-sampling", "params": {"client": 1, "samples": 2, "steps": 3}},
+        ],
     }
     run_suite(parse_suite(suite), tmp_path, quiet=True)
     store = ResultsStore(tmp_path)
     (cell,) = store.cells()
     assert np.isfinite(cell.utility["auc"])
-    (row,) = store.attacks()
-    assert row.status == "ok" and 0.0 <= row.metrics["auc"] <= 1.0
+    rows = {row.attack: row for row in store.attacks()}
+    assert set(rows) == {"mia-threshold", "mia-generator-loss", "generator-sampling"}
+    for row in rows.values():
+        assert row.status == "ok" and 0.0 <= row.metrics["auc"] <= 1.0
+    # the sampling attack's threshold marks exact copies: the share of members reproduced
+    assert 0.0 <= rows["generator-sampling"].metrics["threshold_tpr"] <= 1.0
 
 
-def test_pairing_averages_each_generator_with_its_nearest_under_encryption(federation):
-    cfg = {**TOY, "label_channel": True, "pairing": True}
-    trained = TARGETS.get("cefgc").fit(federation, cfg, [], 0)
+# CeFGC*+ with generators trained long enough to be told from weight-space mixtures (at 2
+# epochs a recovered generator denoised no better than the average it came from)
+PAIRED = {
+    **TOY,
+    "generator": {**TOY["generator"], "epochs": 20},
+    "label_channel": True,
+    "pairing": True,
+}
+
+
+@pytest.fixture(scope="module")
+def paired(federation):
+    return TARGETS.get("cefgc").fit(federation, PAIRED, [], 0)
+
+
+def test_pairing_averages_each_generator_with_its_nearest_under_encryption(federation, paired):
+    trained = paired
     kinds = [(m.round, m.kind) for m in trained.transcript.messages]
     assert (0, "public_key") in kinds and (1, "similarities") in kinds and (1, "pairing") in kinds
     ups = [m for m in trained.transcript.messages if m.round == 0 and m.kind == GENERATIVE_MODEL]
     for m in ups:  # what the server holds of a generator is ciphertext
         (sealed,) = m.payload["models"].values()
         assert isinstance(sealed, Ciphertext) and not isinstance(sealed, dict)
-    plain = TARGETS.get("cefgc").fit(federation, {**cfg, "pairing": False}, [], 0)
+    plain = TARGETS.get("cefgc").fit(federation, {**PAIRED, "pairing": False}, [], 0)
     plain_up = [m for m in plain.transcript.messages if m.round == 0 and m.kind == GENERATIVE_MODEL]
     # ciphertexts are what travels, and they are far larger than the float32 weights
     assert ups[0].nbytes > 5 * plain_up[0].nbytes
@@ -147,3 +216,23 @@ def test_pairing_averages_each_generator_with_its_nearest_under_encryption(feder
         cos = [float(torch.nn.functional.cosine_similarity(flat[i], flat[o], 0)) for o in range(3)]
         assert j != i and cos[j] == max(c for o, c in enumerate(cos) if o != i)
     assert trained.utility["auc"] > 0.6
+
+
+def test_a_client_undoes_the_averages_its_own_generator_took_part_in(federation, paired):
+    cfg = GeneratorConfig(**PAIRED["generator"])
+    features = federation.dataset.num_features
+    uploads = [m for m in paired.transcript.messages if m.round == 0 and m.kind == GENERATIVE_MODEL]
+    truth = [opened_payloads([m], paired.keys, cfg, features, 1)[0]["models"] for m in uploads]
+    truth = [flatten(t[ALL_CLASSES]) for t in truth]
+    pairing = next(m.payload for m in paired.transcript.messages if m.kind == "pairing").tolist()
+    for k in range(3):
+        view = client_view(paired, federation, k)
+        received = opened_payloads(view.received, view.keys, cfg, features, 2)
+        own = opened_payloads(view.sent, view.keys, cfg, features, 1)
+        graphs = trainable(view.local.val + view.local.test, cfg)
+        undone, recovered = undo_pairing(received, own, graphs, cfg, 4, 0)
+        got = [flatten(p["models"][ALL_CLASSES]) for p in undone]
+        exact = {j for j in range(3) if min(np.abs(g - truth[j]).max() for g in got) < 1e-3}
+        # exactly the generators whose nearest was this client's own are given away
+        assert exact == {j for j, p in enumerate(pairing) if p == k and j != k}
+        assert recovered == len(exact)
