@@ -3,6 +3,7 @@ the attack from ground truth. Importing a module registers it."""
 
 from attacks import audit  # noqa: F401
 from attacks.attribute import (  # noqa: F401
+    generator_source,
     inference,
     label_distribution,
     statistics_inference,

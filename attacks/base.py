@@ -47,7 +47,14 @@ class AttackInput:
 
 
 Family = Literal[
-    "membership", "link", "distribution", "attribute", "client-data", "feature", "audit"
+    "membership",
+    "link",
+    "distribution",
+    "attribute",
+    "client-data",
+    "feature",
+    "audit",
+    "source",  # which member dataset each received generator came from
 ]
 
 

@@ -3,6 +3,7 @@ used to score it. Only ``Challenge.candidates`` is handed to an attack."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -309,3 +310,26 @@ def reidentification_challenge(
         for sigma, count in noise
     ]
     return ReidentificationChallenge(NodePairs(u, v), np.concatenate(draws, 1), chosen, rho, d)
+
+
+@dataclass(frozen=True)
+class SourceChallenge:
+    """The generators a client received (in the order received), each one's source dataset
+    (the sender's member of a ``graph-mixture``) held for scoring only."""
+
+    generators: np.ndarray  # positions in the received order: the candidates
+    truth: np.ndarray  # source index per generator
+    num_sources: int
+
+
+def source_challenge(federation: Federation, senders: Sequence[int]) -> SourceChallenge:
+    ds = federation.dataset
+    names = getattr(ds, "source_names", ())
+    if len(names) < 2:
+        raise NotApplicableError("source inference needs a mixture of datasets (graph-mixture)")
+    source = ds.source
+    truth = []
+    for j in senders:
+        ids = federation.partition.clients[j].train
+        truth.append(int(np.bincount(source[ids], minlength=len(names)).argmax()))
+    return SourceChallenge(np.arange(len(senders)), np.array(truth, dtype=np.int64), len(names))

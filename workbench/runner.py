@@ -53,6 +53,7 @@ from workbench.challenges import (
     membership_challenge,
     others_records,
     reidentification_challenge,
+    source_challenge,
 )
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset, NodeDataset
@@ -370,6 +371,8 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
         )
     if family == "client-data":
         return client_data_inputs(cfg, inputs)
+    if family == "source":
+        return source_inputs(cfg, inputs)
     if family == "feature":
         return feature_inputs(cfg, inputs)
     if family == "audit":
@@ -410,6 +413,26 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
 
     view = adversary_view(cfg, inputs.trained, inputs.federation)
     return FamilyInputs(view, inputs.knowledge, challenge.candidates, score)
+
+
+def source_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
+    """A curious client naming the source dataset of each generator it received; the
+    senders (the server's shuffle) stay with the scorer. Its prior: the auxiliary pool's
+    source fractions."""
+    senders = inputs.trained.senders.get(cfg.client)
+    if senders is None:
+        raise NotApplicableError(f"the target shares no generators with client {cfg.client}")
+    task = source_challenge(inputs.federation, senders)
+    aux = np.array([int(getattr(g, "source", 0)) for g in inputs.knowledge.aux_graphs])
+    prior = value_fractions(aux, task.num_sources)
+
+    def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
+        metrics = attribute_metrics(out.scores, task.truth, prior)
+        metrics["generators"] = metrics.pop("nodes")
+        return metrics, None
+
+    view = adversary_view(cfg, inputs.trained, inputs.federation)
+    return FamilyInputs(view, inputs.knowledge, task.generators, score)
 
 
 def client_data_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:

@@ -44,6 +44,9 @@ class TrainedTarget:
     heads: dict[str, nn.Module] = field(default_factory=dict)
     # secret key material every client holds (CeFGC+'s CKKS key), None without encryption
     keys: Any = None
+    # for each client, the clients whose generators it received, in the order received
+    # (CeFGC's shuffled round 2): for scoring only, no view carries it
+    senders: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 class Target(Protocol):

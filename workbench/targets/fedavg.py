@@ -47,6 +47,7 @@ from workbench.targets.training import (
     make_optimizer,
     score_graph_clients,
     score_node_clients,
+    source_aucs,
     train_graph_epochs,
     train_node_epochs,
 )
@@ -216,6 +217,8 @@ class _FedAvg:
         }
         if ib_kl is not None:
             utility["ib_kl_nats"] = ib_kl
+        if isinstance(ds, GraphDataset):
+            utility.update(source_aucs(global_model, clients, ds))
         query = self.query_api(global_model, federation)
         ledger = self.ledger(cfg, defenses, int(dp_steps.max()), int(noisy_uploads.max()))
         if mdp is not None:

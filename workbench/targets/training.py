@@ -15,6 +15,7 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
+from workbench.data.datasets import GraphDataset
 from workbench.data.federation import GraphClient, NodeClient
 
 
@@ -153,6 +154,30 @@ def pooled_auc(per_client: Sequence[tuple[np.ndarray, torch.Tensor]]) -> float:
     if classes == 2:
         return float(roc_auc_score(y, prob[:, 1]))
     return float(roc_auc_score(y, prob, multi_class="ovr", average="macro"))
+
+
+def source_aucs(
+    model: nn.Module, clients: Sequence[GraphClient], dataset: GraphDataset
+) -> dict[str, float]:
+    """For a mixture of datasets (``graph-mixture``), each member's test AUC over its own
+    classes, the per-dataset columns of cross-dataset papers: the member's test graphs'
+    logits restricted to its label range. Empty for a single dataset."""
+    graphs = [g for c in clients for g in c.test]
+    if not dataset.source_names or not graphs:
+        return {}
+    logits = graph_logits(model, graphs)
+    y = np.array([int(g.y.view(-1)[0]) for g in graphs], dtype=np.int64)
+    source = np.array([int(getattr(g, "source", 0)) for g in graphs])
+    out = {}
+    for d, name in enumerate(dataset.source_names):
+        classes = np.unique(dataset.labels[dataset.source == d])
+        pick = source == d
+        if pick.any():
+            own = torch.from_numpy(classes)
+            out[f"auc/{name}"] = pooled_auc(
+                [(np.searchsorted(classes, y[pick]), logits[pick][:, own])]
+            )
+    return out
 
 
 def make_optimizer(name: str, model: nn.Module, lr: float, wd: float) -> torch.optim.Optimizer:

@@ -60,7 +60,12 @@ from workbench.targets.cefgc.pairing import (
     partners,
 )
 from workbench.targets.fedavg import average_states
-from workbench.targets.training import TrainingRecipe, graph_logits, score_graph_clients
+from workbench.targets.training import (
+    TrainingRecipe,
+    graph_logits,
+    score_graph_clients,
+    source_aucs,
+)
 from workbench.transcript import (
     GENERATIVE_MODEL,
     MODEL_WEIGHTS,
@@ -81,7 +86,7 @@ class CeFGCConfig(BaseModel):
     patience: int = Field(30, ge=1, description="epochs without a better validation loss")
     lr: float = Field(1e-3, gt=0.0)
     weight_decay: float = Field(5e-4, ge=0.0)
-    batch_size: int = Field(128, ge=1)
+    batch_size: int = Field(32, ge=1, description="the paper: 32")
     pairing: bool = Field(
         False,
         description="CeFGC+ / CeFGC*+: generators encrypted (CKKS), each averaged with "
@@ -116,11 +121,12 @@ class CeFGC:
         # round 1: generators up; round 2: everyone else's (shuffled) and the initial GIN down
         uploads = [self._generators(c, cfg, gen, dp) for c in clients]
         keys = None
+        senders = shuffled_senders(len(clients), rng)
         if cfg.pairing:
             template = blank_generator(cfg.generator, ds.num_features).state_dict()
-            received, keys = encrypted_exchange(uploads, transcript, rng, cfg.he, template)
+            received, keys = encrypted_exchange(uploads, transcript, senders, cfg.he, template)
         else:
-            received = plain_exchange(uploads, transcript, rng)
+            received = plain_exchange(uploads, transcript, senders)
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, "graph")
         initial = spec.build()
         for k in range(len(clients)):
@@ -143,6 +149,7 @@ class CeFGC:
             **test,
             "val_accuracy": val["accuracy"],
             "synthetic_graphs": float(sum(synthetic)),
+            **source_aucs(global_model, clients, ds),
         }
         return TrainedTarget(
             name=self.name,
@@ -162,6 +169,7 @@ class CeFGC:
             ledger=self.ledger(cfg, dp),
             utility=utility,
             keys=keys,
+            senders=senders,
         )
 
     @staticmethod
@@ -230,11 +238,13 @@ class CeFGC:
         private graphs outside the accountant)."""
         model = copy.deepcopy(initial)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        # synthetic graphs carry only x, edge_index and y: batch every graph as such
+        plain = [Data(x=g.x, edge_index=g.edge_index, y=g.y) for g in graphs]
         if dp is not None:
-            private = private_optimizer(opt, dp, len(graphs), gen)
-            train_graph_epochs_dp(model, graphs, private, cfg.epochs, dp, gen)
+            private = private_optimizer(opt, dp, len(plain), gen)
+            train_graph_epochs_dp(model, plain, private, cfg.epochs, dp, gen)
             return model.eval()
-        loader = DataLoader(graphs, batch_size=cfg.batch_size, shuffle=True, generator=gen)
+        loader = DataLoader(plain, batch_size=cfg.batch_size, shuffle=True, generator=gen)
         val_y = torch.tensor([int(g.y.view(-1)[0]) for g in val], dtype=torch.long)
         best, best_state, waited = float("inf"), copy.deepcopy(model.state_dict()), 0
         for _ in range(cfg.epochs):
@@ -257,20 +267,32 @@ class CeFGC:
         return model.eval()
 
 
-def plain_exchange(uploads: list[dict], transcript: Transcript, rng) -> list[list[dict]]:
-    """Rounds 1 and 2 in the clear: each client's generators up, every other client's down."""
+def shuffled_senders(n: int, rng) -> dict[int, tuple[int, ...]]:
+    """The server's shuffle: for each client, every other client in a random order."""
+    return {k: tuple(int(j) for j in rng.permutation(n) if j != k) for k in range(n)}
+
+
+def plain_exchange(
+    uploads: list[dict], transcript: Transcript, senders: dict[int, tuple[int, ...]]
+) -> list[list[dict]]:
+    """Rounds 1 and 2 in the clear: each client's generators up, every other client's down
+    (in the order ``senders`` gives)."""
     for k, payload in enumerate(uploads):
         transcript.send(0, client(k), SERVER, GENERATIVE_MODEL, payload)
     received = []
     for k in range(len(uploads)):
-        others = [uploads[j] for j in rng.permutation(len(uploads)) if j != k]
+        others = [uploads[j] for j in senders[k]]
         transcript.send(1, SERVER, client(k), GENERATIVE_MODEL, others)
         received.append(others)
     return received
 
 
 def encrypted_exchange(
-    uploads: list[dict], transcript: Transcript, rng, he: SecureAggConfig, template: dict
+    uploads: list[dict],
+    transcript: Transcript,
+    senders: dict[int, tuple[int, ...]],
+    he: SecureAggConfig,
+    template: dict,
 ) -> tuple[list[list[dict]], KeyHolder]:
     """Rounds 1 and 2 of CeFGC+ (``pairing``): generators up as CKKS ciphertexts, paired on
     them (``pairing.py``), every other client's paired sums down; receivers decrypt and
@@ -295,7 +317,7 @@ def encrypted_exchange(
     sums = dict(zip(owners, paired_sums(session.server, items, pairing), strict=True))
     received = []
     for k in range(len(uploads)):
-        order = [j for j in rng.permutation(len(uploads)) if j != k]
+        order = senders[k]
         package = [
             {
                 "classes": uploads[j]["classes"],

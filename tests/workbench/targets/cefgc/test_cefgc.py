@@ -118,6 +118,21 @@ def test_synthetic_graphs_carry_the_senders_classes_and_the_receivers_shapes(fed
     assert class_scale(0) < class_scale(1) < class_scale(2)
 
 
+def test_across_datasets_each_member_is_scored_on_its_own_classes(data_root):
+    mix = load_dataset("graph-mixture", {"members": ["MUTAG", "PTC_MR"]}, root=data_root)
+    fed = build_federation(mix, make_partition(mix, "cross-dataset", 2, 0))
+    trained = TARGETS.get("cefgc").fit(fed, {**TOY, "label_channel": True}, [], 0)
+    assert set(trained.utility) >= {"auc", "auc/MUTAG", "auc/PTC_MR"}
+    assert all(np.isfinite(trained.utility[k]) for k in ("auc/MUTAG", "auc/PTC_MR"))
+    # each client received the other dataset's generator: its classes are the other range
+    for k, other in ((0, [2, 3]), (1, [0, 1])):
+        (msg,) = [
+            m for m in trained.transcript.received_by(f"client:{k}") if m.kind == GENERATIVE_MODEL
+        ]
+        (package,) = msg.payload
+        assert package["classes"].tolist() == other
+
+
 def test_node_level_data_and_defenses_are_refused(federation, data_root):
     ds = load_dataset("Cora", root=data_root)
     nodes = build_federation(ds, make_partition(ds, "louvain", 3, 0))
