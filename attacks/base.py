@@ -65,6 +65,8 @@ class AttackOutput:
     # per reconstructed node
     scores: np.ndarray
     threshold: float | None = None  # decision threshold the adversary chose, if any
+    # anything else the attack reports; details["counts"] (name → number, computed without
+    # ground truth, e.g. generators recovered) is stored beside the metrics as attack_<name>
     details: dict[str, Any] = field(default_factory=dict)
 
 

@@ -576,6 +576,8 @@ def run_attack(
         return row, row_hash
     seconds = time.perf_counter() - start
     metrics, curve = family.score(out)
+    # what the attack counted without ground truth (e.g. generators recovered), kept beside
+    metrics.update({f"attack_{k}": float(v) for k, v in out.details.get("counts", {}).items()})
     artifact = (
         None if curve is None else store.save_roc(cell.cell_id, entry.key, curve.fpr, curve.tpr)
     )

@@ -68,7 +68,7 @@ class GeneratorSourceAttack:
         refs[mine] = own[: config.references]
         if config.use_classes:
             scores = np.stack([self.by_classes(p, aux + own, members) for p in packages])
-            return AttackOutput(scores, details={"packages": len(packages)})
+            return AttackOutput(scores, details={"counts": {"packages": len(packages)}})
         mine_up = opened_payloads(view.sent, view.keys, cfg, features, summands=1)
         losses = np.stack(
             [self.losses(p, refs, cfg, features, config.draws, seed) for p in packages + mine_up]
@@ -85,7 +85,7 @@ class GeneratorSourceAttack:
         z = z[: len(packages)]
         scores = np.exp(z - z.max(1, keepdims=True))
         scores /= scores.sum(1, keepdims=True)
-        return AttackOutput(scores, details={"packages": len(packages)})
+        return AttackOutput(scores, details={"counts": {"packages": len(packages)}})
 
     @staticmethod
     def losses(package: dict, refs: list, cfg, features: int, draws: int, seed: int):

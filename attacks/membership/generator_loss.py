@@ -95,7 +95,7 @@ class GeneratorLossAttack:
             scores[idx] = standardised(signal) if idx.size > 1 else signal.mean(0)
         finite = np.isfinite(scores)
         floor = scores[finite].min() - 1.0 if finite.any() else 0.0
-        details = {"generators": len(theirs), "recovered": got.recovered}
+        details = {"counts": {"generators": len(theirs), "recovered": got.recovered}}
         return AttackOutput(np.where(finite, scores, floor), details=details)
 
 

@@ -70,7 +70,12 @@ class GeneratorSamplingAttack:
                     mine = made[j * config.samples : (j + 1) * config.samples]
                     sim = copy_similarity(cands.graphs[i], mine, config.wl_iterations)
                     scores[i] = max(scores[i], sim)
-        details = {"generators": len(got.sources), "copies": int((scores == COPY).sum())}
+        counts = {
+            "generators": len(got.sources),
+            "recovered": got.recovered,
+            "copies": int((scores == COPY).sum()),
+        }
+        details = {"counts": counts}
         return AttackOutput(scores, threshold=NEAR_COPY, details=details)
 
 

@@ -194,7 +194,14 @@ def test_cefgc_through_the_runner_with_a_membership_attack(data_root, tmp_path):
     for row in rows.values():
         assert row.status == "ok" and 0.0 <= row.metrics["auc"] <= 1.0
     # the sampling attack's threshold marks exact copies: the share of members reproduced
-    assert 0.0 <= rows["generator-sampling"].metrics["threshold_tpr"] <= 1.0
+    sampling = rows["generator-sampling"].metrics
+    assert 0.0 <= sampling["threshold_tpr"] <= 1.0
+    # the attack's own counts are stored beside: copies found among all candidates, and no
+    # generator to recover without pairing
+    members = sampling["members"] + sampling["nonmembers"]
+    assert 0 <= sampling["attack_copies"] <= members
+    assert sampling["attack_generators"] == 4.0  # 2 other clients, a generator per class
+    assert sampling["attack_recovered"] == 0.0
 
 
 # CeFGC*+ with generators trained long enough to be told from weight-space mixtures (at 2
