@@ -45,12 +45,10 @@ def received_generators(
     """The curious client's generators, checked: a client's view, graph candidates, a
     target that shares generators. ``undo``: undo CeFGC+'s averages (``undo_pairing``)."""
     view, cands = inp.view, inp.candidates
-    if not isinstance(view, ClientView) or not isinstance(cands, Candidates) or not cands.graphs:
-        raise NotApplicableError(f"{name}: a client's view of graph candidates")
+    if not isinstance(cands, Candidates) or not cands.graphs:
+        raise NotApplicableError(f"{name}: graph candidates")
+    cfg = generator_recipe(inp, name)
     recipe = inp.knowledge.recipe.config
-    if "generator" not in recipe:
-        raise NotApplicableError(f"{name}: the target shares no graph generators")
-    cfg = GeneratorConfig(**recipe["generator"])
     features = cands.graphs[0].x.shape[1]
     received = opened_payloads(view.received, view.keys, cfg, features, summands=2)
     own = opened_payloads(view.sent, view.keys, cfg, features, summands=1)
@@ -66,6 +64,17 @@ def received_generators(
         generator_sources(own, cfg, features),
         recovered,
     )
+
+
+def generator_recipe(inp: AttackInput, name: str) -> GeneratorConfig:
+    """The public generator settings, once checked that the adversary is a client of a
+    target that shares generators."""
+    if not isinstance(inp.view, ClientView):
+        raise NotApplicableError(f"{name}: a client's view")
+    recipe = inp.knowledge.recipe.config
+    if "generator" not in recipe:
+        raise NotApplicableError(f"{name}: the target shares no graph generators")
+    return GeneratorConfig(**recipe["generator"])
 
 
 def opened_payloads(messages, keys, cfg: GeneratorConfig, features: int, summands: int):

@@ -22,10 +22,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
-from attacks.generators import level_losses, opened_payloads
+from attacks.generators import generator_recipe, level_losses, opened_payloads
 from workbench.errors import NotApplicableError
-from workbench.targets.cefgc.generator import GeneratorConfig, generator_sources, trainable
-from workbench.threat import ClientView
+from workbench.targets.cefgc.generator import generator_sources, trainable
 
 
 class GeneratorSourceConfig(BaseModel):
@@ -49,13 +48,8 @@ class GeneratorSourceAttack:
     Config = GeneratorSourceConfig
 
     def run(self, inp: AttackInput, config: GeneratorSourceConfig, seed: int) -> AttackOutput:
+        cfg = generator_recipe(inp, self.name)
         view = inp.view
-        if not isinstance(view, ClientView):
-            raise NotApplicableError(f"{self.name}: a client's view")
-        recipe = inp.knowledge.recipe.config
-        if "generator" not in recipe:
-            raise NotApplicableError(f"{self.name}: the target shares no graph generators")
-        cfg = GeneratorConfig(**recipe["generator"])
         own = trainable(view.local.train, cfg)
         aux = trainable(list(inp.knowledge.aux_graphs), cfg)
         if not own:
