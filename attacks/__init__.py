@@ -10,7 +10,14 @@ from attacks.attribute import (  # noqa: F401
     uploaded_distribution,
 )
 from attacks.base import ATTACKS, Attack, AttackInput, AttackOutput, Candidates
-from attacks.membership import generator_loss, lira, rmia, shadow, threshold  # noqa: F401
+from attacks.membership import (  # noqa: F401
+    generator_loss,
+    generator_shadow,
+    lira,
+    rmia,
+    shadow,
+    threshold,
+)
 from attacks.reconstruction import (  # noqa: F401
     class_gradient_inversion,
     feature_inversion,

@@ -5,6 +5,7 @@ triples the attacks on shared generators score with."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,3 +163,36 @@ def level_losses(net, graphs, cfg: GeneratorConfig, scale: float, draws: int, se
             err = (net(adj + noise, x, mask, level) + noise / s**2) * pairs
             out[li] += 0.5 * s**2 * (err**2).sum((1, 2)) / count
     return (out / draws).numpy()
+
+
+def scored_by_class(
+    cands: Candidates, cfg: GeneratorConfig, score: Callable[[int, list[Data]], np.ndarray | None]
+) -> np.ndarray:
+    """Membership scores for graph candidates, one class at a time: ``score(k, graphs)`` gives
+    the class's scores, or None where no received generator holds class ``k``. Graphs larger
+    than the generators' ``max_nodes`` were never trained on (the recipe is public) and, with
+    classes no generator holds, get the lowest score."""
+    scores = np.full(len(cands.graphs), -np.inf)
+    small = np.array([g.num_nodes <= cfg.max_nodes for g in cands.graphs])
+    for k in np.unique(cands.labels):
+        idx = np.flatnonzero((cands.labels == k) & small)
+        if idx.size:
+            got = score(int(k), [cands.graphs[i] for i in idx])
+            if got is not None:
+                scores[idx] = got
+    finite = np.isfinite(scores)
+    floor = scores[finite].min() - 1.0 if finite.any() else 0.0
+    return np.where(finite, scores, floor)
+
+
+def class_losses(
+    sources: list[Source], k: int, graphs: list[Data], cfg: GeneratorConfig, draws: int, seed
+) -> list[np.ndarray]:
+    """[levels, graphs] DSM losses of ``graphs`` under every source generator of class ``k``."""
+    return [level_losses(net, graphs, cfg, s, draws, seed) for net, c, s in sources if c == k]
+
+
+def standardised_levels(losses: np.ndarray) -> np.ndarray:
+    """Each level's losses as z-scores over the graphs scored together: a generator's overall
+    scale (how well it fits any graph) cancels, and no level dominates."""
+    return (losses - losses.mean(1, keepdims=True)) / (losses.std(1, keepdims=True) + 1e-12)

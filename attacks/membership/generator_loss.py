@@ -24,7 +24,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput
-from attacks.generators import level_losses, received_generators
+from attacks.generators import (
+    class_losses,
+    received_generators,
+    scored_by_class,
+    standardised_levels,
+)
 
 
 class GeneratorLossConfig(BaseModel):
@@ -49,13 +54,6 @@ class GeneratorLossConfig(BaseModel):
     )
 
 
-def standardised(losses: np.ndarray) -> np.ndarray:
-    """Each level's losses as z-scores over the candidates, averaged over levels: no level's
-    scale dominates (the membership signal sits in the larger levels)."""
-    z = (losses - losses.mean(1, keepdims=True)) / (losses.std(1, keepdims=True) + 1e-12)
-    return z.mean(0)
-
-
 class GeneratorLossAttack:
     name = "mia-generator-loss"
     family = "membership"
@@ -65,38 +63,25 @@ class GeneratorLossAttack:
         got = received_generators(inp, config.undo_pairing, config.draws, seed, self.name)
         cfg, theirs = got.config, got.sources
         mine = got.own_sources if config.calibrate else []
-        cands = inp.candidates
         sigmas = np.asarray(cfg.sigmas)
         used = (
             sigmas > np.median(sigmas) if config.levels == "upper" else np.ones(sigmas.size, bool)
         )
-        scores = np.full(len(cands.graphs), -np.inf)
-        small = np.array([g.num_nodes <= cfg.max_nodes for g in cands.graphs])
-        for k in np.unique(cands.labels):
-            idx = np.flatnonzero((cands.labels == k) & small)
-            if idx.size == 0:
-                continue
-            graphs = [cands.graphs[i] for i in idx]
-            losses = [
-                level_losses(net, graphs, cfg, s, config.draws, seed)
-                for net, c, s in theirs
-                if c == k
-            ]
+
+        def score(k: int, graphs: list) -> np.ndarray | None:
+            losses = class_losses(theirs, k, graphs, cfg, config.draws, seed)
             if not losses:
-                continue
+                return None
             best = np.min(losses, axis=0)  # the best-fitting generator, level by level
-            refs = [
-                level_losses(net, graphs, cfg, s, config.draws, seed)
-                for net, c, s in mine
-                if c == k
-            ]
-            signal = (np.mean(refs, axis=0) - best) if refs else -best
-            signal = signal[used]
-            scores[idx] = standardised(signal) if idx.size > 1 else signal.mean(0)
-        finite = np.isfinite(scores)
-        floor = scores[finite].min() - 1.0 if finite.any() else 0.0
+            refs = class_losses(mine, k, graphs, cfg, config.draws, seed)
+            signal = ((np.mean(refs, axis=0) - best) if refs else -best)[used]
+            # the levels' signals as z-scores, averaged: the membership signal sits in the
+            # larger levels and no level's scale dominates
+            return standardised_levels(signal).mean(0) if len(graphs) > 1 else signal.mean(0)
+
+        scores = scored_by_class(inp.candidates, cfg, score)
         details = {"counts": {"generators": len(theirs), "recovered": got.recovered}}
-        return AttackOutput(np.where(finite, scores, floor), details=details)
+        return AttackOutput(scores, details=details)
 
 
 ATTACKS.register("mia-generator-loss")(GeneratorLossAttack())

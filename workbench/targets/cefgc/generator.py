@@ -103,6 +103,31 @@ def train_generator(
     return net.eval()
 
 
+def client_generators(
+    graphs: list[Data],
+    cfg: GeneratorConfig,
+    label_channel: bool,
+    generator: torch.Generator,
+    dp: DPSGDConfig | None = None,
+) -> dict:
+    """What a client uploads in round 1, trained on ``graphs`` (each at most ``max_nodes``):
+    {"classes": the classes it holds, "models": {class: weights}} (CeFGC), or one model under
+    ``ALL_CLASSES`` (CeFGC*, ``label_channel``). ``dp``: trained with DP-SGD. Shadow attacks
+    train theirs with the same function, as the recipe is public."""
+    labels = [int(g.y.view(-1)[0]) for g in graphs]
+    classes = sorted(set(labels))
+    held = torch.tensor(classes, dtype=torch.long)  # travels with the weights
+    models = {}
+    if label_channel and graphs:
+        scale = torch.tensor([class_scale(y) for y in labels])
+        models[ALL_CLASSES] = train_generator(graphs, cfg, generator, scale, dp).state_dict()
+    elif not label_channel:
+        for k in classes:
+            members = [g for g, y in zip(graphs, labels, strict=True) if y == k]
+            models[k] = train_generator(members, cfg, generator, dp=dp).state_dict()
+    return {"classes": held, "models": models}
+
+
 def generator_dp_steps(cfg: GeneratorConfig, dp: DPSGDConfig) -> int:
     """DP-SGD steps a generator trains for (every record takes part in all of them)."""
     return cfg.epochs * dp.steps_per_epoch

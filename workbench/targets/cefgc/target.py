@@ -39,19 +39,16 @@ from workbench.query import GraphQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.cefgc.generator import (
-    ALL_CLASSES,
     GeneratorConfig,
     blank_generator,
-    class_scale,
+    client_generators,
     generator_dp_steps,
     generator_sources,
     sample_graphs,
-    train_generator,
     trainable,
 )
 from workbench.targets.cefgc.pairing import (
     PAIRING,
-    PUBLIC_KEY,
     SIMILARITIES,
     encrypted_gram,
     flatten,
@@ -69,6 +66,7 @@ from workbench.targets.training import (
 from workbench.transcript import (
     GENERATIVE_MODEL,
     MODEL_WEIGHTS,
+    PUBLIC_KEY,
     SERVER,
     KeepPayloads,
     Transcript,
@@ -119,7 +117,12 @@ class CeFGC:
         clients: tuple[GraphClient, ...] = federation.clients  # type: ignore[assignment]
         transcript = Transcript(cfg.keep_payloads)
         # round 1: generators up; round 2: everyone else's (shuffled) and the initial GIN down
-        uploads = [self._generators(c, cfg, gen, dp) for c in clients]
+        uploads = [
+            client_generators(
+                trainable(c.train, cfg.generator), cfg.generator, cfg.label_channel, gen, dp
+            )
+            for c in clients
+        ]
         keys = None
         senders = shuffled_senders(len(clients), rng)
         if cfg.pairing:
@@ -182,28 +185,6 @@ class CeFGC:
             return PrivacyLedger()
         steps = generator_dp_steps(cfg.generator, dp) + cfg.epochs * dp.steps_per_epoch
         return PrivacyLedger().record(dp_sgd_event(dp, steps))
-
-    @staticmethod
-    def _generators(
-        c: GraphClient, cfg: CeFGCConfig, gen: torch.Generator, dp: DPSGDConfig | None
-    ) -> dict:
-        """The client's generators: {"classes": the classes it holds, "models": {class:
-        weights}} (CeFGC), or one model under ``ALL_CLASSES`` (CeFGC*). Classes with no graph
-        small enough get none. ``dp``: trained with DP-SGD."""
-        graphs = trainable(c.train, cfg.generator)
-        labels = [int(g.y.view(-1)[0]) for g in graphs]
-        classes = sorted(set(labels))
-        held = torch.tensor(classes, dtype=torch.long)  # travels with the weights
-        models = {}
-        if cfg.label_channel and graphs:
-            scale = torch.tensor([class_scale(y) for y in labels])
-            net = train_generator(graphs, cfg.generator, gen, scale, dp)
-            models[ALL_CLASSES] = net.state_dict()
-        elif not cfg.label_channel:
-            for k in classes:
-                members = [g for g, y in zip(graphs, labels, strict=True) if y == k]
-                models[k] = train_generator(members, cfg.generator, gen, dp=dp).state_dict()
-        return {"classes": held, "models": models}
 
     @staticmethod
     def _synthesise(

@@ -25,12 +25,14 @@ from workbench.targets.cefgc.diffusion import dsm_loss
 from workbench.targets.cefgc.generator import (
     ALL_CLASSES,
     GeneratorConfig,
+    class_scale,
+    client_generators,
     dense,
     train_generator,
     trainable,
 )
 from workbench.targets.cefgc.pairing import flatten
-from workbench.targets.cefgc.target import CeFGC, CeFGCConfig, class_scale
+from workbench.targets.cefgc.target import CeFGC, CeFGCConfig
 from workbench.threat import client_view
 from workbench.transcript import GENERATIVE_MODEL, MODEL_WEIGHTS, SERVER, payload_nbytes
 
@@ -106,7 +108,9 @@ def test_synthetic_graphs_carry_the_senders_classes_and_the_receivers_shapes(fed
     cfg = CeFGCConfig(**{**TOY, "label_channel": True})
     c = federation.clients[0]
     gen = torch.Generator().manual_seed(0)
-    payload = CeFGC._generators(federation.clients[1], cfg, gen, None)
+    payload = client_generators(
+        trainable(federation.clients[1].train, cfg.generator), cfg.generator, True, gen
+    )
     fake = CeFGC._synthesise([payload], c, cfg, 7, gen)
     assert len(fake) == round(0.5 * len(c.train))
     sizes = {g.num_nodes for g in c.train}
