@@ -7,8 +7,10 @@ from defenses import (  # noqa: F401
     dp_sgd,
     gaussian_upload,
     information_bottleneck,
+    masked_aggregation,
     metric_dp,
     secure_aggregation,
+    statistics_noise,
 )
 from defenses.base import (
     DEFENSES,

@@ -94,6 +94,39 @@ class NodeQueryAPI:
         return torch.cat(out) if out else torch.zeros(0)
 
 
+class OwnerRoutedQueryAPI:
+    """Personalised deployments behind one query interface: a node held by client k is
+    answered by k's own model (on the population graph, like ``NodeQueryAPI``); a node no
+    client holds by the mean of the clients' answers, as no single deployment owns it."""
+
+    def __init__(self, models: dict[int, nn.Module], graph: Data, owner: np.ndarray) -> None:
+        self._apis = {k: NodeQueryAPI(m, graph) for k, m in sorted(models.items())}
+        self._owner = np.asarray(owner, dtype=np.int64)
+        self._num_nodes = int(graph.num_nodes)
+
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
+
+    @torch.no_grad()
+    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        owner = self._owner[node_ids]
+        out: torch.Tensor | None = None
+        held_by_none = owner < 0
+        for k, api in self._apis.items():
+            pick = (owner == k) | held_by_none
+            if not pick.any():
+                continue
+            answer = api.logits(node_ids[pick], hops)
+            if out is None:
+                out = torch.zeros(node_ids.size, answer.shape[1])
+            rows = torch.from_numpy(np.flatnonzero(pick))
+            share = torch.from_numpy(np.where(held_by_none[pick], 1.0 / len(self._apis), 1.0))
+            out[rows] += answer * share[:, None].float()
+        return out if out is not None else torch.zeros(0)
+
+
 class GraphQueryAPI:
     def __init__(self, model: nn.Module, batch_size: int = 256) -> None:
         self._model = model

@@ -31,6 +31,9 @@ EMBEDDINGS = "embeddings"
 GENERATIVE_MODEL = "generative_model"
 CONDENSED_GRAPH = "condensed_graph"
 CIPHERTEXT = "ciphertext"
+PUBLIC_KEY = "public_key"  # key material anyone may hold (a CKKS public context, DH values)
+MASKED_STATISTICS = "masked_statistics"  # pairwise-masked ring vectors (mask-based secure sum)
+SURROGATE_GRAPH = "surrogate_graph"  # O-pFGL's global surrogate graph
 
 
 def client(k: int) -> str:

@@ -19,8 +19,9 @@ from scipy.stats import norm
 
 from attacks.attribute.inference import AttributeInferenceConfig
 from attacks.base import ATTACKS, AttackInput, AttackOutput
-from workbench.class_statistics import ClassStatistics, uploaded_statistics
+from workbench.class_statistics import uploaded_statistics
 from workbench.errors import NotApplicableError
+from workbench.targets.opfgl.statistics import pooled_direct
 from workbench.threat import ServerView
 from workbench.transcript import CLASS_STATISTICS
 
@@ -32,20 +33,6 @@ class StatisticsAttributeConfig(BaseModel):
     smoothing: float = Field(
         0.05, gt=0.0, description="variance floor, as a share of the largest feature variance"
     )
-
-
-def pooled(stats: list[ClassStatistics]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Counts, means and variances of the raw-feature block over all clients (the exact
-    pooled, unbiased variance: within-client plus between-client spread)."""
-    d = stats[0].num_features
-    n = np.stack([s.counts for s in stats]).astype(float)  # [K, C]
-    mu = np.stack([s.means[:, :d] for s in stats])  # [K, C, d]
-    var = np.stack([s.stds[:, :d] ** 2 for s in stats])
-    total = n.sum(0)
-    safe = np.where(total > 0, total, 1.0)[:, None]
-    mean = (n[:, :, None] * mu).sum(0) / safe
-    spread = ((n[:, :, None] - 1).clip(0) * var + n[:, :, None] * (mu - mean) ** 2).sum(0)
-    return total, mean, spread / np.where(total > 1, total - 1, 1.0)[:, None]
 
 
 def class_posterior(
@@ -75,7 +62,9 @@ class StatisticsAttributeInference:
         stats = [s for s in (uploaded_statistics(view, k) for k in senders) if s is not None]
         if not stats:
             raise NotApplicableError("no client uploaded class statistics in the clear")
-        counts, mean, var = pooled(stats)
+        d = stats[0].num_features  # the raw features' block
+        pool = pooled_direct(stats)
+        counts, mean, var = pool.counts, pool.means[:, :d], pool.variances[:, :d]
         var = var + config.smoothing * var.max()
         nodes = np.asarray(inp.candidates)
         x = knowledge.graph.x[torch.from_numpy(nodes)].numpy()

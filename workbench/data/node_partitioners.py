@@ -1,4 +1,6 @@
-"""Node-level partitioners: Louvain (FedSage-style balanced), Metis, label-Dirichlet."""
+"""Node-level partitioners: Louvain (FedSage-style balanced), Metis, label-Dirichlet, and
+their label-imbalanced variants Louvain+ and Metis+ (OpenFGL's: over-partition, then group the
+parts by label histogram)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pymetis
 from pydantic import BaseModel, ConfigDict, Field
+from sklearn.cluster import KMeans
 
 from workbench.data.datasets import Dataset, NodeDataset
 from workbench.data.partition import PARTITIONERS, PartitionerSpec, local_edges
@@ -124,6 +127,58 @@ def label_dirichlet(
     )
 
 
+class PlusParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    parts: int = Field(100, ge=2, le=100_000, description="parts of the over-partition")
+    delta: int = Field(20, ge=0, description="Louvain+: slack around N/parts per part")
+    resolution: float = Field(1.0, gt=0.0, description="Louvain+: Louvain's resolution")
+
+
+def grouped_by_label_histogram(
+    dataset: Dataset, parts: list[np.ndarray], k: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """The parts clustered into ``k`` clients by KMeans on their normalised label histograms:
+    parts with similar label mixes land together, so clients' label distributions differ."""
+    parts = [p for p in parts if p.size]
+    if len(parts) < k:
+        raise PartitionError(
+            f"partition.params.parts: {len(parts)} non-empty parts cannot make {k} clients"
+        )
+    hist = np.stack([np.bincount(dataset.labels[p], minlength=dataset.num_classes) for p in parts])
+    hist = hist / hist.sum(1, keepdims=True)
+    seed = int(rng.integers(2**31))
+    group = KMeans(k, n_init=10, random_state=seed).fit_predict(hist)
+    out = [
+        np.sort(np.concatenate([p for p, g in zip(parts, group, strict=True) if g == c]))
+        for c in range(k)
+        if (group == c).any()
+    ]
+    if len(out) < k:
+        raise PartitionError(f"louvain+/metis+: KMeans left {k - len(out)} of {k} clients empty")
+    return out
+
+
+def louvain_plus(
+    dataset: Dataset, ids: np.ndarray, k: int, rng: np.random.Generator, p: BaseModel
+) -> list[np.ndarray]:
+    """Louvain+: Louvain communities packed into ``parts`` balanced parts, grouped into ``k``
+    clients by label histogram."""
+    assert isinstance(p, PlusParams)
+    over = louvain(
+        dataset, ids, p.parts, rng, LouvainParams(delta=p.delta, resolution=p.resolution)
+    )
+    return grouped_by_label_histogram(dataset, over, k, rng)
+
+
+def metis_plus(
+    dataset: Dataset, ids: np.ndarray, k: int, rng: np.random.Generator, p: BaseModel
+) -> list[np.ndarray]:
+    """Metis+: a ``parts``-way Metis cut, grouped into ``k`` clients by label histogram."""
+    assert isinstance(p, PlusParams)
+    over = metis(dataset, ids, p.parts, rng, MetisParams())
+    return grouped_by_label_histogram(dataset, over, k, rng)
+
+
 class GivenParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -154,3 +209,7 @@ PARTITIONERS.register("metis")(PartitionerSpec("metis", "node", MetisParams, met
 PARTITIONERS.register("label-dirichlet")(
     PartitionerSpec("label-dirichlet", "node", DirichletParams, label_dirichlet)
 )
+PARTITIONERS.register("louvain-plus")(
+    PartitionerSpec("louvain-plus", "node", PlusParams, louvain_plus)
+)
+PARTITIONERS.register("metis-plus")(PartitionerSpec("metis-plus", "node", PlusParams, metis_plus))

@@ -6,5 +6,6 @@ from workbench.targets.cefedgnn import target as cefedgnn  # noqa: F401
 from workbench.targets.cefgc import target as cefgc  # noqa: F401
 from workbench.targets.fedgc import target as fedgc  # noqa: F401
 from workbench.targets.fedtad import target as fedtad  # noqa: F401
+from workbench.targets.opfgl import target as opfgl  # noqa: F401
 
 __all__ = ["TARGETS", "Target", "TrainedTarget"]

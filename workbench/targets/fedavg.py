@@ -211,6 +211,7 @@ class _FedAvg:
         utility = {
             "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"],
+            "macro_f1_all": test["macro_f1_all"],
             "auc": test["auc"],
             "val_accuracy": release.val_accuracy,
             "best_round": float(release.round),

@@ -124,12 +124,15 @@ def utility_scores(
     """Scores of one model from each client's (true labels, logits).
 
     Accuracy and macro-F1 are computed per client and averaged with weights equal to each
-    client's number of evaluated items. With ``full``, also the ROC AUC pooled over all clients'
-    items (binary: positive-class probability; multiclass: one-vs-rest macro), the figure
-    graph-level FL papers report; NaN when a class is absent from the pooled labels."""
+    client's number of evaluated items; macro-F1 over the classes the client's labels or
+    predictions show, and ``macro_f1_all`` over every class of the task. With ``full``, also
+    the ROC AUC pooled over all clients' items (binary: positive-class probability;
+    multiclass: one-vs-rest macro), the figure graph-level FL papers report; NaN when a class
+    is absent from the pooled labels."""
     per_client = [(y, logits) for y, logits in per_client if y.size]  # weight 0 anyway
     if not per_client:
-        return {"accuracy": float("nan"), "macro_f1": float("nan"), "auc": float("nan")}
+        nan = float("nan")
+        return {"accuracy": nan, "macro_f1": nan, "macro_f1_all": nan, "auc": nan}
     sizes = np.array([y.size for y, _ in per_client], dtype=float)
     w = sizes / sizes.sum()
     preds = [logits.argmax(1).numpy() for _, logits in per_client]
@@ -141,6 +144,13 @@ def utility_scores(
             for (y, _), p in zip(per_client, preds, strict=True)
         ]
         out["macro_f1"] = float(w @ f1)
+        # over every class of the task, absent ones scoring 0 (O-pFGL's and OpenFGL's F1)
+        every = np.arange(per_client[0][1].shape[1])
+        f1_all = [
+            float(f1_score(y, p, labels=every, average="macro", zero_division=0))
+            for (y, _), p in zip(per_client, preds, strict=True)
+        ]
+        out["macro_f1_all"] = float(w @ f1_all)
         out["auc"] = pooled_auc(per_client)
     return out
 

@@ -5,10 +5,11 @@ from hypothesis import strategies as st
 
 import workbench.data  # noqa: F401
 from workbench.data.datasets import GraphDataset
+from workbench.data.node_partitioners import grouped_by_label_histogram
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError, PartitionError
 
-NODE_METHODS = ["louvain", "metis", "label-dirichlet"]
+NODE_METHODS = ["louvain", "metis", "label-dirichlet", "louvain-plus", "metis-plus"]
 
 
 def check_invariants(ds, part):
@@ -35,6 +36,26 @@ def test_node_partition_invariants_on_cora(cora, method):
     cut = {(int(u), int(v)) for u, v in part.cut_edges.T}
     assert cut == expected_cut(cora, part)
     assert part.cut_edges.shape[1] > 0
+
+
+@pytest.mark.parametrize("plus", ["louvain-plus", "metis-plus"])
+def test_plus_partitions_give_whole_parts_to_clients(cora, plus):
+    """Louvain+/Metis+ hand whole parts of an over-partition to clients, so client sizes
+    are not balanced as Louvain's are; too few parts for the clients is an error."""
+    part = make_partition(cora, plus, 10, seed=0)
+    sizes = [c.ids.size for c in part.clients]
+    assert len(sizes) == 10 and min(sizes) > 0 and max(sizes) > 1.5 * min(sizes)
+    with pytest.raises(PartitionError, match="parts"):
+        make_partition(cora, plus, 10, seed=0, params={"parts": 5})
+
+
+def test_parts_with_the_same_label_mix_go_to_the_same_client(cora):
+    """KMeans on label histograms: parts of class 0 and parts of class 3 make two pure
+    clients."""
+    zeros, threes = np.flatnonzero(cora.labels == 0), np.flatnonzero(cora.labels == 3)
+    parts = [zeros[i::6] for i in range(6)] + [threes[i::5] for i in range(5)]
+    clients = grouped_by_label_histogram(cora, parts, 2, np.random.default_rng(0))
+    assert sorted(np.unique(cora.labels[c]).tolist() for c in clients) == [[0], [3]]
 
 
 def test_cut_edges_and_kept_edges_cover_every_client_edge(cora):

@@ -20,8 +20,8 @@ import torch
 
 from defenses.secure_aggregation import AggregationServer, Ciphertext, KeyHolder
 
-# what the + variants' extra exchange sends (on top of the generators themselves)
-PUBLIC_KEY = "public_key"  # the CKKS public context with Galois keys, key holder → server
+# what the + variants' extra exchange sends (on top of the generators themselves and the
+# public context, key holder → server)
 SIMILARITIES = "similarities"  # encrypted inner products, server → key holder
 PAIRING = "pairing"  # each generator's partner, key holder → server
 

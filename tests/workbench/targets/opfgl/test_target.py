@@ -1,0 +1,145 @@
+"""The O-pFGL target: one upload and one download per client, each aggregation protocol
+revealing to the server only what it should and giving the clients the same statistics,
+λ = 0 as plain fine-tuning, unseen test nodes when inductive, and the DP statistics' ledger."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from defenses.base import applied
+from defenses.secure_aggregation import Ciphertext
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.errors import ConfigError
+from workbench.models import ModelConfig, ModelSpec
+from workbench.targets import TARGETS
+from workbench.targets.opfgl.stages import StageConfig, fine_tuning_loss, train_stage
+from workbench.targets.opfgl.target import OPFGLConfig, prepare, training_graph
+from workbench.transcript import (
+    CIPHERTEXT,
+    CLASS_STATISTICS,
+    MASKED_STATISTICS,
+    PUBLIC_KEY,
+    SERVER,
+    SURROGATE_GRAPH,
+    client,
+)
+
+STAGE = {"epochs": 60, "eval_every": 10, "patience": 3}
+FAST = {
+    "surrogate": {"iterations": 60},
+    "stage1": {**STAGE, "lr": 0.01},
+    "stage2": {**STAGE, "lr": 0.005},
+}
+
+
+@pytest.fixture(scope="module")
+def federation(small_csbm):
+    return build_federation(small_csbm, make_partition(small_csbm, "louvain", 4, seed=0))
+
+
+def fit(federation, defenses=(), **cfg):
+    return TARGETS.get("opfgl").fit(
+        federation, {**FAST, **cfg}, [applied(n, p) for n, p in defenses], 0
+    )
+
+
+def data_messages(trained):
+    return [m for m in trained.transcript.messages if m.kind != PUBLIC_KEY]
+
+
+def test_one_upload_and_one_download_per_client_in_the_clear(federation):
+    trained = fit(federation)
+    msgs = trained.transcript.messages
+    for k in range(4):
+        up = [m for m in msgs if m.sender == client(k)]
+        down = [m for m in msgs if m.receiver == client(k)]
+        assert [m.kind for m in up] == [CLASS_STATISTICS]
+        assert [m.kind for m in down] == [SURROGATE_GRAPH]
+    assert 0.0 <= trained.utility["accuracy"] <= 1.0 and set(trained.client_models) == {0, 1, 2, 3}
+    assert trained.utility["surrogate_nodes"] == 4.0  # one node per class
+
+
+@pytest.mark.parametrize(
+    ("protocol", "upload", "download"),
+    [
+        ("masked-aggregation", MASKED_STATISTICS, SURROGATE_GRAPH),
+        ("secure-aggregation", CIPHERTEXT, CIPHERTEXT),
+    ],
+)
+def test_secure_protocols_hide_single_uploads_and_agree_with_the_clear(
+    federation, protocol, upload, download
+):
+    clear = fit(federation, mode="stage1")
+    sealed = fit(federation, [(protocol, {})], mode="stage1")
+    for k in range(4):
+        up = [m for m in data_messages(sealed) if m.sender == client(k)]
+        down = [m for m in data_messages(sealed) if m.receiver == client(k)]
+        assert [m.kind for m in up] == [upload] and [m.kind for m in down] == [download]
+    received = [m for m in sealed.transcript.received_by(SERVER) if m.kind == upload]
+    if protocol == "secure-aggregation":  # ciphertexts only; the surrogate never travels
+        assert all(isinstance(m.payload, Ciphertext) for m in received)
+    else:  # ring elements that look nothing like statistics
+        assert all(m.payload.dtype == np.uint64 for m in received)
+    # the pooled statistics agree up to the fixed-point grid: the same surrogate fit
+    assert sealed.utility["surrogate_alignment"] == pytest.approx(
+        clear.utility["surrogate_alignment"], rel=0.05, abs=1e-6
+    )
+
+
+def test_two_protocols_at_once_are_refused(federation):
+    with pytest.raises(ConfigError, match="one of"):
+        fit(federation, [("masked-aggregation", {}), ("secure-aggregation", {})])
+
+
+def test_zero_distillation_weights_are_plain_fine_tuning(federation):
+    c = federation.clients[0].data
+    cfg = StageConfig(**{**STAGE, "lr": 0.01})
+    torch.manual_seed(0)
+    model = ModelSpec(ModelConfig(arch="gcn", dropout=0.0), c.num_features, 4, "node").build()
+    teacher = torch.randn(c.num_nodes, 4)
+    zero = fine_tuning_loss(c, teacher, torch.zeros(c.num_nodes))
+    a = train_stage(copy.deepcopy(model), zero, c, cfg)
+    b = train_stage(copy.deepcopy(model), fine_tuning_loss(c, None, None), c, cfg)
+    for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
+        assert torch.equal(x, y)
+    distilled = train_stage(
+        copy.deepcopy(model), fine_tuning_loss(c, teacher, torch.full((c.num_nodes,), 0.5)), c, cfg
+    )
+    assert any(
+        not torch.equal(x, y)
+        for x, y in zip(a.state_dict().values(), distilled.state_dict().values(), strict=True)
+    )
+
+
+def test_inductive_clients_never_see_their_test_nodes(federation):
+    cfg = OPFGLConfig(transductive=False)
+    c = federation.clients[1]
+    graph = training_graph(c, transductive=False)
+    assert graph.num_nodes == c.num_nodes - int(c.data.test_mask.sum())
+    changed = c.data.clone()
+    changed.x[changed.test_mask] += 5.0
+    twin = type(c)(c.client_id, changed)
+    rng = np.random.default_rng(0)
+    a = prepare(training_graph(c, False), 4, cfg, None, rng)
+    b = prepare(training_graph(twin, False), 4, cfg, None, rng)
+    np.testing.assert_array_equal(a.sums.flat(), b.sums.flat())
+    moved = prepare(training_graph(twin, True), 4, cfg, None, rng)
+    assert not np.array_equal(moved.sums.flat(), prepare(c.data, 4, cfg, None, rng).sums.flat())
+
+
+def test_noisy_statistics_write_one_gaussian_event(federation):
+    noisy = fit(federation, [("statistics-noise", {"clip": 1.0, "noise_multiplier": 2.0})])
+    (event,) = noisy.ledger.events
+    assert event.sensitivity == pytest.approx(np.sqrt(3.0)) and event.count == 1
+    assert event.sigma == pytest.approx(2.0 * np.sqrt(3.0))
+    with pytest.raises(ConfigError, match="opfgl cannot apply 'dp-sgd'"):
+        fit(federation, [("dp-sgd", {})])
+
+
+def test_standalone_exchanges_nothing(federation):
+    trained = fit(federation, mode="standalone")
+    assert not trained.transcript.messages
+    assert "surrogate_nodes" not in trained.utility
