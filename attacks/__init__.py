@@ -16,6 +16,7 @@ from attacks.membership import (  # noqa: F401
     lira,
     rmia,
     shadow,
+    statistics_tracing,
     threshold,
 )
 from attacks.reconstruction import (  # noqa: F401

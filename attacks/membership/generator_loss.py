@@ -30,6 +30,7 @@ from attacks.generators import (
     scored_by_class,
     standardised_levels,
 )
+from workbench.targets.cefgc.generator import GeneratorConfig
 
 
 class GeneratorLossConfig(BaseModel):
@@ -54,6 +55,12 @@ class GeneratorLossConfig(BaseModel):
     )
 
 
+def scored_levels(cfg: GeneratorConfig, levels: str) -> np.ndarray:
+    """The noise levels an attack scores: those above the median σ, or all."""
+    sigmas = np.asarray(cfg.sigmas)
+    return sigmas > np.median(sigmas) if levels == "upper" else np.ones(sigmas.size, bool)
+
+
 class GeneratorLossAttack:
     name = "mia-generator-loss"
     family = "membership"
@@ -63,10 +70,7 @@ class GeneratorLossAttack:
         got = received_generators(inp, config.undo_pairing, config.draws, seed, self.name)
         cfg, theirs = got.config, got.sources
         mine = got.own_sources if config.calibrate else []
-        sigmas = np.asarray(cfg.sigmas)
-        used = (
-            sigmas > np.median(sigmas) if config.levels == "upper" else np.ones(sigmas.size, bool)
-        )
+        used = scored_levels(cfg, config.levels)
 
         def score(k: int, graphs: list) -> np.ndarray | None:
             losses = class_losses(theirs, k, graphs, cfg, config.draws, seed)

@@ -31,6 +31,7 @@ from attacks.generators import (
     scored_by_class,
     standardised_levels,
 )
+from attacks.membership.generator_loss import GeneratorLossConfig, scored_levels
 from workbench.errors import NotApplicableError
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.cefgc.generator import (
@@ -51,6 +52,7 @@ class GeneratorShadowConfig(BaseModel):
     )
     draws: int = Field(4, ge=1, le=1000, description="noise draws per level and graph")
     undo_pairing: bool = Field(True, description="CeFGC+: recover generators first")
+    levels: Literal["upper", "all"] = GeneratorLossConfig.model_fields["levels"]
 
 
 def shadow_graphs(inp: AttackInput, data: str, cfg: GeneratorConfig) -> list[Data]:
@@ -90,6 +92,7 @@ class GeneratorShadowAttack:
                 f"{self.name}: at least 4 shadow graphs of a class (data: {config.data})"
             )
         features = pool[0].x.shape[1]
+        used = scored_levels(cfg, config.levels)
         rng = np.random.default_rng(derive_seed(seed, self.name))
         x_rows, y_rows = [], []
         for s in range(config.shadows):
@@ -104,7 +107,7 @@ class GeneratorShadowAttack:
                 idx = np.flatnonzero(labels == k)
                 losses = class_losses(sources, int(k), [pool[i] for i in idx], cfg, draws, seed)
                 if losses and idx.size > 1:
-                    x_rows.append(standardised_levels(losses[0]).T)
+                    x_rows.append(standardised_levels(losses[0][used]).T)
                     y_rows.append(inside[idx])
         x, y = np.concatenate(x_rows), np.concatenate(y_rows)
         classifier = LogisticRegression(max_iter=1000).fit(x, y)
@@ -114,7 +117,7 @@ class GeneratorShadowAttack:
             if not losses or len(graphs) < 2:
                 return None if not losses else np.zeros(len(graphs))
             best = np.min(losses, axis=0)
-            return classifier.decision_function(standardised_levels(best).T)
+            return classifier.decision_function(standardised_levels(best[used]).T)
 
         scores = scored_by_class(inp.candidates, cfg, score)
         counts = {

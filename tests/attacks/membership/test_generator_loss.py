@@ -102,7 +102,7 @@ def test_shadow_attack_trains_on_its_own_graphs_only_and_is_deterministic(graphs
     view = _view([_generator(members, 0, fast)], own_graphs=own[:6])
     attack = ATTACKS.get("mia-generator-shadow")
     for data, size in (("own", 6), ("aux", len(aux)), ("both", 6 + len(aux))):
-        cfg = GeneratorShadowConfig(data=data, draws=1, shadows=1)
+        cfg = GeneratorShadowConfig(data=data, draws=1, shadows=1, levels="all")
         out = attack.run(AttackInput(view, _knowledge(aux, fast), c), cfg, 0)
         assert out.details["counts"]["shadow_graphs"] == size
         assert out.scores.shape == (8,) and np.isfinite(out.scores).all()

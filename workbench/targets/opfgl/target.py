@@ -97,6 +97,11 @@ class OPFGLConfig(BaseModel):
     lambda_min: float = Field(0.0, ge=0.0)
     lambda_max: float = Field(0.15, ge=0.0)
     transductive: bool = Field(True, description="false: test nodes unseen in training")
+    release: Literal["personalised", "stage1"] = Field(
+        "personalised",
+        description="the models the clients deploy: their personalised ones, or the stage-1 "
+        "models trained on the surrogate alone (a membership attack's negative control)",
+    )
     keep_payloads: KeepPayloads = "all"
 
 
@@ -197,11 +202,13 @@ class OPFGL:
         preps = [
             prepare(training_graph(c, cfg.transductive), c_count, cfg, noisy, rng) for c in clients
         ]
-        surrogate = None
+        surrogate, keys = None, None
         if cfg.mode != "standalone":
             protocol = protocols[0] if protocols else "clear"
             config_of = {x.name: x.config for x in defenses}
-            total, original = exchange(preps, protocol, config_of.get(protocol), transcript, rng)
+            total, original, keys = exchange(
+                preps, protocol, config_of.get(protocol), transcript, rng
+            )
             pool = (
                 pooled_direct([statistics_from_sums(p.sums, d) for p in preps], cfg.denominator)
                 if protocol == "clear"
@@ -212,11 +219,12 @@ class OPFGL:
             if protocol != "secure-aggregation":  # built by the server, sent to every client
                 for k in range(len(clients)):
                     transcript.send(1, SERVER, client(k), SURROGATE_GRAPH, surrogate.as_payload())
-        stage1, released = {}, {}
+        stage1, personalised = {}, {}
         for k, prep in enumerate(preps):
-            stage1[k], released[k] = self._train(initial, prep, surrogate, cfg)
+            stage1[k], personalised[k] = self._train(initial, prep, surrogate, cfg)
+        released = stage1 if cfg.release == "stage1" else personalised
         utility = {
-            **scores(released, clients),
+            **scores(personalised, clients),
             **{f"stage1_{m}": v for m, v in scores(stage1, clients).items()},
             "expanded_nodes": float(sum(p.expanded for p in preps)),
         }
@@ -246,6 +254,7 @@ class OPFGL:
             if noisy is None
             else PrivacyLedger().record(ledger_event(noisy)),
             utility=utility,
+            keys=keys,
         )
 
     @staticmethod
@@ -280,11 +289,12 @@ def exchange(
     config: Any,
     transcript: Transcript,
     rng: np.random.Generator,
-) -> tuple[Sums, np.ndarray]:
+) -> tuple[Sums, np.ndarray, Any]:
     """The one upload (and, under CKKS, the encrypted aggregate's one download) recorded in
-    the transcript; returns the pooled sums and original counts as their user learns them:
-    the server in the clear and under masks, the clients under CKKS."""
-    classes = preps[0].sums.s0.size
+    the transcript; returns the pooled sums and original counts as their user learns them
+    (the server in the clear and under masks, the clients under CKKS) and the clients' CKKS
+    key, if any."""
+    classes, keys = preps[0].sums.s0.size, None
     vectors = [np.concatenate([p.sums.flat(), p.original_counts]) for p in preps]
     if protocol == "clear":
         for k, p in enumerate(preps):
@@ -318,8 +328,9 @@ def exchange(
         aggregate = session.server.sum(sealed, vectors[0].size)
         for k in range(len(preps)):
             transcript.send(1, SERVER, client(k), CIPHERTEXT, aggregate)
-        total = session.keys.decrypt(aggregate)
-    return Sums.from_flat(total[:-classes], classes), total[-classes:]
+        keys = session.keys
+        total = keys.decrypt(aggregate)
+    return Sums.from_flat(total[:-classes], classes), total[-classes:], keys
 
 
 TARGETS.register("opfgl")(OPFGL())
