@@ -18,6 +18,7 @@ setup: $(BIN)/python
 
 setup-dev: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --no-deps -e examples/custom_target  # the plug-in example the tests run
 
 demo: setup
 	$(BIN)/fgl-workbench run examples/quickstart.yaml --out $(OUT)

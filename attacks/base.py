@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from torch_geometric.data import Data
 
 from workbench.data.datasets import Level
-from workbench.registry import Registry
+from workbench.registry import Registry, component, is_config
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,21 @@ class Attack(Protocol):
     def run(self, inp: AttackInput, config: Any, seed: int) -> AttackOutput: ...
 
 
-ATTACKS: Registry[Attack] = Registry("attack")
+def attack_plugin(loaded: Any, where: str) -> Attack:
+    """A third-party attack, checked against the interface (a class is instantiated)."""
+    return component(
+        loaded,
+        where,
+        {
+            "name": (lambda v: isinstance(v, str) and bool(v), "a non-empty str"),
+            "family": (lambda v: v in get_args(Family), "one of " + ", ".join(get_args(Family))),
+            "Config": (is_config, "a pydantic BaseModel class of its parameters"),
+            "run": (callable, "run(inp: AttackInput, config, seed) -> AttackOutput"),
+        },
+    )
+
+
+ATTACKS: Registry[Attack] = Registry("attack", "fgl_workbench.attacks", attack_plugin)
 
 
 def adversaries(attack: Attack) -> tuple[str, ...]:

@@ -5,11 +5,11 @@ never report a defense that did not run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel
 
-from workbench.registry import Registry
+from workbench.registry import Registry, component, is_config
 
 Stage = Literal["data", "local_training", "upload", "aggregation", "message_passing", "release"]
 # what two neighbouring datasets differ in under the defense's ε: a whole client's data, one
@@ -36,7 +36,21 @@ class AppliedDefense:
     config: Any
 
 
-DEFENSES: Registry[Defense] = Registry("defense")
+def defense_plugin(loaded: Any, where: str) -> Defense:
+    """A third-party defense, checked against the interface (a class is instantiated)."""
+    return component(
+        loaded,
+        where,
+        {
+            "name": (lambda v: isinstance(v, str) and bool(v), "a non-empty str"),
+            "stage": (lambda v: v in get_args(Stage), "one of " + ", ".join(get_args(Stage))),
+            "Config": (is_config, "a pydantic BaseModel class of its parameters"),
+            "privacy_unit": (callable, "privacy_unit(config) -> unit or None"),
+        },
+    )
+
+
+DEFENSES: Registry[Defense] = Registry("defense", "fgl_workbench.defenses", defense_plugin)
 
 
 def privacy_units(defenses: list[dict[str, Any]]) -> set[PrivacyUnit]:

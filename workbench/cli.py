@@ -1,5 +1,5 @@
-"""Command line: ``fgl-workbench run | report | list``. A thin layer over the Python API;
-user errors print one line naming what is wrong and exit 2."""
+"""Command line: ``fgl-workbench run | report | list | epsilon``. A thin layer over the Python
+API (``workbench.api``); user errors print one line naming what is wrong and exit 2."""
 
 from __future__ import annotations
 
@@ -79,27 +79,24 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return dry_run(load_suite(args.suite), Path(args.out))
     if args.command == "run":
-        from reports import build_report
-        from workbench.runner import run_suite
-        from workbench.suite import load_suite
+        from workbench import api
 
-        summary = run_suite(
-            load_suite(args.suite),
+        summary = api.run(
+            args.suite,
             args.out,
             args.data_root,
-            args.quiet,
-            args.jobs,
-            args.executor,
-            args.address,
+            quiet=args.quiet,
+            jobs=args.jobs,
+            executor=args.executor,
+            address=args.address,
         )
         print(
             f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "
             f"results in {summary.out_dir / 'results.sqlite'}"
         )
-        print(f"report: {build_report(args.out)}")
+        print(f"report: {api.report(args.out)}")
         return 0
     if args.command == "report":
-        from reports import build_report
         from reports.summary import (
             across_seeds,
             attack_table,
@@ -113,6 +110,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             tradeoff_points,
             tradeoff_table,
         )
+        from workbench.api import report as build_report
         from workbench.store import ResultsStore
 
         path = build_report(args.out)
@@ -186,13 +184,16 @@ def _listing(kind: str) -> list[str]:
     from workbench.targets import TARGETS
 
     if kind == "targets":
-        return [f"{n} ({TARGETS.get(n).level})" for n in TARGETS]
+        return [f"{n} ({TARGETS.get(n).level}) [{TARGETS.origin(n)}]" for n in TARGETS]
     if kind == "attacks":
-        return [f"{n} (adversary: {', '.join(adversaries(ATTACKS.get(n)))})" for n in ATTACKS]
+        return [
+            f"{n} (adversary: {', '.join(adversaries(ATTACKS.get(n)))}) [{ATTACKS.origin(n)}]"
+            for n in ATTACKS
+        ]
     if kind == "defenses":
         from defenses import DEFENSES
 
-        return [f"{n} (stage: {DEFENSES.get(n).stage})" for n in DEFENSES]
+        return [f"{n} (stage: {DEFENSES.get(n).stage}) [{DEFENSES.origin(n)}]" for n in DEFENSES]
     if kind == "datasets":
         return [f"{n} ({DATASETS.get(n).level})" for n in DATASETS]
     return [f"{n} ({PARTITIONERS.get(n).level})" for n in PARTITIONERS]

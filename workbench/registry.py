@@ -1,44 +1,160 @@
 """Name → component registries. Targets, attacks, partitioners and datasets register here so
-that a suite can refer to them by name and an unknown name gets the list of valid ones."""
+that a suite can refer to them by name and an unknown name gets the list of valid ones.
+
+Targets, attacks and defenses also come from outside the project: from Python entry points
+(groups ``fgl_workbench.targets``, ``fgl_workbench.attacks``, ``fgl_workbench.defenses``),
+loaded the first time a registry is asked for anything, and from ``package.module:Class``
+references written in a suite, resolved when first named. Either way the component is checked
+against its interface when it is loaded, and a registry remembers where each came from. The
+lookups happen lazily, in whatever process asks (suite workers and Ray tasks included)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from importlib.metadata import entry_points
+from typing import Any, Generic, TypeVar
 
 from workbench.errors import ConfigError
 
 T = TypeVar("T")
+BUILT_IN = "built-in"
+
+
+class PluginError(ConfigError):
+    """A plug-in could not be loaded or does not satisfy its interface."""
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str) -> None:
+    def __init__(
+        self, kind: str, group: str | None = None, check: Callable[[Any, str], T] | None = None
+    ) -> None:
+        """``group``: the entry-point group plug-ins of this kind register under; ``check``
+        turns a loaded object into a component (instantiating a class) or raises
+        ``PluginError`` saying what is missing."""
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._origins: dict[str, str] = {}
+        self._group = group
+        self._check = check
+        self._plugins_loaded = group is None
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, origin: str = BUILT_IN) -> Callable[[T], T]:
         def add(item: T) -> T:
             if name in self._items:
                 raise ValueError(f"{self.kind} '{name}' is registered twice")
             self._items[name] = item
+            self._origins[name] = origin
             return item
 
         return add
 
     def get(self, name: str, field: str | None = None) -> T:
-        try:
-            return self._items[name]
-        except KeyError:
-            where = f"{field}: " if field else ""
+        where = f"{field}: " if field else ""
+        if name not in self:
             raise ConfigError(
                 f"{where}unknown {self.kind} '{name}'; valid choices: {', '.join(self.names())}"
-            ) from None
+                + (" (or a package.module:Class reference)" if self._check else "")
+            )
+        return self._items[name]
+
+    def origin(self, name: str) -> str:
+        """Where the component came from: built-in, an entry point, a module reference."""
+        self.get(name)
+        return self._origins[name]
 
     def names(self) -> list[str]:
+        self._load_plugins()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        self._load_plugins()
+        if not isinstance(name, str):
+            return False
+        if name not in self._items and ":" in name and self._check is not None:
+            self._adopt(name, resolve(name), "module reference")
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        for ep in entry_points(group=self._group):
+            if ep.name in self._items:
+                raise PluginError(
+                    f"entry point '{ep.name} = {ep.value}' ({self._group}): a {self.kind} of "
+                    "that name exists already"
+                )
+            try:
+                loaded = ep.load()
+            except Exception as exc:  # any import failure of a third-party package
+                raise PluginError(
+                    f"entry point '{ep.name} = {ep.value}' ({self._group}) failed to load: {exc}"
+                ) from exc
+            dist = f" [{ep.dist.name} {ep.dist.version}]" if ep.dist is not None else ""
+            self._adopt(ep.name, loaded, f"entry point {self._group}: {ep.value}{dist}")
+
+    def _adopt(self, name: str, loaded: Any, origin: str) -> None:
+        assert self._check is not None
+        item = self._check(loaded, f"{self.kind} '{name}' ({origin})")
+        own = getattr(item, "name", name)
+        if ":" not in name and own != name:
+            raise PluginError(
+                f"{self.kind} '{name}' ({origin}): its name attribute is '{own}'; the "
+                "entry point must carry the same name"
+            )
+        self._items[name] = item
+        self._origins[name] = origin
+        # a module reference is also known by its own name, as recipes and workers name it
+        if own in self._items and type(self._items[own]) is not type(item):
+            raise PluginError(
+                f"{self.kind} '{name}' ({origin}): its name '{own}' is taken by the "
+                f"{self._origins[own]} {self.kind} of that name; give it another"
+            )
+        if own not in self._items:
+            self._items[own] = item
+            self._origins[own] = origin
+
+
+def resolve(reference: str) -> Any:
+    """The object a ``package.module:Attribute`` reference names."""
+    module, _, attr = reference.partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise PluginError(f"'{reference}': cannot import module '{module}' ({exc})") from None
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise PluginError(f"'{reference}': module '{module}' has no attribute '{attr}'")
+        found = getattr(found, part)
+    return found
+
+
+def component(loaded: Any, where: str, needs: dict[str, tuple[Callable[[Any], bool], str]]) -> Any:
+    """``loaded`` (a class is instantiated without arguments) if it has every attribute of
+    ``needs`` (attribute → (test, what is expected)); else a ``PluginError`` listing what is
+    missing."""
+    if isinstance(loaded, type):
+        try:
+            loaded = loaded()
+        except TypeError as exc:
+            raise PluginError(f"{where}: its class must build without arguments ({exc})") from None
+    missing = [
+        f"{attr} ({expected})"
+        for attr, (ok, expected) in needs.items()
+        if not ok(getattr(loaded, attr, None))
+    ]
+    if missing:
+        raise PluginError(
+            f"{where} does not satisfy the interface: missing or invalid " + "; ".join(missing)
+        )
+    return loaded
+
+
+def is_config(value: Any) -> bool:
+    from pydantic import BaseModel
+
+    return isinstance(value, type) and issubclass(value, BaseModel)

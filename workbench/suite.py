@@ -220,14 +220,13 @@ def _check_components(suite: Suite) -> list[str]:
     problems: list[str] = []
 
     def check(field: str, registry: Any, name: str, params: dict, config_of: Any) -> None:
-        if name not in registry:
-            problems.append(
-                f"  {field}: unknown {registry.kind} '{name}'; valid choices: "
-                + ", ".join(registry.names())
-            )
+        try:
+            component = registry.get(name, field)
+        except ConfigError as exc:  # unknown, or a plug-in that failed to load
+            problems.append(f"  {exc}" if str(exc).startswith(field) else f"  {field}: {exc}")
             return
         try:
-            config_of(registry.get(name))(**params)
+            config_of(component)(**params)
         except ValidationError as exc:
             problems.append(format_errors(exc, prefix=field.rsplit(".", 1)[0] + ".params"))
 

@@ -1,0 +1,111 @@
+"""The Python API; the command line is a thin layer over it.
+
+    from workbench.api import run, report, components, epsilon, PrivacyLedger, Gaussian
+
+    summary = run("examples/quickstart.yaml", "runs/quickstart")   # train, attack, store
+    html = report("runs/quickstart")                               # report.html and .pdf
+    eps = epsilon(PrivacyLedger().record(Gaussian(sigma=2.0)), delta=1e-5).epsilon
+    components("targets")                                          # name → where it came from
+
+The objects of the architecture note are importable from here too: the suite (``Suite``,
+``load_suite``, ``parse_suite``), the federation (``load_dataset``, ``make_partition``,
+``build_federation``), targets (``TARGETS``, ``TrainedTarget``), views and knowledge
+(``server_view``, ``client_view``, ``querier_view``, ``background_knowledge``), attacks
+(``ATTACKS``, ``AttackInput``, ``AttackOutput``), defenses (``DEFENSES``, ``applied``), the
+ledger and accountants, and the results store (``ResultsStore``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from accountants import (
+    Gaussian,
+    Laplace,
+    MetricGaussian,
+    PrivacyLedger,
+    SubsampledGaussian,
+    epsilon,
+)
+from attacks import ATTACKS, AttackInput, AttackOutput
+from defenses import DEFENSES, applied
+from workbench.data.catalog import load_dataset
+from workbench.data.federation import build_federation
+from workbench.data.partition import make_partition
+from workbench.errors import ConfigError
+from workbench.runner import Executor, RunSummary, run_suite
+from workbench.store import ResultsStore
+from workbench.suite import Suite, load_suite, parse_suite
+from workbench.targets import TARGETS, TrainedTarget
+from workbench.threat import background_knowledge, client_view, querier_view, server_view
+
+Kind = Literal["targets", "attacks", "defenses"]
+
+
+def run(
+    suite: str | Path | dict[str, Any] | Suite,
+    out: str | Path,
+    data_root: str | None = None,
+    *,
+    quiet: bool = True,
+    jobs: int = 1,
+    executor: Executor = "serial",
+    address: str = "local",
+) -> RunSummary:
+    """Runs a suite (a YAML path, its parsed mapping, or a ``Suite``) into ``out``: every
+    cell not stored there yet is trained and attacked; finished cells are skipped, so an
+    interrupted run resumes. ``executor``/``jobs``/``address`` as ``fgl-workbench run``."""
+    if isinstance(suite, str | Path):
+        suite = load_suite(suite)
+    elif isinstance(suite, dict):
+        suite = parse_suite(suite)
+    return run_suite(suite, out, data_root, quiet, jobs, executor, address)
+
+
+def report(out: str | Path) -> Path:
+    """Writes ``report.html`` and ``report.pdf`` for a results folder; returns the HTML."""
+    from reports import build_report
+
+    return build_report(out)
+
+
+def components(kind: Kind) -> dict[str, str]:
+    """Every registered target, attack or defense (plug-ins included) → where it came from:
+    ``built-in``, an entry point with its distribution, or a module reference."""
+    registries = {"targets": TARGETS, "attacks": ATTACKS, "defenses": DEFENSES}
+    if kind not in registries:
+        raise ConfigError(f"kind: expected one of {', '.join(registries)} (got {kind!r})")
+    registry = registries[kind]
+    return {name: registry.origin(name) for name in registry}
+
+
+__all__ = [
+    "ATTACKS",
+    "DEFENSES",
+    "TARGETS",
+    "AttackInput",
+    "AttackOutput",
+    "Gaussian",
+    "Laplace",
+    "MetricGaussian",
+    "PrivacyLedger",
+    "ResultsStore",
+    "RunSummary",
+    "SubsampledGaussian",
+    "Suite",
+    "TrainedTarget",
+    "applied",
+    "background_knowledge",
+    "build_federation",
+    "client_view",
+    "components",
+    "epsilon",
+    "load_dataset",
+    "load_suite",
+    "make_partition",
+    "parse_suite",
+    "querier_view",
+    "report",
+    "run",
+    "server_view",
+]
