@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs
+from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
 from defenses.metric_dp import normalise
 from workbench.errors import NotApplicableError
 from workbench.threat import ReleaseView
@@ -36,6 +36,10 @@ def likelihood_ratio(
 class ReidentificationAudit:
     name = "reidentification-audit"
     family = "audit"
+    threat = ThreatModel(
+        sees="noisy metric-DP releases of one node of each candidate pair, the released model",
+        knows="the population graph, the mechanism (σ0 and release count, from the ledger)",
+    )
     Config = ReidentificationAuditConfig
 
     def run(self, inp: AttackInput, config: ReidentificationAuditConfig, seed: int) -> AttackOutput:

@@ -70,12 +70,22 @@ class AttackOutput:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ThreatModel:
+    """Who the adversary is comes from the attack's config (``adversaries``); this says what
+    it observes and what it knows besides. Shown in the threat-model table of the reference."""
+
+    sees: str  # what its view holds
+    knows: str  # its background knowledge
+
+
 class Attack(Protocol):
     """``Config`` may declare ``adversary`` (querier, server or client); the runner hands the
     attack that party's view, the querier's when the config has no such field."""
 
     name: str
     family: Family  # what it infers: membership of records, edges between nodes, ...
+    threat: ThreatModel  # what its adversary sees and knows (plug-ins may leave it out)
     Config: type[BaseModel]
 
     def run(self, inp: AttackInput, config: Any, seed: int) -> AttackOutput: ...

@@ -21,7 +21,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.generators import generator_recipe, level_losses, opened_payloads
 from workbench.errors import NotApplicableError
 from workbench.targets.cefgc.generator import generator_sources, trainable
@@ -45,6 +45,10 @@ def source_of(graph) -> int:
 class GeneratorSourceAttack:
     name = "generator-source"
     family = "source"
+    threat = ThreatModel(
+        sees="the generators it received, with their class lists",
+        knows="the auxiliary pool's graphs of each member dataset, its own graphs",
+    )
     Config = GeneratorSourceConfig
 
     def run(self, inp: AttackInput, config: GeneratorSourceConfig, seed: int) -> AttackOutput:

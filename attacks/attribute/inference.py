@@ -22,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from defenses.metric_dp import normalise
 from workbench.attributes import attribute_values
 from workbench.errors import NotApplicableError
@@ -62,6 +62,10 @@ def known_values(knowledge: BackgroundKnowledge, attribute: str) -> np.ndarray:
 class AttributeInference:
     name = "attribute-inference"
     family = "attribute"
+    threat = ThreatModel(
+        sees="the released model's posteriors or embeddings, or the embeddings clients exchanged",
+        knows="the hidden attribute on the auxiliary pool only, every other feature",
+    )
     Config = AttributeInferenceConfig
 
     def run(self, inp: AttackInput, config: AttributeInferenceConfig, seed: int) -> AttackOutput:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.metrics import value_fractions
 from defenses.dp_fedavg import apply_update, client_update, update_vector
 from defenses.gaussian_upload import privatize
@@ -115,6 +115,10 @@ def defended_upload(
 class LabelDistribution:
     name = "label-distribution"
     family = "distribution"
+    threat = ThreatModel(
+        sees="each client's last-round model update",
+        knows="the auxiliary pool (simulated rounds), the training recipe",
+    )
     Config = LabelDistributionConfig
 
     def run(self, inp: AttackInput, config: LabelDistributionConfig, seed: int) -> AttackOutput:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import norm
 
 from attacks.attribute.inference import AttributeInferenceConfig
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from workbench.class_statistics import uploaded_statistics
 from workbench.errors import NotApplicableError
 from workbench.targets.opfgl.statistics import pooled_direct
@@ -52,6 +52,10 @@ def class_posterior(
 class StatisticsAttributeInference:
     name = "statistics-attribute-inference"
     family = "attribute"
+    threat = ThreatModel(
+        sees="every client's uploaded class statistics",
+        knows="the nodes' other features, the auxiliary pool",
+    )
     Config = StatisticsAttributeConfig
 
     def run(self, inp: AttackInput, config: StatisticsAttributeConfig, seed: int) -> AttackOutput:

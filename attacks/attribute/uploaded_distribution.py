@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.metrics import value_fractions
 from workbench.class_statistics import uploaded_statistics
 from workbench.errors import NotApplicableError
@@ -44,6 +44,10 @@ def uploaded_vector(view: ServerView, sender: str, reads: str) -> np.ndarray | N
 class UploadedDistribution:
     name = "uploaded-label-distribution"
     family = "distribution"
+    threat = ThreatModel(
+        sees="every client's uploaded class counts or reliability vector",
+        knows="the auxiliary pool's label prior (for clients that uploaded nothing)",
+    )
     Config = UploadedDistributionConfig
 
     def run(self, inp: AttackInput, config: UploadedDistributionConfig, seed: int) -> AttackOutput:

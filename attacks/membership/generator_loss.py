@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.generators import (
     class_losses,
     received_generators,
@@ -64,6 +64,10 @@ def scored_levels(cfg: GeneratorConfig, levels: str) -> np.ndarray:
 class GeneratorLossAttack:
     name = "mia-generator-loss"
     family = "membership"
+    threat = ThreatModel(
+        sees="the N − 1 generators it received, and its own",
+        knows="the public generator recipe",
+    )
     Config = GeneratorLossConfig
 
     def run(self, inp: AttackInput, config: GeneratorLossConfig, seed: int) -> AttackOutput:

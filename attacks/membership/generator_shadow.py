@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sklearn.linear_model import LogisticRegression
 from torch_geometric.data import Data
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.generators import (
     class_losses,
     received_generators,
@@ -77,6 +77,10 @@ def halves(labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 class GeneratorShadowAttack:
     name = "mia-generator-shadow"
     family = "membership"
+    threat = ThreatModel(
+        sees="the N − 1 generators it received",
+        knows="the public generator recipe, the auxiliary pool and its own graphs (shadow data)",
+    )
     Config = GeneratorShadowConfig
 
     def run(self, inp: AttackInput, config: GeneratorShadowConfig, seed: int) -> AttackOutput:

@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 
 from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.membership.observe import (
     observed_apis,
     per_model_output,
@@ -60,6 +60,10 @@ def log_normal_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarr
 class LiRAAttack:
     name = "mia-lira"
     family = "membership"
+    threat = ThreatModel(
+        sees="the released model's answers (querier) or every client's uploaded model (server)",
+        knows="the auxiliary pool, the training recipe (reference models), the population graph",
+    )
     Config = LiRAConfig
 
     def run(self, inp: AttackInput, config: LiRAConfig, seed: int) -> AttackOutput:

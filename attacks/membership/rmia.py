@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import Field
 
 from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.membership.observe import (
     observed_apis,
     per_model_output,
@@ -48,6 +48,10 @@ def reference_prob(prob: np.ndarray, is_in: np.ndarray, mode: str, a: float) -> 
 class RMIAAttack:
     name = "mia-rmia"
     family = "membership"
+    threat = ThreatModel(
+        sees="the released model's answers (querier) or every client's uploaded model (server)",
+        knows="the auxiliary pool, the training recipe (reference models), the population graph",
+    )
     Config = RMIAConfig
 
     def run(self, inp: AttackInput, config: RMIAConfig, seed: int) -> AttackOutput:

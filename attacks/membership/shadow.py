@@ -25,7 +25,7 @@ from sklearn.neural_network import MLPClassifier
 from torch import nn
 
 from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput, Candidates
+from attacks.base import ATTACKS, AttackInput, AttackOutput, Candidates, ThreatModel
 from attacks.membership.observe import (
     model_api,
     observed_apis,
@@ -65,6 +65,10 @@ def random_subsets(n_models: int, n_records: int, size: int, seed: int) -> np.nd
 class ShadowAttack:
     name = "mia-shadow"
     family = "membership"
+    threat = ThreatModel(
+        sees="the released model's answers (querier) or every client's uploaded model (server)",
+        knows="the auxiliary pool, the training recipe (shadow models), the population graph",
+    )
     Config = ShadowConfig
 
     def run(self, inp: AttackInput, config: ShadowConfig, seed: int) -> AttackOutput:

@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.membership.observe import per_model_output
 from defenses.masked_aggregation import MaskedAggConfig, decode, ring_sum
 from workbench.class_statistics import ClassStatistics, propagate
@@ -98,6 +98,16 @@ def client_releases(view: ClientView, num_classes: int, features: int) -> Releas
 class StatisticsTracing:
     name = "mia-statistics-tracing"
     family = "membership"
+    threat = ThreatModel(
+        sees=(
+            "every client's class statistics or the masked aggregate (server); the surrogate graph "
+            "or the decrypted aggregate (client)"
+        ),
+        knows=(
+            "the candidates' features and labels, the auxiliary pool (reference means), the "
+            "population graph"
+        ),
+    )
     Config = StatisticsTracingConfig
 
     def run(self, inp: AttackInput, config: StatisticsTracingConfig, seed: int) -> AttackOutput:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.membership.observe import QueryConfig, observed_apis, per_model_output, query
 
 
@@ -47,6 +47,10 @@ def signal_scores(logits: torch.Tensor, labels: np.ndarray, signal: str) -> np.n
 class ThresholdAttack:
     name = "mia-threshold"
     family = "membership"
+    threat = ThreatModel(
+        sees="the released model's answers (querier) or every client's uploaded model (server)",
+        knows="the auxiliary pool (known non-members, for the threshold)",
+    )
     Config = ThresholdConfig
 
     def run(self, inp: AttackInput, config: ThresholdConfig, seed: int) -> AttackOutput:

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from workbench.errors import NotApplicableError
 from workbench.targets.fedgc.condensation import class_gradients, receptive_field
 from workbench.threat import ServerView
@@ -82,6 +82,13 @@ def flat(params: list[torch.Tensor]) -> torch.Tensor:
 class ClassGradientInversion:
     name = "class-gradient-inversion"
     family = "client-data"
+    threat = ThreatModel(
+        sees=(
+            "a client's per-class gradient uploads and class counts, and the weights θ_t it drew "
+            "itself"
+        ),
+        knows="the auxiliary pool's feature range",
+    )
     Config = ClassGradientInversionConfig
 
     def run(

@@ -24,7 +24,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from sklearn.neighbors import NearestNeighbors
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from defenses.metric_dp import EmbeddingRelease, normalise
 from workbench.errors import NotApplicableError
 from workbench.exchanged import Combine, ExchangedEmbeddings
@@ -62,6 +62,10 @@ def released_embeddings(view: InsiderView, nodes: np.ndarray, hops: int) -> torc
 class FeatureInversion:
     name = "feature-inversion"
     family = "feature"
+    threat = ThreatModel(
+        sees="node embeddings served, published or exchanged, and the released model (white box)",
+        knows="the other nodes' features and a share of the edges",
+    )
     Config = FeatureInversionConfig
 
     def run(self, inp: AttackInput, config: FeatureInversionConfig, seed: int) -> AttackOutput:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.generators import received_generators
 from workbench.graph_match import COPY, NEAR_COPY, copy_similarity
 from workbench.targets.cefgc.generator import sample_graphs
@@ -44,6 +44,10 @@ class GeneratorSamplingConfig(BaseModel):
 class GeneratorSamplingAttack:
     name = "generator-sampling"
     family = "membership"
+    threat = ThreatModel(
+        sees="the N − 1 generators it received (decrypted with its key under CeFGC+)",
+        knows="the public generator recipe, its own generators",
+    )
     Config = GeneratorSamplingConfig
 
     def run(self, inp: AttackInput, config: GeneratorSamplingConfig, seed: int) -> AttackOutput:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch.func import functional_call
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from workbench.errors import NotApplicableError
 from workbench.threat import ServerView
 from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
@@ -130,6 +130,12 @@ class Replay:
 class GradientInversion:
     name = "gradient-inversion"
     family = "client-data"
+    threat = ThreatModel(
+        sees="a client's FedAvg update and the global model it was computed from",
+        knows=(
+            "the client's node and labelled-node counts (optionally its edges), the training recipe"
+        ),
+    )
     Config = GradientInversionConfig
 
     def run(self, inp: AttackInput, config: GradientInversionConfig, seed: int) -> AttackOutput:

@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs
+from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
 from attacks.reconstruction.link_stealing import known_pairs
 from workbench.errors import NotApplicableError
 
@@ -32,6 +32,10 @@ class GraphReconstructionConfig(BaseModel):
 class GraphReconstruction:
     name = "graph-reconstruction"
     family = "link"
+    threat = ThreatModel(
+        sees="node embeddings served by the clients or published",
+        knows="a known share of edges and non-edges (for the trained decoder)",
+    )
     Config = GraphReconstructionConfig
 
     def run(self, inp: AttackInput, config: GraphReconstructionConfig, seed: int) -> AttackOutput:

@@ -19,7 +19,7 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs
+from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
 from workbench.errors import NotApplicableError
 from workbench.query import NodeQueryAPI
 from workbench.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
@@ -117,6 +117,10 @@ def node_signal(
 class LinkStealing:
     name = "link-stealing"
     family = "link"
+    threat = ThreatModel(
+        sees="the clients' served posteriors by node id",
+        knows="the population's node features, a known share of edges and non-edges",
+    )
     Config = LinkStealingConfig
 
     def run(self, inp: AttackInput, config: LinkStealingConfig, seed: int) -> AttackOutput:

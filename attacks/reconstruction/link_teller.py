@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs
+from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
 from workbench.errors import NotApplicableError
 
 
@@ -23,6 +23,13 @@ class LinkTellerConfig(BaseModel):
 class LinkTeller:
     name = "link-teller"
     family = "link"
+    threat = ThreatModel(
+        sees=(
+            "the clients' deployments' posteriors by node id, also after it changes one node's "
+            "features (its own profile)"
+        ),
+        knows="the population's node features",
+    )
     Config = LinkTellerConfig
 
     def run(self, inp: AttackInput, config: LinkTellerConfig, seed: int) -> AttackOutput:

@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput
+from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.metrics import value_fractions
 from workbench.class_statistics import uploaded_statistics
 from workbench.errors import NotApplicableError
@@ -35,6 +35,10 @@ class StatisticsInversionConfig(BaseModel):
 class StatisticsInversion:
     name = "statistics-inversion"
     family = "client-data"
+    threat = ThreatModel(
+        sees="a client's uploaded class statistics (counts, means, standard deviations)",
+        knows="the client's labelled-node count, the auxiliary pool's feature range",
+    )
     Config = StatisticsInversionConfig
 
     def run(self, inp: AttackInput, config: StatisticsInversionConfig, seed: int) -> AttackOutput:
