@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from torch_geometric.data import Data
 
 from workbench.data.datasets import Level
-from workbench.registry import Registry, component, is_config
+from workbench.registry import Registry, component
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,7 @@ def attack_plugin(loaded: Any, where: str) -> Attack:
         loaded,
         where,
         {
-            "name": (lambda v: isinstance(v, str) and bool(v), "a non-empty str"),
             "family": (lambda v: v in get_args(Family), "one of " + ", ".join(get_args(Family))),
-            "Config": (is_config, "a pydantic BaseModel class of its parameters"),
             "run": (callable, "run(inp: AttackInput, config, seed) -> AttackOutput"),
         },
     )

@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel
 
-from workbench.registry import Registry, component, is_config
+from workbench.registry import Registry, component
 
 Stage = Literal["data", "local_training", "upload", "aggregation", "message_passing", "release"]
 # what two neighbouring datasets differ in under the defense's ε: a whole client's data, one
@@ -42,9 +42,7 @@ def defense_plugin(loaded: Any, where: str) -> Defense:
         loaded,
         where,
         {
-            "name": (lambda v: isinstance(v, str) and bool(v), "a non-empty str"),
             "stage": (lambda v: v in get_args(Stage), "one of " + ", ".join(get_args(Stage))),
-            "Config": (is_config, "a pydantic BaseModel class of its parameters"),
             "privacy_unit": (callable, "privacy_unit(config) -> unit or None"),
         },
     )

@@ -134,9 +134,14 @@ def resolve(reference: str) -> Any:
 
 
 def component(loaded: Any, where: str, needs: dict[str, tuple[Callable[[Any], bool], str]]) -> Any:
-    """``loaded`` (a class is instantiated without arguments) if it has every attribute of
-    ``needs`` (attribute → (test, what is expected)); else a ``PluginError`` listing what is
-    missing."""
+    """``loaded`` (a class is instantiated without arguments) if it has a ``name``, a
+    ``Config`` model and every attribute of ``needs`` (attribute → (test, what is
+    expected)); else a ``PluginError`` listing what is missing."""
+    needs = {
+        "name": (lambda v: isinstance(v, str) and bool(v), "a non-empty str"),
+        "Config": (is_config, "a pydantic BaseModel class of its parameters"),
+        **needs,
+    }
     if isinstance(loaded, type):
         try:
             loaded = loaded()

@@ -33,16 +33,12 @@ from attacks.generators import (
 from workbench.targets.cefgc.generator import GeneratorConfig
 
 
-class GeneratorLossConfig(BaseModel):
+class CuriousClientConfig(BaseModel):
+    """What every attack on the generators a curious client received is configured by."""
+
     model_config = ConfigDict(extra="forbid")
     adversary: Literal["client"] = "client"
     client: int = Field(0, ge=0, description="the curious client")
-    draws: int = Field(8, ge=1, le=1000, description="noise draws per level and candidate")
-    calibrate: bool = Field(
-        False,
-        description="subtract the loss under its own generator (at toy sizes its noise "
-        "swamped the signal: AUC 0.47 against 0.66 uncalibrated on MUTAG)",
-    )
     undo_pairing: bool = Field(
         True,
         description="CeFGC+: recover the generators whose average partner was its own "
@@ -52,6 +48,15 @@ class GeneratorLossConfig(BaseModel):
         "upper",
         description="noise levels scored: those above the median σ (where a generator "
         "remembers its graphs; the small ones' denoising generalises), or all",
+    )
+
+
+class GeneratorLossConfig(CuriousClientConfig):
+    draws: int = Field(8, ge=1, le=1000, description="noise draws per level and candidate")
+    calibrate: bool = Field(
+        False,
+        description="subtract the loss under its own generator (at toy sizes its noise "
+        "swamped the signal: AUC 0.47 against 0.66 uncalibrated on MUTAG)",
     )
 
 

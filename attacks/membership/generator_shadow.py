@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from sklearn.linear_model import LogisticRegression
 from torch_geometric.data import Data
 
@@ -31,7 +31,7 @@ from attacks.generators import (
     scored_by_class,
     standardised_levels,
 )
-from attacks.membership.generator_loss import GeneratorLossConfig, scored_levels
+from attacks.membership.generator_loss import CuriousClientConfig, scored_levels
 from workbench.errors import NotApplicableError
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.cefgc.generator import (
@@ -42,17 +42,12 @@ from workbench.targets.cefgc.generator import (
 )
 
 
-class GeneratorShadowConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    adversary: Literal["client"] = "client"
-    client: int = Field(0, ge=0, description="the curious client")
+class GeneratorShadowConfig(CuriousClientConfig):
     shadows: int = Field(2, ge=1, le=32, description="shadow clients, each on a random half")
     data: Literal["aux", "own", "both"] = Field(
         "both", description="shadow graphs: the auxiliary pool, its own training graphs, or both"
     )
     draws: int = Field(4, ge=1, le=1000, description="noise draws per level and graph")
-    undo_pairing: bool = Field(True, description="CeFGC+: recover generators first")
-    levels: Literal["upper", "all"] = GeneratorLossConfig.model_fields["levels"]
 
 
 def shadow_graphs(inp: AttackInput, data: str, cfg: GeneratorConfig) -> list[Data]:

@@ -63,6 +63,10 @@ def plugin_module(monkeypatch):
 
     module.Echo, module.NoFit, module.Constant = Echo, NoFit, Constant
     monkeypatch.setitem(sys.modules, "my_plugins", module)
+    for registry in (TARGETS, ATTACKS):  # what the test registers is gone after it
+        registry.names()  # entry points loaded first: they stay
+        monkeypatch.setattr(registry, "_items", dict(registry._items))
+        monkeypatch.setattr(registry, "_origins", dict(registry._origins))
     return module
 
 

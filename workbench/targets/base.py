@@ -19,7 +19,7 @@ from workbench.data.federation import Federation
 from workbench.errors import ConfigError
 from workbench.models import ModelSpec
 from workbench.query import QueryAPI, ServedAPI
-from workbench.registry import Registry, component, is_config
+from workbench.registry import Registry, component
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import Transcript
 
@@ -65,9 +65,7 @@ def target_plugin(loaded: Any, where: str) -> Target:
         loaded,
         where,
         {
-            "name": (lambda v: isinstance(v, str) and bool(v), "a non-empty str"),
             "level": (lambda v: v in ("node", "graph", "any"), "'node', 'graph' or 'any'"),
-            "Config": (is_config, "a pydantic BaseModel class of its parameters"),
             "fit": (callable, "fit(federation, config, defenses, seed) -> TrainedTarget"),
         },
     )
