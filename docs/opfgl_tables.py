@@ -35,6 +35,13 @@ ROWS = (
 )
 
 
+HEADLINES = (  # (metric, its baseline) of the non-membership families
+    ("tv_mean", "tv_baseline"),
+    ("cosine", "cosine_baseline"),
+    ("accuracy", "accuracy_baseline"),
+)
+
+
 def rows(cell: CellRow) -> list[tuple[str, str]]:
     """(row, utility prefix) pairs a cell contributes to the table."""
     target = cell.config["target"]
@@ -108,9 +115,11 @@ def attack_table(paths: list[str]) -> None:
                 out.append("n/a")
             elif "auc" in a.metrics:
                 out.append(f"{a.metrics['auc']:.3f}")
-            else:
-                metric = next(k for k in ("tv", "accuracy", "cosine", "mse") if k in a.metrics)
-                out.append(f"{metric} {a.metrics[metric]:.3f}")
+            else:  # the family's headline figure beside its no-attack baseline
+                metric, base = next(
+                    (m, b) for m, b in HEADLINES if m in a.metrics and b in a.metrics
+                )
+                out.append(f"{metric} {a.metrics[metric]:.3f} ({a.metrics[base]:.3f})")
         eps = "∞" if c.epsilon is None else f"{c.epsilon:.2f}"
         print(
             f"| {defence(c)} | {eps} | {100 * c.utility['accuracy']:.1f} | "

@@ -3,6 +3,7 @@
     from workbench.api import run, report, components, epsilon, PrivacyLedger, Gaussian
 
     summary = run("examples/quickstart.yaml", "runs/quickstart")   # train, attack, store
+    attack("runs/quickstart", [{"name": "mia-lira"}])             # later, without retraining
     html = report("runs/quickstart")                               # report.html and .pdf
     eps = epsilon(PrivacyLedger().record(Gaussian(sigma=2.0)), delta=1e-5).epsilon
     components("targets")                                          # name → where it came from
@@ -19,6 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from accountants import (
     Gaussian,
     Laplace,
@@ -33,9 +36,9 @@ from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
-from workbench.runner import Executor, RunSummary, run_suite
+from workbench.runner import Executor, RunSummary, attack_stored, run_suite
 from workbench.store import ResultsStore
-from workbench.suite import Suite, load_suite, parse_suite
+from workbench.suite import AttackEntry, Suite, format_errors, load_suite, parse_suite
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import background_knowledge, client_view, querier_view, server_view
 
@@ -60,6 +63,27 @@ def run(
     elif isinstance(suite, dict):
         suite = parse_suite(suite)
     return run_suite(suite, out, data_root, quiet, jobs, executor, address)
+
+
+def attack(
+    out: str | Path,
+    attacks: list[dict[str, Any]],
+    data_root: str | None = None,
+    *,
+    jobs: int = 1,
+) -> tuple[int, int]:
+    """Runs attacks (``[{"name": ..., "params": {...}}]``) against the trained targets a
+    finished run stored, without retraining; their rows join the results folder. Returns
+    (cells attacked, cells without a stored target)."""
+    entries = []
+    for i, raw in enumerate(attacks):
+        try:
+            entry = AttackEntry(**raw)
+            ATTACKS.get(entry.name, f"attacks[{i}].name").Config(**entry.params)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid attack\n{format_errors(exc, f'attacks[{i}]')}") from None
+        entries.append(entry)
+    return attack_stored(out, entries, data_root, jobs)
 
 
 def report(out: str | Path) -> Path:
@@ -95,6 +119,7 @@ __all__ = [
     "Suite",
     "TrainedTarget",
     "applied",
+    "attack",
     "background_knowledge",
     "build_federation",
     "client_view",

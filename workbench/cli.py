@@ -1,5 +1,6 @@
-"""Command line: ``fgl-workbench run | report | list | epsilon``. A thin layer over the Python
-API (``workbench.api``); user errors print one line naming what is wrong and exit 2."""
+"""Command line: ``fgl-workbench run | attack | report | list | epsilon``. A thin layer over
+the Python API (``workbench.api``); user errors print one line naming what is wrong and exit
+2."""
 
 from __future__ import annotations
 
@@ -50,6 +51,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument(
         "--tradeoff-png", default=None, help="also write the privacy-utility figure to this file"
     )
+    att = sub.add_parser(
+        "attack", help="run attacks on the trained targets a finished run stored (no retraining)"
+    )
+    att.add_argument("out", help="a results folder written by `run`")
+    att.add_argument("--attack", action="append", required=True, help="an attack's name")
+    att.add_argument(
+        "--params",
+        action="append",
+        default=[],
+        help="JSON parameters of the --attack at the same position (default {})",
+    )
+    att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
+    att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
     lst = sub.add_parser("list", help="list registered components")
     lst.add_argument("kind", nargs="?", choices=LIST_KINDS)
     cli_epsilon.add_parser(sub)
@@ -94,6 +108,25 @@ def _dispatch(args: argparse.Namespace) -> int:
             f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "
             f"results in {summary.out_dir / 'results.sqlite'}"
         )
+        print(f"report: {api.report(args.out)}")
+        return 0
+    if args.command == "attack":
+        import json
+
+        from workbench import api
+
+        if len(args.params) > len(args.attack):
+            raise WorkbenchError("--params: more of them than --attack")
+        attacks = []
+        for i, name in enumerate(args.attack):
+            text = args.params[i] if i < len(args.params) else "{}"
+            try:
+                params = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise WorkbenchError(f"--params {text!r}: not JSON ({exc})") from None
+            attacks.append({"name": name, "params": params})
+        done, missing = api.attack(args.out, attacks, args.data_root, jobs=args.jobs)
+        print(f"{done} cell(s) attacked, {missing} without a stored target")
         print(f"report: {api.report(args.out)}")
         return 0
     if args.command == "report":

@@ -7,6 +7,7 @@ runs agree."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 import warnings
@@ -62,6 +63,7 @@ from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.exchanged import ExchangedEmbeddings
 from workbench.seeding import derive_seed, seed_everything
+from workbench.snapshot import SnapshotError, restore, snapshot
 from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
@@ -280,7 +282,23 @@ def run_cell(
         partitioned.seconds,
         t2 - t1,
     )
+    with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
+        store.save_target(cell.cell_id, snapshot(trained))
     store.put_cell(row, config_hash(cell.config()))
+    attack_cell(cell, attacks, trained, federation, store, delta, jobs, report)
+
+
+def attack_cell(
+    cell: Cell,
+    attacks: list[AttackEntry],
+    trained: TrainedTarget,
+    federation: Federation,
+    store: ResultSink,
+    delta: float,
+    jobs: int,
+    report: Callable[[str], None],
+) -> None:
+    """Runs and stores each attack against a trained cell (just trained, or restored)."""
     if not attacks:
         return
     challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
@@ -291,6 +309,47 @@ def run_cell(
             report(f"attack {entry.key}")
             row, row_hash = run_attack(cell, entry, inputs, store)
             store.put_attack(row, row_hash)
+
+
+def attack_stored(
+    out_dir: str | Path,
+    attacks: list[AttackEntry],
+    data_root: str | None = None,
+    jobs: int = 1,
+    quiet: bool = True,
+) -> tuple[int, int]:
+    """Runs ``attacks`` against every trained target a results folder stored, without
+    retraining: the cell's federation is rebuilt from its seed, the target read back from
+    its snapshot (``weights_only``). Attacks stored already are skipped. Returns (cells
+    attacked, cells without a snapshot)."""
+    store = ResultsStore(out_dir)
+    try:
+        raw = store.meta("suite_json")
+        if raw is None:
+            raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
+        suite = Suite.model_validate_json(raw)
+        cells = {c.cell_id: c for c in expand(suite)}
+        attacked = missing = 0
+        for row in store.cells():
+            cell, path = cells.get(row.cell_id), store.target_path(row.cell_id)
+            if cell is None or not path.exists():
+                missing += 1
+                continue
+            pending = [a for a in attacks if a.key not in store.done_attacks(cell.cell_id)]
+            if not pending:
+                continue
+            dataset = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
+            federation = build_federation(dataset, partition_cell(cell, dataset).partition)
+            trained = restore(path, federation)
+            if not quiet:
+                print(f"attacking {cell.label}: {', '.join(a.key for a in pending)}")
+            attack_cell(
+                cell, pending, trained, federation, store, suite.delta, jobs, lambda stage: None
+            )
+            attacked += 1
+        return attacked, missing
+    finally:
+        store.close()
 
 
 def ledger_epsilon(ledger: PrivacyLedger, delta: float) -> float | None:

@@ -159,6 +159,15 @@ class ResultsStore:
         with np.load(self.root / rel, allow_pickle=False) as z:
             return z["fpr"], z["tpr"]
 
+    def save_target(self, cell_id: str, data: bytes) -> None:
+        """A trained target's snapshot (workbench.snapshot), for attacks run later."""
+        path = self.target_path(cell_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def target_path(self, cell_id: str) -> Path:
+        return self.root / "targets" / f"{cell_id}.pt"
+
     def cells(self) -> list[CellRow]:
         q = (
             "SELECT cell_id, label, config_json, utility_json, comm_json, partition_json, "
@@ -204,6 +213,8 @@ class ResultSink(Protocol):
 
     def save_roc(self, cell_id: str, attack_key: str, fpr: np.ndarray, tpr: np.ndarray) -> str: ...
 
+    def save_target(self, cell_id: str, data: bytes) -> None: ...
+
 
 @dataclass
 class BufferedResults:
@@ -213,6 +224,10 @@ class BufferedResults:
     cells: list[tuple[CellRow, str]] = field(default_factory=list)
     attacks: list[tuple[AttackRow, str]] = field(default_factory=list)
     rocs: list[tuple[str, str, np.ndarray, np.ndarray]] = field(default_factory=list)
+    targets: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def save_target(self, cell_id: str, data: bytes) -> None:
+        self.targets.append((cell_id, data))
 
     def put_cell(self, row: CellRow, config_hash: str) -> None:
         self.cells.append((row, config_hash))
@@ -225,6 +240,8 @@ class BufferedResults:
         return roc_artifact(cell_id, attack_key)
 
     def write_to(self, store: ResultsStore) -> None:
+        for target in self.targets:
+            store.save_target(*target)
         for roc in self.rocs:
             store.save_roc(*roc)
         for row, config_hash in self.cells:

@@ -126,6 +126,13 @@ class Transcript:
             for m in other.messages
         )
 
+    @classmethod
+    def of(cls, messages: Collection[Message]) -> Transcript:
+        """A transcript holding exactly ``messages`` (one read back from a snapshot)."""
+        out = cls("all")
+        out._messages = list(messages)
+        return out
+
     @property
     def messages(self) -> tuple[Message, ...]:
         return tuple(self._messages)

@@ -1,0 +1,219 @@
+"""A trained target kept on disk, so attacks can be run against it later without retraining
+(``fgl-workbench attack RUN_DIR --attack ...``).
+
+A snapshot holds plain data only (tensors, numbers, strings, bytes, lists and dicts): the
+released models' weights, the transcript with the payloads it kept, the ledger's events, the
+recipe and the utility. It is read back with ``torch.load(weights_only=True)``, which refuses
+anything else, so opening a results folder someone sent cannot run their code. What cannot be
+kept that way is left out and the attacks needing it report so: secret keys (CeFGC+'s CKKS
+key), the clients' served deployments (link stealing), heads beside the GNN, metric-DP
+embedding releases."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import accountants.events as events
+from accountants import PrivacyLedger
+from defenses import applied
+from defenses.secure_aggregation import Ciphertext
+from workbench.data.datasets import NodeDataset
+from workbench.data.federation import Federation
+from workbench.errors import ConfigError, NotApplicableError
+from workbench.models import ModelConfig, ModelSpec
+from workbench.query import GraphQueryAPI, NodeQueryAPI, OwnerRoutedQueryAPI, TableQueryAPI
+from workbench.targets.base import TrainedTarget
+from workbench.targets.training import TrainingRecipe
+from workbench.transcript import Message, Transcript
+
+FORMAT = 1
+
+
+class SnapshotError(ConfigError):
+    """A trained target cannot be stored or restored as plain data."""
+
+
+def plain(value: Any) -> Any:
+    """``value`` as weights_only-loadable data (arrays and ciphertexts tagged)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, np.ndarray):
+        return {"__numpy__": torch.from_numpy(np.ascontiguousarray(value))}
+    if isinstance(value, Ciphertext):
+        return {"__ciphertext__": list(value.chunks), "size": value.size}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str | bytes):
+        return value
+    raise SnapshotError(f"a payload of type {type(value).__name__} cannot be stored")
+
+
+def unplain(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "__numpy__" in value:
+            return value["__numpy__"].numpy()
+        if "__ciphertext__" in value:
+            return Ciphertext(tuple(value["__ciphertext__"]), int(value["size"]))
+        return {k: unplain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unplain(v) for v in value]
+    return value
+
+
+def event_data(event: Any) -> dict[str, Any]:
+    """A privacy event as plain data, tagged with its type (compositions recursively)."""
+    out: dict[str, Any] = {"type": type(event).__name__}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        out[f.name] = [event_data(e) for e in value] if f.name == "events" else value
+    return out
+
+
+def event_from(data: dict[str, Any]) -> Any:
+    fields = {k: v for k, v in data.items() if k != "type"}
+    if "events" in fields:
+        fields["events"] = tuple(event_from(e) for e in fields["events"])
+    return getattr(events, data["type"])(**fields)
+
+
+def query_data(query: Any) -> dict[str, Any]:
+    """How to rebuild the released query API."""
+    if isinstance(query, NodeQueryAPI | GraphQueryAPI):
+        kind = "node" if isinstance(query, NodeQueryAPI) else "graph"
+        return {"kind": kind, "model": plain(query._model.state_dict())}
+    if isinstance(query, TableQueryAPI):
+        return {"kind": "table", "table": query._table.clone()}
+    if isinstance(query, OwnerRoutedQueryAPI):
+        return {"kind": "owner-routed", "owner": torch.from_numpy(query._owner.copy())}
+    return {"kind": "unsupported", "type": type(query).__name__}
+
+
+def snapshot(trained: TrainedTarget) -> bytes:
+    """The trained target as plain data, serialised."""
+    spec, recipe = trained.spec, trained.recipe
+    data = {
+        "format": FORMAT,
+        "name": trained.name,
+        "level": trained.level,
+        "spec": {
+            "config": spec.config.model_dump(),
+            "in_dim": spec.in_dim,
+            "num_classes": spec.num_classes,
+            "level": spec.level,
+        },
+        "recipe": {
+            "target": recipe.target,
+            "config": plain(recipe.config),
+            "num_clients": recipe.num_clients,
+            "train_size": recipe.train_size,
+            "defenses": [
+                {"name": d.name, "params": d.config.model_dump()} for d in recipe.defenses
+            ],
+        },
+        "global_model": plain(trained.global_model.state_dict()),
+        "client_models": {int(k): plain(m.state_dict()) for k, m in trained.client_models.items()},
+        "utility": dict(trained.utility),
+        "ledger": [event_data(e) for e in trained.ledger.events],
+        "messages": [
+            {
+                "round": m.round,
+                "sender": m.sender,
+                "receiver": m.receiver,
+                "kind": m.kind,
+                "nbytes": m.nbytes,
+                "payload": plain(m.payload),
+            }
+            for m in trained.transcript.messages
+        ],
+        "query": query_data(trained.query),
+        "senders": {int(k): list(v) for k, v in trained.senders.items()},
+    }
+    buffer = io.BytesIO()
+    torch.save(data, buffer)
+    return buffer.getvalue()
+
+
+def restore(path: Path, federation: Federation) -> TrainedTarget:
+    """A stored trained target, read with ``weights_only=True``, its query API rebuilt on the
+    cell's federation."""
+    data = torch.load(path, weights_only=True)
+    if data.get("format") != FORMAT:
+        raise SnapshotError(f"{path}: snapshot format {data.get('format')} (expected {FORMAT})")
+    s = data["spec"]
+    spec = ModelSpec(ModelConfig(**s["config"]), s["in_dim"], s["num_classes"], s["level"])
+
+    def model(state: dict) -> torch.nn.Module:
+        net = spec.build()
+        net.load_state_dict(state)
+        return net.eval()
+
+    clients = {int(k): model(v) for k, v in data["client_models"].items()}
+    r = data["recipe"]
+    recipe = TrainingRecipe(
+        r["target"],
+        unplain(r["config"]),
+        r["num_clients"],
+        r["train_size"],
+        tuple(applied(d["name"], d["params"]) for d in r["defenses"]),
+    )
+    transcript = Transcript.of(
+        [
+            Message(
+                m["round"],
+                m["sender"],
+                m["receiver"],
+                m["kind"],
+                m["nbytes"],
+                unplain(m["payload"]),
+            )
+            for m in data["messages"]
+        ]
+    )
+    ledger = PrivacyLedger()
+    for e in data["ledger"]:
+        ledger = ledger.record(event_from(e))
+    return TrainedTarget(
+        name=data["name"],
+        level=data["level"],
+        global_model=model(data["global_model"]),
+        client_models=clients,
+        spec=spec,
+        recipe=recipe,
+        query=rebuilt_query(data["query"], model, clients, federation),
+        transcript=transcript,
+        ledger=ledger,
+        utility=data["utility"],
+        senders={int(k): tuple(v) for k, v in data["senders"].items()},
+    )
+
+
+def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
+    ds = federation.dataset
+    if q["kind"] == "node" and isinstance(ds, NodeDataset):
+        return NodeQueryAPI(model(q["model"]), ds.data)
+    if q["kind"] == "graph":
+        return GraphQueryAPI(model(q["model"]))
+    if q["kind"] == "table":
+        return TableQueryAPI(q["table"])
+    if q["kind"] == "owner-routed" and isinstance(ds, NodeDataset):
+        return OwnerRoutedQueryAPI(clients, ds.data, q["owner"].numpy())
+    return UnavailableQuery(q.get("type", q["kind"]))
+
+
+class UnavailableQuery:
+    """Stands in for a released query API a snapshot does not keep: attacks that query it
+    report "not applicable"; attacks on what the server or a client received still run."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotApplicableError(f"offline: the released query API ({self.kind}) is not stored")
