@@ -14,8 +14,10 @@ def test_every_defense_states_what_its_epsilon_protects():
         "dp-sgd": "record",
         "gaussian-upload": "client",
         "information-bottleneck": None,
+        "masked-aggregation": None,
         "metric-dp": None,
         "secure-aggregation": None,
+        "statistics-noise": "node",
     }
 
 
