@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel
 
 import accountants.events as events
 from accountants import PrivacyLedger
@@ -26,13 +28,12 @@ from defenses.secure_aggregation import Ciphertext
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
-from workbench.models import ModelConfig, ModelSpec
 from workbench.query import GraphQueryAPI, NodeQueryAPI, OwnerRoutedQueryAPI, TableQueryAPI
-from workbench.targets.base import TrainedTarget
+from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import Message, Transcript
 
-FORMAT = 1
+FORMAT = 2
 
 
 class SnapshotError(ConfigError):
@@ -90,10 +91,51 @@ def query_data(query: Any) -> dict[str, Any]:
         kind = "node" if isinstance(query, NodeQueryAPI) else "graph"
         return {"kind": kind, "model": plain(query._model.state_dict())}
     if isinstance(query, TableQueryAPI):
-        return {"kind": "table", "table": query._table.clone()}
+        return {"kind": "table", "table": query._logits.clone()}
     if isinstance(query, OwnerRoutedQueryAPI):
         return {"kind": "owner-routed", "owner": torch.from_numpy(query._owner.copy())}
     return {"kind": "unsupported", "type": type(query).__name__}
+
+
+def type_ref(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def loaded_type(reference: str) -> type:
+    """The class a stored ``module:Class`` reference names, looked up among modules already
+    imported (never importing one a file names): built-ins and the recipe's target plug-in."""
+    module, _, name = reference.partition(":")
+    cls = getattr(sys.modules.get(module), name, None)
+    if not isinstance(cls, type):
+        raise SnapshotError(
+            f"the snapshot's architecture type '{reference}' is not loaded; install the "
+            "plug-in that defines the target"
+        )
+    return cls
+
+
+def spec_data(spec: Any) -> dict[str, Any]:
+    """A released architecture (a frozen dataclass, e.g. ``ModelSpec``) as plain data: its
+    type and fields, pydantic configs among them dumped and tagged."""
+    if not dataclasses.is_dataclass(spec) or isinstance(spec, type):
+        raise SnapshotError(f"architecture spec {type(spec).__name__} is not a dataclass")
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(spec):
+        value = getattr(spec, f.name)
+        if isinstance(value, BaseModel):
+            value = {"__config__": type_ref(type(value)), "data": value.model_dump()}
+        fields[f.name] = plain(value)
+    return {"type": type_ref(type(spec)), "fields": fields}
+
+
+def spec_from(data: dict[str, Any]) -> Any:
+    fields = {
+        k: loaded_type(v["__config__"])(**v["data"])
+        if isinstance(v, dict) and "__config__" in v
+        else unplain(v)
+        for k, v in data["fields"].items()
+    }
+    return loaded_type(data["type"])(**fields)
 
 
 def snapshot(trained: TrainedTarget) -> bytes:
@@ -103,12 +145,7 @@ def snapshot(trained: TrainedTarget) -> bytes:
         "format": FORMAT,
         "name": trained.name,
         "level": trained.level,
-        "spec": {
-            "config": spec.config.model_dump(),
-            "in_dim": spec.in_dim,
-            "num_classes": spec.num_classes,
-            "level": spec.level,
-        },
+        "spec": spec_data(spec),
         "recipe": {
             "target": recipe.target,
             "config": plain(recipe.config),
@@ -147,8 +184,8 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
     data = torch.load(path, weights_only=True)
     if data.get("format") != FORMAT:
         raise SnapshotError(f"{path}: snapshot format {data.get('format')} (expected {FORMAT})")
-    s = data["spec"]
-    spec = ModelSpec(ModelConfig(**s["config"]), s["in_dim"], s["num_classes"], s["level"])
+    TARGETS.get(data["recipe"]["target"], "snapshot recipe.target")  # loads its plug-in
+    spec = spec_from(data["spec"])
 
     def model(state: dict) -> torch.nn.Module:
         net = spec.build()

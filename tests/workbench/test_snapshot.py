@@ -12,7 +12,8 @@ import torch
 from workbench import api
 from workbench.cli import main
 from workbench.errors import ConfigError
-from workbench.snapshot import SnapshotError, plain, unplain
+from workbench.models import ModelConfig, ModelSpec
+from workbench.snapshot import SnapshotError, plain, spec_data, spec_from, unplain
 from workbench.store import ResultsStore
 
 BASE = {
@@ -22,6 +23,7 @@ BASE = {
     "partitions": [{"method": "metis", "num_clients": 3}],
     "targets": [
         {"name": "fedavg", "params": {"rounds": 2}},
+        {"name": "gap", "params": {"encoder_rounds": 2, "rounds": 2}},
         {
             "name": "opfgl",
             "params": {
@@ -45,8 +47,8 @@ def metrics(out):
 
 
 def test_attacks_run_later_equal_attacks_run_in_the_suite(tmp_path):
-    api.run({**BASE, "attacks": ATTACKS}, tmp_path / "together")
-    api.run(BASE, tmp_path / "later")
+    api.run_suite({**BASE, "attacks": ATTACKS}, tmp_path / "together")
+    api.run_suite(BASE, tmp_path / "later")
     assert not ResultsStore(tmp_path / "later").attacks()
     assert (
         main(
@@ -72,10 +74,10 @@ def test_attacks_run_later_equal_attacks_run_in_the_suite(tmp_path):
 
 
 def test_snapshots_hold_plain_data_only(tmp_path):
-    api.run(BASE, tmp_path)
+    api.run_suite(BASE, tmp_path)
     for path in (tmp_path / "targets").glob("*.pt"):
         data = torch.load(path, weights_only=True)
-        assert data["format"] == 1 and data["global_model"]
+        assert data["format"] == 2 and data["global_model"]
     masked = unplain(plain(np.arange(5, dtype=np.uint64)))
     assert masked.dtype == np.uint64 and masked.tolist() == list(range(5))
     with pytest.raises(SnapshotError, match="object"):
@@ -86,6 +88,23 @@ def test_snapshots_hold_plain_data_only(tmp_path):
     buffer.seek(0)
     with pytest.raises(pickle.UnpicklingError):
         torch.load(buffer, weights_only=True)
+
+
+def test_architectures_of_every_shape_round_trip():
+    from workbench.targets.gap import GAPSpec
+
+    specs = [
+        ModelSpec(ModelConfig(arch="gat", hidden=8, heads=2), 5, 3, "node"),
+        GAPSpec(in_dim=5, num_classes=3, encoder_dim=4, hidden=8, hops=2, dropout=0.1),
+    ]
+    for spec in specs:
+        data = spec_data(spec)
+        buffer = io.BytesIO()
+        torch.save(data, buffer)
+        buffer.seek(0)
+        assert spec_from(torch.load(buffer, weights_only=True)) == spec
+    with pytest.raises(SnapshotError, match="'evil.module:Spec' is not loaded"):
+        spec_from({"type": "evil.module:Spec", "fields": {}})
 
 
 def test_bad_offline_requests_name_the_field(tmp_path):
