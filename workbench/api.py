@@ -1,12 +1,12 @@
 """The Python API; the command line is a thin layer over it.
 
-    from workbench.api import run, report, components, epsilon, PrivacyLedger, Gaussian
+    from workbench.api import run_suite, build_report, components, epsilon, PrivacyLedger, Gaussian
 
-    summary = run("examples/quickstart.yaml", "runs/quickstart")   # train, attack, store
-    attack("runs/quickstart", [{"name": "mia-lira"}])             # later, without retraining
-    html = report("runs/quickstart")                               # report.html and .pdf
+    summary = run_suite("examples/quickstart.yaml", "runs/quickstart")  # train, attack, store
+    attack("runs/quickstart", [{"name": "mia-lira"}])                 # later, no retraining
+    html = build_report("runs/quickstart")                             # report.html and .pdf
     eps = epsilon(PrivacyLedger().record(Gaussian(sigma=2.0)), delta=1e-5).epsilon
-    components("targets")                                          # name → where it came from
+    components("targets")                                              # name → its origin
 
 The objects of the architecture note are importable from here too: the suite (``Suite``,
 ``load_suite``, ``parse_suite``), the federation (``load_dataset``, ``make_partition``,
@@ -32,11 +32,12 @@ from accountants import (
 )
 from attacks import ATTACKS, AttackInput, AttackOutput
 from defenses import DEFENSES, applied
+from workbench import runner
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
-from workbench.runner import Executor, RunSummary, attack_stored, run_suite
+from workbench.runner import Executor, RunSummary, attack_stored
 from workbench.store import ResultsStore
 from workbench.suite import AttackEntry, Suite, format_errors, load_suite, parse_suite
 from workbench.targets import TARGETS, TrainedTarget
@@ -45,7 +46,7 @@ from workbench.threat import background_knowledge, client_view, querier_view, se
 Kind = Literal["targets", "attacks", "defenses"]
 
 
-def run(
+def run_suite(
     suite: str | Path | dict[str, Any] | Suite,
     out: str | Path,
     data_root: str | None = None,
@@ -62,7 +63,7 @@ def run(
         suite = load_suite(suite)
     elif isinstance(suite, dict):
         suite = parse_suite(suite)
-    return run_suite(suite, out, data_root, quiet, jobs, executor, address)
+    return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address)
 
 
 def attack(
@@ -86,11 +87,11 @@ def attack(
     return attack_stored(out, entries, data_root, jobs)
 
 
-def report(out: str | Path) -> Path:
+def build_report(out: str | Path) -> Path:
     """Writes ``report.html`` and ``report.pdf`` for a results folder; returns the HTML."""
-    from reports import build_report
+    from reports import build_report as write_report
 
-    return build_report(out)
+    return write_report(out)
 
 
 def components(kind: Kind) -> dict[str, str]:
@@ -122,6 +123,7 @@ __all__ = [
     "attack",
     "background_knowledge",
     "build_federation",
+    "build_report",
     "client_view",
     "components",
     "epsilon",
@@ -130,7 +132,6 @@ __all__ = [
     "make_partition",
     "parse_suite",
     "querier_view",
-    "report",
-    "run",
+    "run_suite",
     "server_view",
 ]

@@ -95,7 +95,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         from workbench import api
 
-        summary = api.run(
+        summary = api.run_suite(
             args.suite,
             args.out,
             args.data_root,
@@ -108,7 +108,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "
             f"results in {summary.out_dir / 'results.sqlite'}"
         )
-        print(f"report: {api.report(args.out)}")
+        print(f"report: {api.build_report(args.out)}")
         return 0
     if args.command == "attack":
         import json
@@ -127,7 +127,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             attacks.append({"name": name, "params": params})
         done, missing = api.attack(args.out, attacks, args.data_root, jobs=args.jobs)
         print(f"{done} cell(s) attacked, {missing} without a stored target")
-        print(f"report: {api.report(args.out)}")
+        print(f"report: {api.build_report(args.out)}")
         return 0
     if args.command == "report":
         from reports.summary import (
@@ -143,7 +143,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             tradeoff_points,
             tradeoff_table,
         )
-        from workbench.api import report as build_report
+        from workbench.api import build_report
         from workbench.store import ResultsStore
 
         path = build_report(args.out)

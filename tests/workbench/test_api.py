@@ -14,10 +14,10 @@ RAW = {
 
 
 def test_run_resume_report_and_components(tmp_path):
-    first = api.run(RAW, tmp_path)
+    first = api.run_suite(RAW, tmp_path)
     assert (first.cells_run, first.cells_skipped) == (1, 0)
-    assert api.run(RAW, tmp_path).cells_skipped == 1
-    assert api.report(tmp_path).name == "report.html"
+    assert api.run_suite(RAW, tmp_path).cells_skipped == 1
+    assert api.build_report(tmp_path).name == "report.html"
     (row,) = api.ResultsStore(tmp_path).attacks()
     assert row.status == "ok"
     assert api.components("targets")["opfgl"] == "built-in"
