@@ -1,5 +1,5 @@
 """What the reproduction-table scripts in docs/ share: reading results stores, and
-formatting mean ± standard deviation over seeds."""
+formatting mean ± population standard deviation (ddof = 0) over seeds."""
 
 from __future__ import annotations
 
