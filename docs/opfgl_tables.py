@@ -90,6 +90,8 @@ def defence(cell: CellRow) -> str:
         names.append(f"min_count={params['min_count']}")
     if params.get("release") == "stage1":
         names.append("stage-1 models released")
+    if params.get("statistics_from") == "validation":
+        names.append("statistics of validation nodes (no member uploaded)")
     return ", ".join(names) or "none (in the clear)"
 
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch_geometric.data import Data
 from torch_geometric.utils import degree, subgraph
 
@@ -97,12 +97,27 @@ class OPFGLConfig(BaseModel):
     lambda_min: float = Field(0.0, ge=0.0)
     lambda_max: float = Field(0.15, ge=0.0)
     transductive: bool = Field(True, description="false: test nodes unseen in training")
+    statistics_from: Literal["train", "validation"] = Field(
+        "train",
+        description="the labelled nodes the statistics start from; validation: the training "
+        "nodes (the members) are removed from the clients' graphs, so none enters the upload, "
+        "the surrogate or stage 1: a member-free negative control (needs release: stage1)",
+    )
     release: Literal["personalised", "stage1"] = Field(
         "personalised",
         description="the models the clients deploy: their personalised ones, or the stage-1 "
         "models trained on the surrogate alone (a membership attack's negative control)",
     )
     keep_payloads: KeepPayloads = "all"
+
+    @model_validator(mode="after")
+    def _control_releases_stage1(self) -> OPFGLConfig:
+        if self.statistics_from == "validation" and "stage1" not in (self.mode, self.release):
+            raise ValueError(
+                "statistics_from: 'validation' removes the training nodes, so there is no stage "
+                "2 to train; set release: stage1 (or mode: stage1)"
+            )
+        return self
 
 
 @dataclass(frozen=True)
@@ -116,11 +131,16 @@ class ClientPrep:
     weights: torch.Tensor  # λ_v per node of ``graph``
 
 
-def training_graph(c: NodeClient, transductive: bool) -> Data:
-    """The client's graph as its training sees it."""
-    if transductive:
+def training_graph(c: NodeClient, cfg: OPFGLConfig) -> Data:
+    """The client's graph as its training sees it: without its test nodes when inductive,
+    without its training nodes in the member-free control."""
+    keep = torch.ones(c.num_nodes, dtype=torch.bool)
+    if not cfg.transductive:
+        keep &= ~c.data.test_mask
+    if cfg.statistics_from == "validation":
+        keep &= ~c.data.train_mask
+    if bool(keep.all()):
         return c.data
-    keep = ~c.data.test_mask
     edge_index, _ = subgraph(keep, c.data.edge_index, relabel_nodes=True, num_nodes=c.num_nodes)
     return Data(
         x=c.data.x[keep],
@@ -141,7 +161,8 @@ def prepare(
 ) -> ClientPrep:
     """Propagation, expansion, the class sums (noised under ``statistics-noise``) and the
     distillation weights."""
-    n, labelled, y = graph.num_nodes, graph.train_mask, graph.y
+    n, y = graph.num_nodes, graph.y
+    labelled = graph.val_mask if cfg.statistics_from == "validation" else graph.train_mask
     lp = label_propagation(
         graph.edge_index,
         n,
@@ -200,7 +221,7 @@ class OPFGL:
         initial = spec.build()  # the one initialisation the server sends with the surrogate
         transcript = Transcript(cfg.keep_payloads)
         preps = [
-            prepare(training_graph(c, cfg.transductive), c_count, cfg, noisy, rng) for c in clients
+            prepare(training_graph(c, cfg), c_count, cfg, noisy, rng) for c in clients
         ]
         surrogate, keys = None, None
         if cfg.mode != "standalone":

@@ -117,17 +117,35 @@ def test_zero_distillation_weights_are_plain_fine_tuning(federation):
 def test_inductive_clients_never_see_their_test_nodes(federation):
     cfg = OPFGLConfig(transductive=False)
     c = federation.clients[1]
-    graph = training_graph(c, transductive=False)
+    graph = training_graph(c, cfg)
     assert graph.num_nodes == c.num_nodes - int(c.data.test_mask.sum())
     changed = c.data.clone()
     changed.x[changed.test_mask] += 5.0
     twin = type(c)(c.client_id, changed)
     rng = np.random.default_rng(0)
-    a = prepare(training_graph(c, False), 4, cfg, None, rng)
-    b = prepare(training_graph(twin, False), 4, cfg, None, rng)
+    a = prepare(training_graph(c, cfg), 4, cfg, None, rng)
+    b = prepare(training_graph(twin, cfg), 4, cfg, None, rng)
     np.testing.assert_array_equal(a.sums.flat(), b.sums.flat())
-    moved = prepare(training_graph(twin, True), 4, cfg, None, rng)
+    moved = prepare(training_graph(twin, OPFGLConfig()), 4, cfg, None, rng)
     assert not np.array_equal(moved.sums.flat(), prepare(c.data, 4, cfg, None, rng).sums.flat())
+
+
+def test_the_member_free_control_uploads_nothing_of_the_members(federation):
+    cfg = OPFGLConfig(statistics_from="validation", release="stage1")
+    c = federation.clients[1]
+    changed = c.data.clone()
+    changed.x[changed.train_mask] += 5.0
+    changed.y[changed.train_mask] = (changed.y[changed.train_mask] + 1) % 4
+    twin = type(c)(c.client_id, changed)
+    rng = np.random.default_rng(0)
+    a = prepare(training_graph(c, cfg), 4, cfg, None, rng)
+    b = prepare(training_graph(twin, cfg), 4, cfg, None, rng)
+    np.testing.assert_array_equal(a.sums.flat(), b.sums.flat())
+    assert a.original_counts.sum() == int(c.data.val_mask.sum())
+    trained = fit(federation, statistics_from="validation", release="stage1")
+    assert trained.client_models[1] is not None
+    with pytest.raises(ValueError, match="statistics_from: 'validation' removes the training"):
+        OPFGLConfig(statistics_from="validation")
 
 
 def test_noisy_statistics_write_one_gaussian_event(federation):
