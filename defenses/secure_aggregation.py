@@ -70,13 +70,20 @@ def on_grid(vector: np.ndarray, cfg: SecureAggConfig) -> np.ndarray:
 class KeyHolder:
     """The clients' side of the protocol: owns the secret key and decrypts aggregates."""
 
-    def __init__(self, cfg: SecureAggConfig, rotations: bool = False) -> None:
+    def __init__(
+        self, cfg: SecureAggConfig, rotations: bool = False, secret: bytes | None = None
+    ) -> None:
         """``rotations``: also publish Galois keys, so the server can take encrypted inner
-        products (CeFGC+'s similarities), not only sums."""
+        products (CeFGC+'s similarities), not only sums. ``secret``: a stored key
+        (``secret_context()``) instead of a fresh one."""
         self.cfg = cfg
         try:
-            self._context = ts.context(
-                ts.SCHEME_TYPE.CKKS, cfg.poly_modulus_degree, -1, cfg.coeff_mod_bit_sizes
+            self._context = (
+                ts.context_from(secret)
+                if secret is not None
+                else ts.context(
+                    ts.SCHEME_TYPE.CKKS, cfg.poly_modulus_degree, -1, cfg.coeff_mod_bit_sizes
+                )
             )
         except ValueError as exc:
             msg = f"defenses.secure-aggregation: invalid CKKS parameters ({exc})"
@@ -85,6 +92,16 @@ class KeyHolder:
         if rotations:
             self._context.generate_galois_keys()
         self.public_context = self._context.serialize(save_secret_key=False)
+
+    def secret_context(self) -> bytes:
+        """The context with its secret key (no Galois keys): enough to decrypt later, so a
+        curious client's attacks can run on a stored run."""
+        return self._context.serialize(
+            save_public_key=True,
+            save_secret_key=True,
+            save_galois_keys=False,
+            save_relin_keys=False,
+        )
 
     def decrypt_scalar(self, ciphertext: bytes) -> float:
         """The first slot of a serialised CKKS vector (e.g. an encrypted inner product):

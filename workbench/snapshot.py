@@ -5,9 +5,10 @@ A snapshot holds plain data only (tensors, numbers, strings, bytes, lists and di
 released models' weights, the transcript with the payloads it kept, the ledger's events, the
 recipe and the utility. It is read back with ``torch.load(weights_only=True)``, which refuses
 anything else, so opening a results folder someone sent cannot run their code. What cannot be
-kept that way is left out and the attacks needing it report so: secret keys (CeFGC+'s CKKS
-key), the clients' served deployments (link stealing), heads beside the GNN, metric-DP
-embedding releases."""
+kept that way is left out: heads beside the GNN (CE-FedGNN's edge head, which no attack
+reads) and a plug-in's query API of a kind not listed here (attacks querying it report "not
+applicable"). The clients' CKKS secret key (CeFGC+, O-pFGL under CKKS) is kept, so a curious
+client's attacks run offline too."""
 
 from __future__ import annotations
 
@@ -20,15 +21,23 @@ from typing import Any
 import numpy as np
 import torch
 from pydantic import BaseModel
+from torch_geometric.data import Data
 
 import accountants.events as events
 from accountants import PrivacyLedger
 from defenses import applied
-from defenses.secure_aggregation import Ciphertext
+from defenses.metric_dp import EmbeddingRelease
+from defenses.secure_aggregation import Ciphertext, KeyHolder, SecureAggConfig
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
-from workbench.query import GraphQueryAPI, NodeQueryAPI, OwnerRoutedQueryAPI, TableQueryAPI
+from workbench.query import (
+    GraphQueryAPI,
+    NodeQueryAPI,
+    OwnerRoutedQueryAPI,
+    ServedAPI,
+    TableQueryAPI,
+)
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import Message, Transcript
@@ -86,12 +95,18 @@ def event_from(data: dict[str, Any]) -> Any:
 
 
 def query_data(query: Any) -> dict[str, Any]:
-    """How to rebuild the released query API."""
+    """How to rebuild the released query API (its class kept, e.g. CE-FedGNN's encoder)."""
     if isinstance(query, NodeQueryAPI | GraphQueryAPI):
         kind = "node" if isinstance(query, NodeQueryAPI) else "graph"
-        return {"kind": kind, "model": plain(query._model.state_dict())}
+        return {
+            "kind": kind,
+            "type": type_ref(type(query)),
+            "model": plain(query._model.state_dict()),
+        }
     if isinstance(query, TableQueryAPI):
-        return {"kind": "table", "table": query._logits.clone()}
+        return {"kind": "table", "type": type_ref(TableQueryAPI), "table": query._logits.clone()}
+    if isinstance(query, EmbeddingRelease):
+        return {"kind": "table", "type": type_ref(EmbeddingRelease), "table": query._table.clone()}
     if isinstance(query, OwnerRoutedQueryAPI):
         return {"kind": "owner-routed", "owner": torch.from_numpy(query._owner.copy())}
     return {"kind": "unsupported", "type": type(query).__name__}
@@ -111,6 +126,14 @@ def loaded_type(reference: str) -> type:
             f"the snapshot's architecture type '{reference}' is not loaded; install the "
             "plug-in that defines the target"
         )
+    return cls
+
+
+def subclass(reference: str, *bases: type) -> type:
+    """The loaded class ``reference`` names, if it is one of ``bases`` or derives from one."""
+    cls = loaded_type(reference)
+    if not issubclass(cls, bases):
+        raise SnapshotError(f"'{reference}' is not a {' or '.join(b.__name__ for b in bases)}")
     return cls
 
 
@@ -171,6 +194,8 @@ def snapshot(trained: TrainedTarget) -> bytes:
             for m in trained.transcript.messages
         ],
         "query": query_data(trained.query),
+        "served": None if trained.served is None else served_data(trained.served),
+        "keys": None if trained.keys is None else keys_data(trained.keys),
         "senders": {int(k): list(v) for k, v in trained.senders.items()},
     }
     buffer = io.BytesIO()
@@ -225,6 +250,12 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
         spec=spec,
         recipe=recipe,
         query=rebuilt_query(data["query"], model, clients, federation),
+        served=None
+        if data["served"] is None
+        else rebuilt_served(data["served"], model, federation),
+        keys=None
+        if data["keys"] is None
+        else KeyHolder(SecureAggConfig(**data["keys"]["config"]), secret=data["keys"]["secret"]),
         transcript=transcript,
         ledger=ledger,
         utility=data["utility"],
@@ -232,14 +263,40 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
     )
 
 
+def served_data(served: ServedAPI) -> dict[str, Any]:
+    """The clients' deployments: the model and, per client, its node ids and private edges
+    (features are the dataset's, read again at restore)."""
+    return {
+        "model": plain(served._model.state_dict()),
+        "clients": [
+            {"ids": torch.from_numpy(ids), "edge_index": d.edge_index} for ids, d in served._clients
+        ],
+        "num_nodes": served.num_nodes,
+    }
+
+
+def rebuilt_served(s: dict, model, federation: Federation) -> ServedAPI:
+    x = federation.dataset.data.x
+    clients = [
+        (c["ids"].numpy(), Data(x=x[c["ids"]], edge_index=c["edge_index"])) for c in s["clients"]
+    ]
+    return ServedAPI(model(s["model"]), clients, s["num_nodes"])
+
+
+def keys_data(keys: Any) -> dict[str, Any]:
+    if not isinstance(keys, KeyHolder):
+        raise SnapshotError(f"key material of type {type(keys).__name__} cannot be stored")
+    return {"config": keys.cfg.model_dump(), "secret": keys.secret_context()}
+
+
 def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
     ds = federation.dataset
     if q["kind"] == "node" and isinstance(ds, NodeDataset):
-        return NodeQueryAPI(model(q["model"]), ds.data)
+        return subclass(q["type"], NodeQueryAPI)(model(q["model"]), ds.data)
     if q["kind"] == "graph":
         return GraphQueryAPI(model(q["model"]))
     if q["kind"] == "table":
-        return TableQueryAPI(q["table"])
+        return subclass(q["type"], TableQueryAPI, EmbeddingRelease)(q["table"])
     if q["kind"] == "owner-routed" and isinstance(ds, NodeDataset):
         return OwnerRoutedQueryAPI(clients, ds.data, q["owner"].numpy())
     return UnavailableQuery(q.get("type", q["kind"]))

@@ -3,6 +3,7 @@ read back with weights_only=True, and an attack run later gives the numbers it g
 run itself; what a snapshot cannot hold is reported, not guessed."""
 
 import io
+import json
 import pickle
 
 import numpy as np
@@ -33,12 +34,29 @@ BASE = {
             },
             "defenses": [{"name": "masked-aggregation"}],
         },
+        {  # the clients' CKKS key is kept: a curious client decrypts offline too
+            "name": "opfgl",
+            "params": {
+                "mode": "stage1",
+                "surrogate": {"iterations": 30},
+                "stage1": {"epochs": 20, "eval_every": 10, "lr": 0.01},
+            },
+            "defenses": [{"name": "secure-aggregation"}],
+        },
+        {  # a published metric-DP embedding table instead of a query API
+            "name": "fedavg",
+            "params": {"rounds": 2},
+            "defenses": [{"name": "metric-dp", "params": {"sigma0": 0.5}}],
+        },
     ],
 }
 ATTACKS = [
     {"name": "mia-threshold"},
     {"name": "mia-threshold", "params": {"adversary": "server"}},
     {"name": "mia-statistics-tracing"},
+    {"name": "mia-statistics-tracing", "params": {"adversary": "client"}},
+    {"name": "link-stealing"},  # the clients' served deployments
+    {"name": "graph-reconstruction", "params": {"source": "release"}},
 ]
 
 
@@ -46,30 +64,38 @@ def metrics(out):
     return {(r.cell_id, r.attack_key): (r.status, r.metrics) for r in ResultsStore(out).attacks()}
 
 
+def ran_ok(out):
+    """(target+defenses, attack, adversary) of every attack row that ran."""
+    store = ResultsStore(out)
+    cells = {c.cell_id: c.config["target"] for c in store.cells()}
+    return {
+        (
+            "+".join(
+                [cells[r.cell_id]["name"]]
+                + [d["name"] for d in cells[r.cell_id].get("defenses") or []]
+            ),
+            r.attack,
+            r.params.get("adversary"),
+        )
+        for r in store.attacks()
+        if r.status == "ok"
+    }
+
+
 def test_attacks_run_later_equal_attacks_run_in_the_suite(tmp_path):
     api.run_suite({**BASE, "attacks": ATTACKS}, tmp_path / "together")
     api.run_suite(BASE, tmp_path / "later")
     assert not ResultsStore(tmp_path / "later").attacks()
-    assert (
-        main(
-            [
-                "attack",
-                str(tmp_path / "later"),
-                "--attack",
-                "mia-threshold",
-                "--attack",
-                "mia-threshold",
-                "--params",
-                "{}",
-                "--params",
-                '{"adversary": "server"}',
-                "--attack",
-                "mia-statistics-tracing",
-            ]
-        )
-        == 0
-    )
-    assert metrics(tmp_path / "later") == metrics(tmp_path / "together")
+    args = ["attack", str(tmp_path / "later")]
+    for a in ATTACKS:
+        args += ["--attack", a["name"], "--params", json.dumps(a.get("params", {}))]
+    assert main(args) == 0
+    later, together = metrics(tmp_path / "later"), metrics(tmp_path / "together")
+    assert later == together
+    ran = ran_ok(tmp_path / "later")
+    assert ("opfgl+secure-aggregation", "mia-statistics-tracing", "client") in ran  # the key
+    assert ("fedavg", "link-stealing", None) in ran  # the served deployments
+    assert ("fedavg+metric-dp", "graph-reconstruction", None) in ran  # the published table
     assert api.attack(tmp_path / "later", ATTACKS) == (0, 0)  # stored already: skipped
 
 

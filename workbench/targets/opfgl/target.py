@@ -220,9 +220,7 @@ class OPFGL:
         spec = ModelSpec(cfg.model, d, c_count, "node")
         initial = spec.build()  # the one initialisation the server sends with the surrogate
         transcript = Transcript(cfg.keep_payloads)
-        preps = [
-            prepare(training_graph(c, cfg), c_count, cfg, noisy, rng) for c in clients
-        ]
+        preps = [prepare(training_graph(c, cfg), c_count, cfg, noisy, rng) for c in clients]
         surrogate, keys = None, None
         if cfg.mode != "standalone":
             protocol = protocols[0] if protocols else "clear"
