@@ -17,6 +17,11 @@ from workbench.models import ModelConfig, ModelSpec
 from workbench.snapshot import SnapshotError, plain, spec_data, spec_from, unplain
 from workbench.store import ResultsStore
 
+OPFGL = {
+    "mode": "stage1",
+    "surrogate": {"iterations": 30},
+    "stage1": {"epochs": 20, "eval_every": 10, "lr": 0.01},
+}
 BASE = {
     "name": "offline",
     "seeds": [0],
@@ -25,24 +30,9 @@ BASE = {
     "targets": [
         {"name": "fedavg", "params": {"rounds": 2}},
         {"name": "gap", "params": {"encoder_rounds": 2, "rounds": 2}},
-        {
-            "name": "opfgl",
-            "params": {
-                "mode": "stage1",
-                "surrogate": {"iterations": 30},
-                "stage1": {"epochs": 20, "eval_every": 10, "lr": 0.01},
-            },
-            "defenses": [{"name": "masked-aggregation"}],
-        },
-        {  # the clients' CKKS key is kept: a curious client decrypts offline too
-            "name": "opfgl",
-            "params": {
-                "mode": "stage1",
-                "surrogate": {"iterations": 30},
-                "stage1": {"epochs": 20, "eval_every": 10, "lr": 0.01},
-            },
-            "defenses": [{"name": "secure-aggregation"}],
-        },
+        {"name": "opfgl", "params": OPFGL, "defenses": [{"name": "masked-aggregation"}]},
+        # the clients' CKKS key is kept: a curious client decrypts offline too
+        {"name": "opfgl", "params": OPFGL, "defenses": [{"name": "secure-aggregation"}]},
         {  # a published metric-DP embedding table instead of a query API
             "name": "fedavg",
             "params": {"rounds": 2},
