@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +95,17 @@ def event_from(data: dict[str, Any]) -> Any:
     return getattr(events, data["type"])(**fields)
 
 
-def query_data(query: Any) -> dict[str, Any]:
+Weights = Callable[[torch.nn.Module], Any]
+
+
+def query_data(query: Any, weights: Weights) -> dict[str, Any]:
     """How to rebuild the released query API (its class kept, e.g. CE-FedGNN's encoder)."""
     if isinstance(query, NodeQueryAPI | GraphQueryAPI):
         kind = "node" if isinstance(query, NodeQueryAPI) else "graph"
         return {
             "kind": kind,
             "type": type_ref(type(query)),
-            "model": plain(query._model.state_dict()),
+            "model": weights(query._model),
         }
     if isinstance(query, TableQueryAPI):
         return {"kind": "table", "type": type_ref(TableQueryAPI), "table": query._logits.clone()}
@@ -123,8 +127,8 @@ def loaded_type(reference: str) -> type:
     cls = getattr(sys.modules.get(module), name, None)
     if not isinstance(cls, type):
         raise SnapshotError(
-            f"the snapshot's architecture type '{reference}' is not loaded; install the "
-            "plug-in that defines the target"
+            f"the snapshot's type '{reference}' is not loaded; install the plug-in that "
+            "defines the target"
         )
     return cls
 
@@ -164,6 +168,11 @@ def spec_from(data: dict[str, Any]) -> Any:
 def snapshot(trained: TrainedTarget) -> bytes:
     """The trained target as plain data, serialised."""
     spec, recipe = trained.spec, trained.recipe
+
+    def weights(module: torch.nn.Module) -> Any:
+        """A model's weights; None for the global model, stored once as ``global_model``."""
+        return None if module is trained.global_model else plain(module.state_dict())
+
     data = {
         "format": FORMAT,
         "name": trained.name,
@@ -179,7 +188,7 @@ def snapshot(trained: TrainedTarget) -> bytes:
             ],
         },
         "global_model": plain(trained.global_model.state_dict()),
-        "client_models": {int(k): plain(m.state_dict()) for k, m in trained.client_models.items()},
+        "client_models": {int(k): weights(m) for k, m in trained.client_models.items()},
         "utility": dict(trained.utility),
         "ledger": [event_data(e) for e in trained.ledger.events],
         "messages": [
@@ -193,8 +202,8 @@ def snapshot(trained: TrainedTarget) -> bytes:
             }
             for m in trained.transcript.messages
         ],
-        "query": query_data(trained.query),
-        "served": None if trained.served is None else served_data(trained.served),
+        "query": query_data(trained.query, weights),
+        "served": None if trained.served is None else served_data(trained.served, weights),
         "keys": None if trained.keys is None else keys_data(trained.keys),
         "senders": {int(k): list(v) for k, v in trained.senders.items()},
     }
@@ -212,10 +221,16 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
     TARGETS.get(data["recipe"]["target"], "snapshot recipe.target")  # loads its plug-in
     spec = spec_from(data["spec"])
 
-    def model(state: dict) -> torch.nn.Module:
+    def build(state: dict) -> torch.nn.Module:
         net = spec.build()
         net.load_state_dict(state)
         return net.eval()
+
+    global_model = build(data["global_model"])
+
+    def model(state: dict | None) -> torch.nn.Module:
+        """The model stored with these weights; the global model itself for None."""
+        return global_model if state is None else build(state)
 
     clients = {int(k): model(v) for k, v in data["client_models"].items()}
     r = data["recipe"]
@@ -245,7 +260,7 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
     return TrainedTarget(
         name=data["name"],
         level=data["level"],
-        global_model=model(data["global_model"]),
+        global_model=global_model,
         client_models=clients,
         spec=spec,
         recipe=recipe,
@@ -263,11 +278,11 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
     )
 
 
-def served_data(served: ServedAPI) -> dict[str, Any]:
+def served_data(served: ServedAPI, weights: Weights) -> dict[str, Any]:
     """The clients' deployments: the model and, per client, its node ids and private edges
     (features are the dataset's, read again at restore)."""
     return {
-        "model": plain(served._model.state_dict()),
+        "model": weights(served._model),
         "clients": [
             {"ids": torch.from_numpy(ids), "edge_index": d.edge_index} for ids, d in served._clients
         ],
