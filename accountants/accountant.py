@@ -51,11 +51,12 @@ def epsilon(
     """(ε, δ)-DP of the composed ledger (metric-DP at distance ``rho`` for metric events)."""
     _check_delta(delta)
     grid = resolve_orders(orders)
+    grid_rdp = _checked_curve(ledger.rdp(grid, rho), grid)
+    rdp_at = _bracketed(lambda a: ledger.rdp(a, rho), grid, grid_rdp)
 
     def eps_of(a: np.ndarray) -> np.ndarray:
-        return conversion.epsilon_per_order(ledger.rdp(a, rho), a, delta, conversion_kind)
+        return conversion.epsilon_per_order(rdp_at(a), a, delta, conversion_kind)
 
-    grid_rdp = ledger.rdp(grid, rho)
     if not grid_rdp.any():  # no privacy loss at all (e.g. zero steps)
         return PrivacyReport(0.0, delta, float(grid[0]), _name(orders), conversion_kind)
     on_grid = conversion.epsilon_per_order(grid_rdp, grid, delta, conversion_kind)
@@ -86,9 +87,11 @@ def delta(
     ):
         raise ValueError(f"epsilon: expected a finite number >= 0 (got {epsilon_value!r})")
     grid = resolve_orders(orders)
+    grid_rdp = _checked_curve(ledger.rdp(grid, rho), grid)
+    rdp_at = _bracketed(lambda a: ledger.rdp(a, rho), grid, grid_rdp)
 
     def log_d(a: np.ndarray) -> np.ndarray:
-        return conversion.log_delta_per_order(ledger.rdp(a, rho), a, epsilon_value)
+        return conversion.log_delta_per_order(rdp_at(a), a, epsilon_value)
 
     value, order = _minimise_over_orders(log_d, grid, refine)
     return PrivacyReport(
@@ -185,6 +188,43 @@ def max_steps(target_epsilon: float, delta: float, q: float, sigma: float, **kwa
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if eps(mid) <= target_epsilon else (lo, mid)
     return lo
+
+
+def _checked_curve(curve: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The ledger's RDP on the grid, refused if it cannot be a true RDP curve."""
+    curve = np.asarray(curve, dtype=float)
+    tol = 1e-9 * np.maximum(1.0, np.abs(curve))
+    with np.errstate(invalid="ignore"):
+        bad = np.isnan(curve) | (curve < -tol)
+        bad[1:] |= np.diff(curve) < -tol[1:]
+    if bad.any():
+        at = grid[np.argmax(bad)]
+        raise ArithmeticError(
+            f"the ledger's RDP is negative or decreasing at order α={at:g}: a numerical failure "
+            "in an event's RDP; no ε is reported rather than one below the true bound"
+        )
+    return curve
+
+
+def _bracketed(
+    rdp: Callable[[np.ndarray], np.ndarray], grid: np.ndarray, grid_rdp: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
+    """rdp(α), or +inf where it falls outside [RDP(grid below α), RDP(grid above α)]: true
+    RDP is non-decreasing in α, so a value outside is a numerical failure, never used."""
+
+    def at(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a, dtype=float)
+        values = np.asarray(rdp(a), dtype=float)
+        hi = np.searchsorted(grid, a, side="left")
+        lo = np.clip(np.searchsorted(grid, a, side="right") - 1, 0, grid.size - 1)
+        floor = np.where(a >= grid[0], grid_rdp[lo], 0.0)
+        ceil = np.where(hi < grid.size, grid_rdp[np.minimum(hi, grid.size - 1)], np.inf)
+        slack = 1e-9 * np.maximum(1.0, np.abs(values))
+        with np.errstate(invalid="ignore"):
+            sound = (values >= floor - slack) & (values <= ceil + slack)
+        return np.where(sound, values, np.inf)
+
+    return at
 
 
 def _minimise_over_orders(

@@ -161,3 +161,72 @@ def test_bad_inputs_name_the_field():
     with pytest.raises(ValueError, match="apart"):
         epsilon(mixed, 1e-5, rho=0.1)
     assert eps(mixed.standard()) > 0 and eps(mixed.metric(), rho=0.1) > 0
+
+
+def _pld_epsilon(q, sigma, steps, d, pessimistic):
+    """dp_accounting's privacy-loss-distribution accountant: with pessimistic=False it
+    under-estimates the true ε, so every valid upper bound lies above it."""
+    from dp_accounting.pld import privacy_loss_distribution as pl
+
+    pld = pl.from_gaussian_mechanism(
+        sigma,
+        sampling_prob=q,
+        value_discretization_interval=1e-4,
+        pessimistic_estimate=pessimistic,
+    )
+    return pld.self_compose(int(steps)).get_epsilon_for_delta(d)
+
+
+@pytest.mark.parametrize(
+    ("q", "sigma", "steps", "pld", "opacus"),
+    [(0.2, 10.0, 1, 0.067, None), (0.447, 9.59, 1, 0.163, 0.185)],
+)
+def test_issue_examples_are_no_longer_zero(q, sigma, steps, pld, opacus):
+    """Printed 0 before (negative fractional-order RDP clamped to 0)."""
+    ours = eps(sgm(q, sigma, steps))
+    assert ours >= pld
+    assert ours >= _pld_epsilon(q, sigma, steps, 1e-5, pessimistic=False)
+    if opacus is not None:
+        assert ours <= opacus + 1e-3
+
+
+def test_whole_refinement_region_stays_above_an_independent_lower_side():
+    """Configurations whose best order is high (large σ, few steps), where the refinement
+    evaluates fractional orders above 60: ε never falls below dp_accounting's optimistic PLD,
+    and never above dp_accounting's own RDP accountant (a coarser order grid)."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    rng = np.random.default_rng(11)
+    checked = 0
+    for q, s, n in zip(
+        rng.uniform(0.02, 0.6, 14), rng.uniform(3, 20, 14), rng.integers(1, 4, 14), strict=True
+    ):
+        report = epsilon(sgm(q, s, int(n)), 1e-5)
+        checked += report.order > 60
+        lower = _pld_epsilon(q, s, int(n), 1e-5, pessimistic=False)
+        acc = rdp_privacy_accountant.RdpAccountant()
+        acc.compose(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(s)), int(n)
+        )
+        assert lower <= report.epsilon <= acc.get_epsilon(1e-5) * (1 + 1e-6), (q, s, n)
+    assert checked >= 5  # the region the bug lived in is covered
+
+
+def test_calibration_in_the_high_order_region_meets_the_budget():
+    sigma = calibrate_sigma(0.07, 1e-5, 0.2, 1)
+    assert _pld_epsilon(0.2, sigma, 1, 1e-5, pessimistic=True) <= 0.07
+
+
+class _Broken:
+    """A plug-in event with an impossible RDP curve (negative, then decreasing)."""
+
+    metric = False
+
+    def rdp(self, orders, rho=None):
+        return 1.0 - np.asarray(orders, dtype=float) / 10
+
+
+def test_an_impossible_rdp_curve_is_refused_not_clamped():
+    with pytest.raises(ArithmeticError, match="negative or decreasing"):
+        epsilon(PrivacyLedger((_Broken(),)), 1e-5)

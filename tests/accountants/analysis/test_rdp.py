@@ -113,3 +113,21 @@ def test_rdp_decreases_in_sigma_and_increases_in_q(q, s1, ds):
     assert (b <= a * (1 + 1e-9) + 1e-12).all()
     c = rdp.subsampled_gaussian(min(1.0, q * 1.5), s1, OPACUS_ORDERS)
     assert (c >= a * (1 - 1e-9) - 1e-12).all()
+
+
+def test_fractional_orders_lie_between_their_integer_neighbours():
+    """The fractional series once stopped at its first term, before its mass: RDP came out
+    negative (q = 0.2, σ = 10, α = 160.5: −0.22) and ε was printed as 0."""
+    rng = np.random.default_rng(7)
+    q, sigma = 10 ** rng.uniform(-3, np.log10(0.95), 60), 10 ** rng.uniform(-0.3, 1.5, 60)
+    frac = np.array([1.5, 3.3, 20.5, 60.5, 100.5, 160.5, 300.5, 700.5, 1500.5])
+    ints = np.unique(np.concatenate([np.floor(frac), np.ceil(frac)]))
+    ints = ints[ints >= 2]
+    at_frac = rdp.subsampled_gaussian(q, sigma, frac)
+    at_int = dict(zip(ints.tolist(), rdp.subsampled_gaussian(q, sigma, ints).T, strict=True))
+    for j, a in enumerate(frac):
+        below = at_int[np.floor(a)] if a > 2 else np.zeros_like(q)
+        above = at_int[np.ceil(a)]
+        assert (at_frac[:, j] >= below * (1 - 1e-9)).all(), a
+        assert (at_frac[:, j] <= above * (1 + 1e-9)).all(), a
+    assert rdp.subsampled_gaussian(0.2, 10.0, np.array([160.5]))[0, 0] > 0.0444
