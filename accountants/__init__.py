@@ -2,19 +2,29 @@
 accountant functions here are the stateful-looking (but immutable) layer on top."""
 
 from accountants.accountant import (
+    AdversaryEpsilon,
     PrivacyReport,
     calibrate,
     calibrate_sigma,
     delta,
     epsilon,
+    epsilons_by_adversary,
     max_steps,
     subsampled_gaussian_grid,
 )
 from accountants.events import Composed, Gaussian, Laplace, MetricGaussian, SubsampledGaussian
 from accountants.ledger import PrivacyLedger
 from accountants.metric import metric_epsilon, rho_knn_percentile
+from accountants.scope import ADVERSARIES, UNITS, Caveat, NoGuarantee, Scope
 
 __all__ = [
+    "ADVERSARIES",
+    "UNITS",
+    "AdversaryEpsilon",
+    "Caveat",
+    "NoGuarantee",
+    "Scope",
+    "epsilons_by_adversary",
     "Composed",
     "Gaussian",
     "Laplace",

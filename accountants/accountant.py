@@ -20,6 +20,7 @@ from accountants.analysis import rdp as analysis
 from accountants.analysis.orders import resolve_orders
 from accountants.events import SubsampledGaussian
 from accountants.ledger import PrivacyLedger
+from accountants.scope import ADVERSARIES, ADVERSARY_NAMES, UNITS, Caveat, NoGuarantee
 
 
 class OrderGridWarning(UserWarning):
@@ -289,3 +290,58 @@ def _positive(name: str, value: float) -> None:
 
 def _name(orders: str | list[float]) -> str:
     return orders if isinstance(orders, str) else "custom"
+
+
+@dataclass(frozen=True)
+class AdversaryEpsilon:
+    """ε against one adversary for one privacy unit (∞ where a channel is unprotected or no
+    event speaks of the unit to that adversary), with what it rests on."""
+
+    adversary: str
+    unit: str
+    epsilon: float
+    delta: float
+    note: str
+
+
+def epsilons_by_adversary(ledger: PrivacyLedger, delta: float) -> tuple[AdversaryEpsilon, ...]:
+    """One row per adversary × unit the ledger's standard events state: the composition of
+    every event that applies to that adversary and unit (a coarser unit's event applies to
+    the finer units it contains). A row with no such event, or with a ``NoGuarantee``, is ∞.
+    Every event must carry a scope: an ε nobody is named for is refused."""
+    standard = ledger.standard()
+    unscoped = [type(e).__name__ for e in standard.events if e.scope is None]
+    if unscoped:
+        raise ValueError(
+            f"ledger: events without a scope ({', '.join(unscoped)}): every recorded event must "
+            "state its privacy unit, neighbouring relation and adversaries"
+        )
+    stated = [e for e in standard.events if not isinstance(e, Caveat)]
+    units = [u for u in UNITS if any(e.scope.unit == u for e in stated)]
+    rows = []
+    for adversary in ADVERSARIES:
+        for unit in units:
+            applies = [e for e in standard.events if e.scope.applies(adversary, unit)]
+            rows.append(_row(adversary, unit, applies, delta))
+    return tuple(rows)
+
+
+def _row(adversary: str, unit: str, applies: list, delta: float) -> AdversaryEpsilon:
+    caveats = [e.reason for e in applies if isinstance(e, Caveat)]
+    applies = [e for e in applies if not isinstance(e, Caveat)]
+    blind = [e.reason for e in applies if isinstance(e, NoGuarantee)]
+    if blind:
+        return AdversaryEpsilon(adversary, unit, math.inf, delta, "; ".join(blind))
+    if not applies:
+        note = f"no DP mechanism protects a {unit} against {ADVERSARY_NAMES[adversary]}"
+        return AdversaryEpsilon(adversary, unit, math.inf, delta, note)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderGridWarning)
+        warnings.simplefilter("ignore", InfiniteEpsilonWarning)
+        value = epsilon(PrivacyLedger(tuple(applies)), delta).epsilon
+    notes = dict.fromkeys(
+        f"{type(e).__name__} ({e.scope.neighbouring}{'; ' + e.scope.note if e.scope.note else ''})"
+        for e in applies
+    )
+    note = " + ".join(notes) + "".join(f"; {c}" for c in dict.fromkeys(caveats))
+    return AdversaryEpsilon(adversary, unit, value, delta, note)

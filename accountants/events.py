@@ -2,16 +2,19 @@
 
 Each event knows its RDP curve; a ledger composes events by adding curves (Mironov 2017,
 Prop. 1). Parameters are validated on construction, so a bad σ or q fails where it is recorded,
-naming the field, rather than as a NaN in a report."""
+naming the field, rather than as a NaN in a report. An event recorded by a target carries the
+``Scope`` it protects (unit, neighbouring relation, adversaries); events built by hand for the
+calculator may leave it out."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from accountants.analysis import rdp as analysis
+from accountants.scope import Caveat, NoGuarantee, Scope
 
 
 def _positive(name: str, value: float) -> None:
@@ -33,6 +36,7 @@ class Gaussian:
     sensitivity: float = 1.0
     count: int = 1
     metric: bool = False
+    scope: Scope | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         _positive("sigma", self.sigma)
@@ -52,6 +56,7 @@ class SubsampledGaussian:
     sigma: float
     steps: int
     metric: bool = False
+    scope: Scope | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.q, int | float) or not 0 < self.q <= 1:
@@ -72,6 +77,7 @@ class Laplace:
     sensitivity: float = 1.0
     count: int = 1
     metric: bool = False
+    scope: Scope | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         _positive("b", self.b)
@@ -93,6 +99,7 @@ class MetricGaussian:
     sigma0: float
     releases: int
     metric: bool = True
+    scope: Scope | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         _positive("sigma0", self.sigma0)
@@ -111,6 +118,7 @@ class Composed:
 
     events: tuple
     count: int = 1
+    scope: Scope | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         _count("count", self.count)
@@ -128,4 +136,4 @@ class Composed:
         return self.count * sum(e.rdp(orders, rho) for e in self.events)
 
 
-Event = Gaussian | SubsampledGaussian | Laplace | MetricGaussian | Composed
+Event = Gaussian | SubsampledGaussian | Laplace | MetricGaussian | Composed | NoGuarantee | Caveat

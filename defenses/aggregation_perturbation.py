@@ -21,7 +21,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from accountants import Gaussian
+from accountants import ADVERSARIES, Gaussian, Scope
 from defenses.base import DEFENSES, PrivacyUnit
 from defenses.metric_dp import normalise
 
@@ -77,8 +77,11 @@ def neighbour_sum(x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
 
 
 def ledger_events(cfg: APConfig, hops: int) -> tuple[Gaussian, Gaussian]:
-    """Training aggregates and the inference aggregates: hops mechanisms each."""
-    event = Gaussian(cfg.noise_multiplier * cfg.sensitivity, cfg.sensitivity, hops)
+    """Training aggregates and the inference aggregates: hops mechanisms each, against
+    everyone (every model and answer is post-processing of the noisy aggregates)."""
+    what = "one undirected edge" if cfg.level == "edge" else "one node with its edges"
+    scope = Scope(cfg.level, f"add or remove {what}", ADVERSARIES)
+    event = Gaussian(cfg.noise_multiplier * cfg.sensitivity, cfg.sensitivity, hops, scope=scope)
     return event, event
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel
 
+from accountants import ADVERSARIES, Caveat, PrivacyLedger, Scope
 from workbench.registry import Registry, component
 
 Stage = Literal["data", "local_training", "upload", "aggregation", "message_passing", "release"]
@@ -75,6 +76,24 @@ def covers(defenses: list[dict[str, Any]], family: str = "membership") -> bool:
     or graph, one edge): edge-level DP alone does not bound membership, record-level DP-SGD
     does not bound an edge."""
     return bool(privacy_units(defenses) & COVERING_UNITS.get(family, set()))
+
+
+def accounted(defenses: list[AppliedDefense] | Any) -> bool:
+    """Whether any of a target's defenses writes privacy events (a DP mechanism), so that
+    nothing else may touch private data outside the accountant (model selection)."""
+    for d in defenses:
+        defense = DEFENSES.get(d.name, field="defenses.name")
+        if getattr(defense, "accounted", defense.privacy_unit(d.config) is not None):
+            return True
+    return False
+
+
+def selection_caveat(ledger: PrivacyLedger) -> tuple[Caveat, ...]:
+    """A DP run that released its best-validation round: every ε it states excludes the
+    validation records (chosen on outside the accountant)."""
+    units = dict.fromkeys(e.scope.unit for e in ledger.standard().events if e.scope is not None)
+    why = "excludes the validation records: the released round was chosen on them"
+    return tuple(Caveat(why, Scope(u, "model selection", ADVERSARIES)) for u in units)
 
 
 def applied(name: str, params: dict[str, Any]) -> AppliedDefense:

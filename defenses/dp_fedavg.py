@@ -6,9 +6,19 @@ update before it leaves the client (``local``: the server only ever sees noisy u
 Neighbouring datasets differ in one client's entire data. Clients are sampled independently
 with probability q per round (Poisson, which the subsampled-Gaussian accountant assumes, rather
 than FedAvg's fixed-size draw), and the noisy sum is divided by the expected count q·K (the
-fixed-denominator estimator), so one client moves the average by at most clip / (q·K). Each
-round is one SubsampledGaussian(q, σ) event; in local mode each update carries its own noise,
-so the same event bounds every client's release with √(q·K) times more noise on the average."""
+fixed-denominator estimator), so one client moves the average by at most clip / (q·K).
+
+Whom the ε protects (``ledger_events``):
+- other clients and a querier of the released model do not see who was sampled: against them
+  each round is one SubsampledGaussian(q, σ) (add or remove one client; the noise on the sum is
+  at least σ·clip in both modes);
+- the server draws the sample and sees who uploads, so against it nothing is amplified and a
+  client's presence is visible: neighbours replace one client's data, which moves its clipped
+  update by up to 2·clip. In local mode each round a client took part in is one Gaussian of
+  std σ·clip at sensitivity 2·clip (under secure aggregation the server sees only the sum of
+  the n_r noisy updates of round r, std σ·clip·√n_r), counted for the client with the most
+  such rounds. In central mode the server adds the noise itself and sees the clean updates (or,
+  under secure aggregation, can subtract its own noise from the released model): no guarantee."""
 
 from __future__ import annotations
 
@@ -18,7 +28,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from accountants import SubsampledGaussian
+from accountants import Gaussian, NoGuarantee, Scope, SubsampledGaussian
 from defenses.base import DEFENSES, PrivacyUnit
 
 State = dict[str, torch.Tensor]
@@ -92,8 +102,33 @@ def apply_update(reference: State, update: torch.Tensor) -> State:
     return out
 
 
-def ledger_event(q: float, cfg: DPFedAvgConfig, rounds: int) -> SubsampledGaussian:
-    return SubsampledGaussian(q, cfg.noise_multiplier, rounds)
+HIDDEN_SAMPLE = "add or remove one client; the sample is hidden"
+VISIBLE_SAMPLE = "replace one client's data; its participation is visible"
+
+
+def ledger_events(
+    q: float, cfg: DPFedAvgConfig, rounds: int, server_load: float, secure: bool
+) -> tuple[SubsampledGaussian, Gaussian | NoGuarantee]:
+    """(the event for other clients and the querier, the event for the server).
+
+    ``server_load``: the largest, over clients, of Σ over the rounds it took part in of 1
+    (each noisy update seen) or, under secure aggregation, 1/n_r (only the round's sum)."""
+    hidden = SubsampledGaussian(
+        q,
+        cfg.noise_multiplier,
+        rounds,
+        scope=Scope("client", HIDDEN_SAMPLE, ("clients", "querier")),
+    )
+    server = Scope("client", VISIBLE_SAMPLE, ("server",), "no amplification")
+    if cfg.mode == "central":
+        why = (
+            "central DP-FedAvg: the server adds the noise, so it can remove it from what it learns"
+            if secure
+            else "central DP-FedAvg: the server adds the noise and sees the clean updates"
+        )
+        return hidden, NoGuarantee(why, server)
+    std = cfg.noise_multiplier * cfg.clip / max(server_load, 1e-300) ** 0.5
+    return hidden, Gaussian(std, 2 * cfg.clip, int(server_load > 0), scope=server)
 
 
 class DPFedAvg:

@@ -25,7 +25,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch_geometric.data import Batch, Data
 
-from accountants import SubsampledGaussian
+from accountants import ADVERSARIES, Scope, SubsampledGaussian
 from defenses.base import DEFENSES, PrivacyUnit
 
 
@@ -149,8 +149,21 @@ def private_step(model: nn.Module, optimizer: DPOptimizer, grads: list[torch.Ten
     optimizer.zero_grad()
 
 
-def ledger_event(cfg: DPSGDConfig, steps: int) -> SubsampledGaussian:
-    return SubsampledGaussian(cfg.sample_rate, cfg.noise_multiplier, steps)
+def ledger_event(
+    cfg: DPSGDConfig, steps: int, unit: str = "record", group: int = 1
+) -> SubsampledGaussian:
+    """Against everyone: only the client sees its Poisson batches, and everything it sends is
+    post-processing of the private steps.
+
+    ``group``: how many training records one unit can touch (a real graph and its feature
+    copies in synthetic graphs). Each of the g records joins a batch independently w.p. q, so
+    the group is absent w.p. (1−q)^g and otherwise moves the clipped sum by at most g·clip:
+    by joint convexity of exp((α−1)·D_α) the pair is no easier to tell apart than the
+    subsampled Gaussian at rate 1 − (1−q)^g with noise multiplier σ/g."""
+    what = "training record" if group == 1 else f"training record with its {group - 1} copies"
+    scope = Scope(unit, f"add or remove one {what} of one client", ADVERSARIES)
+    q = 1.0 - (1.0 - cfg.sample_rate) ** group
+    return SubsampledGaussian(q, cfg.noise_multiplier / group, steps, scope=scope)
 
 
 class DPSGD:

@@ -6,7 +6,9 @@ client, where Δ is the stated sensitivity: 2·clip when the neighbouring relati
 (any two datasets of the client: their clipped uploads differ by at most 2·clip) and clip for
 "add-remove" (the client's upload is present or absent). Every upload is one
 Gaussian(σ·Δ, Δ) event; the ledger holds the largest number of uploads any client made, with no
-amplification (the receiver sees each upload, so none is hidden by sampling or aggregation)."""
+amplification (the receiver sees each upload, so none is hidden by sampling or aggregation).
+Under "add-remove" the receiver still sees whether a client uploaded, so against the server
+that relation gives no guarantee; it holds for parties who see only what the server sends on."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from accountants import Gaussian
+from accountants import ADVERSARIES, Gaussian, NoGuarantee, Scope
 from defenses.base import DEFENSES, PrivacyUnit
 from defenses.dp_fedavg import clip_to_norm
 
@@ -43,8 +45,15 @@ def privatize(
     return (flat + noise).reshape(upload.shape)
 
 
-def ledger_event(cfg: GaussianUploadConfig, uploads: int) -> Gaussian:
-    return Gaussian(cfg.noise_multiplier * cfg.sensitivity, cfg.sensitivity, uploads)
+def ledger_events(cfg: GaussianUploadConfig, uploads: int) -> tuple[Gaussian | NoGuarantee, ...]:
+    std = cfg.noise_multiplier * cfg.sensitivity
+    if cfg.neighbouring == "replace":
+        scope = Scope("client", "replace one client's data", ADVERSARIES, "no amplification")
+        return (Gaussian(std, cfg.sensitivity, uploads, scope=scope),)
+    hidden = Scope("client", "add or remove one client", ("clients", "querier"))
+    seen = Scope("client", "add or remove one client", ("server",))
+    why = "add-remove neighbours: the server sees whether the client uploaded"
+    return Gaussian(std, cfg.sensitivity, uploads, scope=hidden), NoGuarantee(why, seen)
 
 
 class GaussianUpload:

@@ -23,7 +23,7 @@ from sklearn.neighbors import NearestNeighbors
 from torch import nn
 from torch_geometric.data import Data
 
-from accountants import MetricGaussian, rho_knn_percentile
+from accountants import ADVERSARIES, MetricGaussian, Scope, rho_knn_percentile
 from defenses.base import DEFENSES, PrivacyUnit
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
@@ -138,14 +138,18 @@ def publish_embeddings(
     return published, audit(published, clean, labels, train, test, cfg).as_utility()
 
 
+METRIC_SCOPE = Scope("node", "two nodes whose normalised embeddings are within ρ", ADVERSARIES)
+
+
 def ledger_event(cfg: MetricDPConfig) -> MetricGaussian:
-    return MetricGaussian(cfg.sigma0, 1)
+    return MetricGaussian(cfg.sigma0, 1, scope=METRIC_SCOPE)
 
 
 class MetricDP:
     name = "metric-dp"
     stage = "release"
     Config = MetricDPConfig
+    accounted = True  # its ε(ρ) is in the ledger, though over no neighbouring relation
 
     def privacy_unit(self, config: MetricDPConfig) -> PrivacyUnit | None:
         return None  # ε(ρ) is metric-DP, not (ε, δ) over a neighbouring relation

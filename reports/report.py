@@ -14,7 +14,7 @@ import numpy as np
 import yaml
 
 from attacks import ATTACKS
-from defenses import covers
+from defenses.base import COVERING_UNITS
 from reports.content import Figure, Paragraph, Preformatted, Report, Section, Table
 from reports.glossary import glossary_rows
 from reports.plots import (
@@ -83,6 +83,8 @@ def report_content(out_dir: Path) -> Report:
     ]
     if curves:
         sections.append(_roc(curves))
+    if any(c.epsilons for c in cells):
+        sections.append(_epsilons(cells, labels))
     sections += _privacy(cells, attacks)
     names = {c.config["target"]["name"] for c in cells}
     names |= {d["name"] for c in cells for d in c.config["target"].get("defenses", [])}
@@ -373,16 +375,27 @@ def roc_curves(
             grouped[(config_of[a.cell_id][0], a.label)].append(store.load_roc(a.artifact))
     groups = dict(configurations(cells))
     attack_names = {a.label: a.attack for a in attacks}
+    params_of = {a.label: a.params for a in attacks}
     out = []
     for (label, attack), rocs in sorted(grouped.items()):
         group = groups[label]
-        eps = [c.epsilon for c in group if c.epsilon is not None]
         family = ATTACKS.get(attack_names[attack]).family if attack in attack_names else ""
-        covered = covers(group[0].config["target"].get("defenses", []), family)
-        ceiling = (float(np.mean(eps)), delta) if eps and covered else None
+        units = COVERING_UNITS.get(family, set())
+        who = adversary_of(params_of[attack])
+        eps = [c.epsilon_against(who, units) for c in group]
+        finite = [e for e in eps if e is not None and np.isfinite(e)]
+        ceiling = (max(finite), delta) if finite and len(finite) == len(eps) else None
         fpr, tpr = mean_roc(rocs)
         out.append(RocCurve(label, attack, fpr, tpr, len(rocs), ceiling))
     return out
+
+
+def adversary_of(params: dict) -> str:
+    """Whom an attack plays, from its parameters: the server, a client, or (by default) a
+    querier; reading the embeddings exchanged through the server is the server."""
+    if params.get("source") == "exchanged":
+        return "server"
+    return {"client": "clients", "server": "server"}.get(params.get("adversary", ""), "querier")
 
 
 def _roc(curves: list[RocCurve]) -> Section:
@@ -392,8 +405,10 @@ def _roc(curves: list[RocCurve]) -> Section:
             Paragraph(
                 "Log-log ROC per attack, mean over seeds, one colour per target (shades for "
                 "the settings of a sweep). Dashed: the highest TPR any attack can reach "
-                "against the run's (ε, δ), drawn where ε protects a whole client, a record "
-                "or a node (edge-level ε does not bound node membership); a curve above its "
+                "against the run's (ε, δ) for that attack's adversary, drawn only where an ε "
+                "against that adversary protects a whole client, a record or a node (edge-level "
+                "ε does not bound membership; the server under central DP-FedAvg has ε = ∞, so "
+                "no ceiling); a curve above its "
                 "ceiling would mean the accounting is wrong."
             ),
             Figure(roc_figure(curves), "membership inference ROC curves"),
@@ -426,10 +441,38 @@ def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
     ]
 
 
+def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
+    """Every DP cell's ε per adversary and privacy unit, with what each rests on."""
+    rows = [
+        [labels[c.cell_id], e["adversary"], e["unit"], format_epsilon(e["epsilon"]), e["note"]]
+        for c in cells
+        for e in c.epsilons
+    ]
+    return Section(
+        "ε per adversary",
+        [
+            Paragraph(
+                "Whom each ε protects. server: the honest-but-curious server; clients: any "
+                "other client; querier: an external querier of the released model. A unit is "
+                "what two neighbouring datasets differ in (a whole client's data, a node with "
+                "its edges, one training record, one edge). ∞: that party sees private data "
+                "without noise, or no DP mechanism protects that unit against it (the note says "
+                "which). Amplification by subsampling is claimed only against parties who do "
+                "not see the sample."
+            ),
+            Table(["cell", "adversary", "unit", "ε", "rests on"], rows, 1),
+        ],
+    )
+
+
+def format_epsilon(value: float) -> str:
+    return "∞" if not np.isfinite(value) else f"{value:.3g}"
+
+
 def privacy_figure(c: CellRow) -> str:
     """The cell's privacy figure: the accountant's ε, metric-DP's ε(ρ), or the information
     bottleneck's KL term (no formal guarantee); "no DP" otherwise."""
-    parts = [] if c.epsilon is None else [_f(c.epsilon, 2)]
+    parts = [] if c.epsilon is None else [f"querier {format_epsilon(c.epsilon)}"]
     if "metric_epsilon" in c.utility:
         parts.append(f"ε(ρ={c.utility['metric_rho']:.3f}) = {c.utility['metric_epsilon']:.2f}")
     if "ib_kl_nats" in c.utility:

@@ -22,7 +22,7 @@ from workbench.store import AttackRow, CellRow
 METRICS = ("auc", "tpr@0.01", "epsilon_lb")
 REFERENCE_DASHES = (":", (0, (5, 2, 1, 2)), (0, (1, 4)))
 PRIVACY = {
-    "epsilon": "accountant ε (δ of the suite)",
+    "epsilon": "accountant ε against a querier (δ of the suite)",
     "metric": "metric-DP ε(ρ) at the k-NN percentile ρ",
     "kl": "IB KL term (nats per node)",
 }
@@ -45,7 +45,8 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
         per_attack.setdefault(row.cell, {})[row.attack] = row.metrics
     points = []
     for label, group in configurations(cells):
-        eps = [c.epsilon for c in group if c.epsilon is not None]
+        # the querier's ε; an infinite one has no place on a log axis (the ε table shows it)
+        eps = [c.epsilon for c in group if c.epsilon is not None and np.isfinite(c.epsilon)]
         metric = [c.utility.get("metric_epsilon") for c in group]
         kl = [c.utility.get("ib_kl_nats") for c in group]
         points.append(

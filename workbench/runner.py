@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from accountants import MetricGaussian, PrivacyLedger, epsilon
+from accountants import MetricGaussian, PrivacyLedger, epsilon, epsilons_by_adversary
 from accountants.accountant import OrderGridWarning
 from attacks import ATTACKS, AttackInput, AttackOutput, Candidates
 from attacks.attribute.inference import known_values
@@ -271,6 +271,7 @@ def run_cell(
             trained.utility["metric_epsilon"] = epsilon(
                 trained.ledger.metric(), delta, rho=rho
             ).epsilon
+    querier_epsilon, epsilons = ledger_epsilons(trained.ledger, delta)
     row = CellRow(
         cell.cell_id,
         cell.label,
@@ -278,9 +279,10 @@ def run_cell(
         trained.utility,
         communication(trained),
         [vars(s) for s in partition.stats(dataset)],
-        ledger_epsilon(trained.ledger, delta),
+        querier_epsilon,
         partitioned.seconds,
         t2 - t1,
+        epsilons,
     )
     with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
         store.save_target(cell.cell_id, snapshot(trained))
@@ -352,14 +354,16 @@ def attack_stored(
         store.close()
 
 
-def ledger_epsilon(ledger: PrivacyLedger, delta: float) -> float | None:
-    """ε of the run's standard-DP events at ``delta``; None when nothing was made DP."""
-    standard = ledger.standard()
-    if standard.is_empty:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OrderGridWarning)
-        return epsilon(standard, delta).epsilon
+def ledger_epsilons(
+    ledger: PrivacyLedger, delta: float
+) -> tuple[float | None, tuple[dict[str, Any], ...]]:
+    """(the querier's ε at the coarsest unit the events state, ε per adversary × unit); None
+    and no rows when nothing was made DP."""
+    if ledger.standard().is_empty:
+        return None, ()
+    rows = tuple(vars(r) for r in epsilons_by_adversary(ledger, delta))
+    querier = [r["epsilon"] for r in rows if r["adversary"] == "querier"]
+    return (querier[0] if querier else None), rows
 
 
 def communication(trained: TrainedTarget) -> dict[str, Any]:
@@ -466,7 +470,9 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
         challenge = others_records(challenge, cfg.client)
 
     def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
-        metrics, curve = membership_metrics(out.scores, challenge.is_member, out.threshold)
+        metrics, curve = membership_metrics(
+            out.scores, challenge.is_member, out.threshold, delta=inputs.delta
+        )
         metrics.update(per_client_metrics(out, challenge))
         return metrics, curve
 

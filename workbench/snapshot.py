@@ -26,6 +26,7 @@ from torch_geometric.data import Data
 
 import accountants.events as events
 from accountants import PrivacyLedger
+from accountants.scope import Caveat, NoGuarantee, Scope
 from defenses import applied
 from defenses.metric_dp import EmbeddingRelease
 from defenses.secure_aggregation import Ciphertext, KeyHolder, SecureAggConfig
@@ -79,20 +80,45 @@ def unplain(value: Any) -> Any:
     return value
 
 
+# the only types a stored ledger restores into
+EVENT_TYPES: dict[str, type] = {
+    t.__name__: t
+    for t in (
+        events.Gaussian,
+        events.SubsampledGaussian,
+        events.Laplace,
+        events.MetricGaussian,
+        events.Composed,
+        NoGuarantee,
+        Caveat,
+    )
+}
+
+
 def event_data(event: Any) -> dict[str, Any]:
     """A privacy event as plain data, tagged with its type (compositions recursively)."""
     out: dict[str, Any] = {"type": type(event).__name__}
     for f in dataclasses.fields(event):
         value = getattr(event, f.name)
-        out[f.name] = [event_data(e) for e in value] if f.name == "events" else value
+        if f.name == "events":
+            value = [event_data(e) for e in value]
+        elif isinstance(value, Scope):
+            value = {**dataclasses.asdict(value), "adversaries": list(value.adversaries)}
+        out[f.name] = value
     return out
 
 
 def event_from(data: dict[str, Any]) -> Any:
+    kind = data.get("type")
+    if kind not in EVENT_TYPES:
+        raise SnapshotError(f"ledger: unknown privacy event type {kind!r}")
     fields = {k: v for k, v in data.items() if k != "type"}
     if "events" in fields:
         fields["events"] = tuple(event_from(e) for e in fields["events"])
-    return getattr(events, data["type"])(**fields)
+    if isinstance(fields.get("scope"), dict):
+        scope = fields["scope"]
+        fields["scope"] = Scope(**{**scope, "adversaries": tuple(scope["adversaries"])})
+    return EVENT_TYPES[kind](**fields)
 
 
 Weights = Callable[[torch.nn.Module], Any]

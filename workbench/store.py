@@ -45,6 +45,15 @@ CREATE TABLE IF NOT EXISTS attacks (
     created REAL NOT NULL,
     PRIMARY KEY (cell_id, attack_key)
 );
+CREATE TABLE IF NOT EXISTS epsilons (
+    cell_id TEXT NOT NULL REFERENCES cells(cell_id),
+    adversary TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    note TEXT NOT NULL,
+    PRIMARY KEY (cell_id, adversary, unit)
+);
 """
 
 STORE_FILE = "results.sqlite"
@@ -58,9 +67,21 @@ class CellRow:
     utility: dict[str, Any]
     comm: dict[str, Any]
     partition: list[dict[str, Any]]
-    epsilon: float | None
+    epsilon: float | None  # the querier's, at the coarsest unit any event states
     seconds_partition: float
     seconds_train: float
+    # per adversary × unit: {adversary, unit, epsilon, delta, note} (∞ where unprotected)
+    epsilons: tuple[dict[str, Any], ...] = ()
+
+    def epsilon_against(self, adversary: str, units: set[str] | frozenset[str]) -> float | None:
+        """The smallest ε this cell states against ``adversary`` for any of ``units`` (each
+        bounds the attack), None when the run states none."""
+        found = [
+            e["epsilon"]
+            for e in self.epsilons
+            if e["adversary"] == adversary and e["unit"] in units
+        ]
+        return min(found) if found else None
 
 
 @dataclass(frozen=True)
@@ -129,6 +150,14 @@ class ResultsStore:
                     time.time(),
                 ),
             )
+            self._db.execute("DELETE FROM epsilons WHERE cell_id = ?", (row.cell_id,))
+            self._db.executemany(
+                "INSERT INTO epsilons VALUES (?,?,?,?,?,?)",
+                [
+                    (row.cell_id, e["adversary"], e["unit"], e["epsilon"], e["delta"], e["note"])
+                    for e in row.epsilons
+                ],
+            )
 
     def put_attack(self, row: AttackRow, config_hash: str) -> None:
         with self._db:
@@ -173,8 +202,21 @@ class ResultsStore:
             "SELECT cell_id, label, config_json, utility_json, comm_json, partition_json, "
             "epsilon, seconds_partition, seconds_train FROM cells ORDER BY label"
         )
+        eps: dict[str, list[dict[str, Any]]] = {}
+        q_eps = "SELECT cell_id, adversary, unit, epsilon, delta, note FROM epsilons"
+        for r in self._db.execute(q_eps + " ORDER BY cell_id, adversary, unit"):
+            keys = ("adversary", "unit", "epsilon", "delta", "note")
+            eps.setdefault(r[0], []).append(dict(zip(keys, r[1:], strict=True)))
         return [
-            CellRow(r[0], r[1], *(json.loads(x) for x in r[2:6]), r[6], r[7], r[8])
+            CellRow(
+                r[0],
+                r[1],
+                *(json.loads(x) for x in r[2:6]),
+                r[6],
+                r[7],
+                r[8],
+                tuple(eps.get(r[0], ())),
+            )
             for r in self._db.execute(q)
         ]
 

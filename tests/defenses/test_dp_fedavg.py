@@ -1,12 +1,16 @@
+import math
+from collections import Counter
+
 import numpy as np
 import pytest
 import torch
 
-from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+from accountants import Gaussian, PrivacyLedger, SubsampledGaussian, epsilon, epsilons_by_adversary
 from defenses import applied
 from defenses.dp_fedavg import (
     DPFedAvgConfig,
     client_update,
+    ledger_events,
     server_aggregate,
     update_vector,
 )
@@ -59,11 +63,44 @@ def fit(federation, mode: str, sigma: float = 1.1):
     return TARGETS.get("fedavg").fit(federation, cfg, [dp], seed=0)
 
 
-def test_ledger_gives_the_accountants_epsilon(federation):
+def by_adversary(trained, delta=1e-5) -> dict[str, float]:
+    return {r.adversary: r.epsilon for r in epsilons_by_adversary(trained.ledger, delta)}
+
+
+def test_central_mode_protects_everyone_but_the_server(federation):
+    """The server adds the noise: it sees clean updates (it was once printed the querier's ε)."""
     trained = fit(federation, "central")
     by_hand = epsilon(PrivacyLedger((SubsampledGaussian(0.5, 1.1, 6),)), 1e-5).epsilon
-    assert epsilon(trained.ledger, 1e-5).epsilon == pytest.approx(by_hand, rel=1e-12)
+    eps = by_adversary(trained)
+    assert eps["querier"] == pytest.approx(by_hand, rel=1e-12)
+    assert eps["clients"] == pytest.approx(by_hand, rel=1e-12)
+    assert eps["server"] == math.inf
     assert trained.recipe.defenses[0].name == "dp-fedavg"  # references train with it too
+
+
+def test_local_mode_accounts_the_server_without_amplification():
+    """The issue's example: q = 0.1, σ = 1, 100 rounds printed 7.9 for everyone. Against the
+    server, which sees who was sampled, every round a client took part in is a Gaussian at
+    sensitivity 2·clip."""
+    cfg = DPFedAvgConfig(clip=1.0, noise_multiplier=1.0, mode="local")
+    hidden, server = ledger_events(0.1, cfg, 100, server_load=14, secure=False)
+    rows = {
+        r.adversary: r.epsilon for r in epsilons_by_adversary(PrivacyLedger((hidden, server)), 1e-5)
+    }
+    assert rows["querier"] == pytest.approx(7.9, abs=0.05)
+    expected = epsilon(PrivacyLedger((Gaussian(1.0, 2.0, 14),)), 1e-5).epsilon
+    assert rows["server"] == pytest.approx(expected) and rows["server"] > 19
+    # under secure aggregation the server sees only each round's sum of n_r noisy updates
+    _, summed = ledger_events(0.1, cfg, 100, server_load=14 / 5, secure=True)
+    assert epsilons_by_adversary(PrivacyLedger((hidden, summed)), 1e-5)[0].epsilon < expected
+
+
+def test_local_mode_counts_the_rounds_each_client_took_part_in(federation):
+    trained = fit(federation, "local", sigma=2.0)
+    rounds = Counter(m.sender for m in trained.transcript.received_by(SERVER))
+    (server,) = [e for e in trained.ledger.events if e.scope.adversaries == ("server",)]
+    assert server.count == 1 and server.sensitivity == 1.0  # 2 · clip
+    assert server.sigma == pytest.approx(2.0 * 0.5 / np.sqrt(max(rounds.values())))
 
 
 def test_local_mode_uploads_only_noisy_models(federation):

@@ -3,8 +3,9 @@ and graph level (GIN with mean pooling).
 
 Server weights: the number of nodes a client holds (labelled or not, as FedTAD's code does) at
 node level; the number of training graphs at graph level. Every round the global model is
-scored on every client's validation set; the released model is the best-validation round's,
-and test accuracy is read for that round only."""
+scored on every client's validation set; the released model is the best-validation round's
+(the last round's under a DP defense, unless ``release: best_val`` asks for selection, whose ε
+then says it excludes the validation records), and test accuracy is read for that round only."""
 
 from __future__ import annotations
 
@@ -17,17 +18,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from accountants import PrivacyLedger
+from defenses.base import selection_caveat
 from defenses.dp_fedavg import (
     apply_update,
     client_update,
-    ledger_event,
+    ledger_events,
     server_aggregate,
     server_noise,
     update_vector,
 )
 from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
-from defenses.gaussian_upload import ledger_event as upload_event
+from defenses.gaussian_upload import ledger_events as upload_events
 from defenses.gaussian_upload import privatize
 from defenses.information_bottleneck import bottleneck_clients
 from defenses.metric_dp import ledger_event as metric_event
@@ -45,6 +47,7 @@ from workbench.targets.training import (
     ReleaseRule,
     TrainingRecipe,
     make_optimizer,
+    release_rule,
     score_graph_clients,
     score_node_clients,
     source_aucs,
@@ -74,7 +77,10 @@ class FedAvgConfig(BaseModel):
     )
     client_fraction: float = Field(1.0, gt=0.0, le=1.0)
     batch_size: int = Field(32, ge=1, description="graph level only")
-    release: ReleaseRule = Field("best_val", description="best_val or last round's model")
+    release: ReleaseRule | None = Field(
+        None,
+        description="best_val or last round's model; default best_val, last under a DP defense",
+    )
     keep_payloads: KeepPayloads = "last_round"
     eval_dropout: bool = Field(
         False,
@@ -139,9 +145,10 @@ class _FedAvg:
         opts = [optimizer(k) for k in range(len(clients))]
         dp_steps = np.zeros(len(clients), dtype=int)
         noisy_uploads = np.zeros(len(clients), dtype=int)
+        server_load = np.zeros(len(clients))  # what the server sees of each client's rounds
         weights = np.array([self.weight(c) for c in clients], dtype=float)
         history: list[dict[str, float]] = []
-        release = Release(cfg.release)
+        release = Release(release_rule(cfg.release, defenses))
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
         # length of an encrypted contribution: every float parameter (+ the weight, without DP)
         encrypted_size = update_vector(*[global_model.state_dict()] * 2).numel() + (dp is None)
@@ -152,6 +159,7 @@ class _FedAvg:
                 chosen = np.sort(rng.choice(len(clients), per_round, replace=False))
             else:  # Poisson sampling, as the subsampled-Gaussian accountant assumes
                 chosen = np.flatnonzero(rng.random(len(clients)) < cfg.client_fraction)
+            server_load[chosen] += 1.0 if secure is None else 1.0 / max(len(chosen), 1)
             state = global_model.state_dict()
             if secure is None or r == 0:  # under secure aggregation clients decrypt the model
                 transcript.broadcast(
@@ -221,7 +229,17 @@ class _FedAvg:
         if isinstance(ds, GraphDataset):
             utility.update(source_aucs(global_model, clients, ds))
         query = self.query_api(global_model, federation)
-        ledger = self.ledger(cfg, defenses, int(dp_steps.max()), int(noisy_uploads.max()))
+        ledger = self.ledger(
+            cfg,
+            defenses,
+            int(dp_steps.max()),
+            int(noisy_uploads.max()),
+            float(server_load.max()),
+            secure is not None,
+        )
+        if release.rule == "best_val":
+            for caveat in selection_caveat(ledger):
+                ledger = ledger.record(caveat)
         if mdp is not None:
             query, figures = publish_embeddings(
                 global_model, federation, mdp, derive_seed(seed, "metric-dp"), transcript
@@ -278,20 +296,27 @@ class _FedAvg:
 
     @staticmethod
     def ledger(
-        cfg: FedAvgConfig, defenses: Sequence[Any], dp_steps: int, uploads: int
+        cfg: FedAvgConfig,
+        defenses: Sequence[Any],
+        dp_steps: int,
+        uploads: int,
+        server_load: float,
+        secure: bool,
     ) -> PrivacyLedger:
-        """Client-level DP-FedAvg: one event per round. DP-SGD and the Gaussian upload
+        """Client-level DP-FedAvg: one event per round for parties who do not see the sample,
+        the rounds each client took part in for the server. DP-SGD and the Gaussian upload
         mechanism: the worst client's count (each record belongs to one client, so its ε is
         the one of the client holding it)."""
-        ledger = PrivacyLedger()
+        events: list[Any] = []
         for d in defenses:
             if d.name == "dp-fedavg":
-                ledger = ledger.record(ledger_event(cfg.client_fraction, d.config, cfg.rounds))
+                q = cfg.client_fraction
+                events += ledger_events(q, d.config, cfg.rounds, server_load, secure)
             elif d.name == "dp-sgd":
-                ledger = ledger.record(dp_sgd_event(d.config, dp_steps))
+                events.append(dp_sgd_event(d.config, dp_steps))
             elif d.name == "gaussian-upload":
-                ledger = ledger.record(upload_event(d.config, uploads))
-        return ledger
+                events += upload_events(d.config, uploads)
+        return PrivacyLedger(tuple(events))
 
 
 class NodeFedAvg(_FedAvg):

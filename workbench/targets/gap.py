@@ -7,7 +7,8 @@ Three modules, trained in stages so that edges are read only once, through noisy
 2. **Aggregation perturbation**: each client normalises its nodes' encodings and computes
    ``hops`` noisy neighbour sums on its own subgraph, once (``defenses.aggregation_perturbation``).
 3. **Classifier**: one MLP base per hop on the cached aggregates, concatenated, then an MLP
-   head, trained with FedAvg (DP-SGD per node again); released at the best validation round.
+   head, trained with FedAvg (DP-SGD per node again); released at the best validation round
+   (the last under DP unless ``release: best_val`` asks, and then ε says what it excludes).
 
 Inference runs the encoder and the perturbed aggregation once over the population graph, so a
 querier reads one fixed table of logits (a query's ``hops`` do not change the answer, and
@@ -33,6 +34,7 @@ from torch import nn
 from accountants import PrivacyLedger
 from defenses.aggregation_perturbation import APConfig, bound_out_degree, perturbed_hops
 from defenses.aggregation_perturbation import ledger_events as ap_events
+from defenses.base import selection_caveat
 from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_rows_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from workbench.data.datasets import NodeDataset
@@ -43,7 +45,13 @@ from workbench.query import TableQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.fedavg import average_states
-from workbench.targets.training import Release, ReleaseRule, TrainingRecipe, utility_scores
+from workbench.targets.training import (
+    Release,
+    ReleaseRule,
+    TrainingRecipe,
+    release_rule,
+    utility_scores,
+)
 from workbench.transcript import SERVER, KeepPayloads, Transcript, client
 
 ENCODER_WEIGHTS, CLASSIFIER_WEIGHTS = "gap_encoder_weights", "gap_classifier_weights"
@@ -60,7 +68,7 @@ class GAPConfig(BaseModel):
     lr: float = Field(0.01, gt=0.0, le=10.0)
     weight_decay: float = Field(0.0, ge=0.0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    release: ReleaseRule = "best_val"
+    release: ReleaseRule | None = None  # best_val; last under a DP defense
     keep_payloads: KeepPayloads = "last_round"
 
 
@@ -172,7 +180,7 @@ class GAP:
                 return model.eval().aggregates(x, edge_index, ap, ap_noise)
 
         cached = [aggregates(c.data.x, c.data.edge_index) for c in clients]
-        release = Release(cfg.release)
+        release = Release(release_rule(cfg.release, defenses))
         vals = [c.data.val_mask for c in clients]
         selection = (vals, release)
         steps += rounds.run(
@@ -198,8 +206,12 @@ class GAP:
         if ap is not None:
             for event in ap_events(ap, cfg.hops):
                 ledger = ledger.record(event)
-        if dp_sgd is not None:
-            ledger = ledger.record(dp_sgd_event(dp_sgd, steps))
+        if dp_sgd is not None:  # node level: a node's row is part of the node unit
+            unit = "node" if ap is not None and ap.level == "node" else "record"
+            ledger = ledger.record(dp_sgd_event(dp_sgd, steps, unit))
+        if release.rule == "best_val":
+            for caveat in selection_caveat(ledger):
+                ledger = ledger.record(caveat)
         return TrainedTarget(
             name=self.name,
             level="node",

@@ -122,3 +122,20 @@ def test_recipe_identity_is_unchanged_without_defenses():
     )
     defended = TrainingRecipe("fedavg", {"rounds": 3}, 2, 10, ("dp",))
     assert defended.identity().endswith("train_size=10, defenses=('dp',))")
+
+
+def test_dp_releases_the_last_round_unless_asked(small_csbm):
+    """Choosing the best-validation round uses validation records outside the accountant: under
+    DP the last round is released, and asking for selection puts a caveat on every ε."""
+    from accountants import epsilons_by_adversary
+    from defenses import applied
+
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 3, 0))
+    dp = applied("dp-fedavg", {"noise_multiplier": 5.0})
+    cfg = {"rounds": 4, "local_epochs": 1}
+    last = TARGETS.get("fedavg").fit(fed, cfg, [dp], seed=0)
+    assert last.utility["best_round"] == 3
+    assert all("validation" not in r.note for r in epsilons_by_adversary(last.ledger, 1e-5))
+    chosen = TARGETS.get("fedavg").fit(fed, {**cfg, "release": "best_val"}, [dp], seed=0)
+    rows = epsilons_by_adversary(chosen.ledger, 1e-5)
+    assert all("excludes the validation records" in r.note for r in rows if r.epsilon < np.inf)

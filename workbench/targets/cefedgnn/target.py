@@ -28,8 +28,16 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from accountants import Gaussian, MetricGaussian, PrivacyLedger, rho_knn_percentile
-from defenses.metric_dp import normalise
+from accountants import (
+    Gaussian,
+    MetricGaussian,
+    NoGuarantee,
+    PrivacyLedger,
+    Scope,
+    rho_knn_percentile,
+)
+from defenses.base import selection_caveat
+from defenses.metric_dp import METRIC_SCOPE, normalise
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
@@ -85,7 +93,9 @@ class CEFedGNNConfig(BaseModel):
         description="L2 norm each client's model and estimator are clipped to before a noisy "
         "average (paper: 15), which bounds one client's influence on it by 2·clip/N",
     )
-    release: ReleaseRule = Field("best_val", description="best_val or last round's model")
+    release: ReleaseRule | None = Field(
+        None, description="best_val or last round's model; default best_val, last under DP"
+    )
     keep_payloads: KeepPayloads = "last_round"
 
 
@@ -153,7 +163,9 @@ class CEFedGNN:
         transcript = Transcript(cfg.keep_payloads, always_keep={EMBEDDINGS})
         everyone = [client(k) for k in range(len(clients))]
         # stand-alone clients have no one model to select rounds by: they keep their last
-        release = Release(cfg.release if cfg.federated else "last")
+        private = mdp is not None or cfg.model_noise > 0 or cfg.estimator_noise > 0
+        rule = cfg.release or ("last" if private else "best_val")
+        release = Release(rule if cfg.federated else "last")
         models = [global_model] * len(clients) if cfg.federated else local  # who scores
         history = []
         select = "accuracy" if edges is None else "f1_illicit"  # what rounds are chosen by
@@ -195,6 +207,9 @@ class CEFedGNN:
         test = self._score(models, clients, edges, buffer, "test")
         boundary = np.concatenate([c.data.global_id[c.boundary].numpy() for c in clients])
         ledger = self._ledger(cfg, mdp, len(clients), int(releases.max(initial=0)))
+        if release.rule == "best_val":
+            for caveat in selection_caveat(ledger):
+                ledger = ledger.record(caveat)
         utility = {
             **test,
             f"val_{select}": release.val_accuracy,
@@ -267,14 +282,23 @@ class CEFedGNN:
     @staticmethod
     def _ledger(cfg, mdp, num_clients: int, max_releases: int) -> PrivacyLedger:
         """Metric-DP of the embedding releases, R′ the most any node was released; the
-        Gaussian noise on the averages at the client level (sensitivity 2·clip/N per round)."""
+        Gaussian noise on the averages at the client level. Replacing one client's data moves
+        its clipped model by up to 2·clip, so the mean by 2·clip/N, but with cross-client edges
+        its released embeddings enter every other client's training too, so every clipped
+        model can move: sensitivity 2·clip. The server averages the clean uploads and adds the
+        noise itself: no guarantee against it."""
         ledger = PrivacyLedger()
         if mdp is not None and max_releases:
-            ledger = ledger.record(MetricGaussian(mdp.sigma0, max_releases))
-        for sigma in (cfg.model_noise, cfg.estimator_noise):
-            if sigma > 0 and cfg.federated:
-                sensitivity = 2 * cfg.clip / num_clients
-                ledger = ledger.record(Gaussian(sigma, sensitivity, cfg.rounds))
+            ledger = ledger.record(MetricGaussian(mdp.sigma0, max_releases, scope=METRIC_SCOPE))
+        if cfg.federated and (cfg.model_noise > 0 or cfg.estimator_noise > 0):
+            sensitivity = 2 * cfg.clip / (1 if cfg.cross_edges else num_clients)
+            scope = Scope("client", "replace one client's data", ("clients", "querier"))
+            for sigma in (cfg.model_noise, cfg.estimator_noise):
+                if sigma > 0:
+                    ledger = ledger.record(Gaussian(sigma, sensitivity, cfg.rounds, scope=scope))
+            why = "the server averages the clean uploads and adds the noise itself"
+            server = Scope("client", "replace one client's data", ("server",))
+            ledger = ledger.record(NoGuarantee(why, server))
         return ledger
 
     @staticmethod

@@ -135,9 +135,11 @@ class CeFGC:
         for k in range(len(clients)):
             transcript.send(1, SERVER, client(k), MODEL_WEIGHTS, initial.state_dict())
         # round 3: local GINs on own + synthetic graphs up, one unweighted average
-        local, synthetic = [], []
+        local, synthetic, copies = [], [], 0
         for k, c in enumerate(clients):
             fake = self._synthesise(received[k], c, cfg, ds.num_features, gen)
+            templates = len(trainable(c.train, cfg.generator))
+            copies = max(copies, -(-len(fake) // templates) if templates else 0)
             model = self._train(initial, c.train + fake, c.val, cfg, gen, dp)
             transcript.send(2, client(k), SERVER, MODEL_WEIGHTS, model.state_dict())
             local.append(model)
@@ -169,29 +171,32 @@ class CeFGC:
             ),
             query=GraphQueryAPI(global_model),
             transcript=transcript,
-            ledger=self.ledger(cfg, dp),
+            ledger=self.ledger(cfg, dp, copies),
             utility=utility,
             keys=keys,
             senders=senders,
         )
 
     @staticmethod
-    def ledger(cfg: CeFGCConfig, dp: DPSGDConfig | None) -> PrivacyLedger:
+    def ledger(cfg: CeFGCConfig, dp: DPSGDConfig | None, copies: int) -> PrivacyLedger:
         """DP-SGD: a client's graph enters its generator's training (one generator per class,
         so each graph only its class's) and its GIN's; both are released, so their steps add
         up. Everything else is post-processing: synthetic graphs of a DP generator, the GINs
-        trained on them, the average. Every client runs as many steps."""
+        trained on them, the average, except the node features a synthetic graph copies from
+        a real one: in the GIN's training a real graph is a group of itself and its ``copies``
+        (the most any client made of one graph). Every client runs as many steps."""
         if dp is None:
             return PrivacyLedger()
-        steps = generator_dp_steps(cfg.generator, dp) + cfg.epochs * dp.steps_per_epoch
-        return PrivacyLedger().record(dp_sgd_event(dp, steps))
+        gin = dp_sgd_event(dp, cfg.epochs * dp.steps_per_epoch, group=copies + 1)
+        return PrivacyLedger((dp_sgd_event(dp, generator_dp_steps(cfg.generator, dp)), gin))
 
     @staticmethod
     def _synthesise(
         received: list[dict], c: GraphClient, cfg: CeFGCConfig, features: int, gen
     ) -> list[Data]:
         """``synthetic_ratio`` × |own training graphs| synthetic graphs, evenly over the
-        received (generator, class) pairs; node counts and features from own graphs."""
+        received (generator, class) pairs; node counts and features from own graphs, each
+        graph used as evenly as the counts allow."""
         sources = generator_sources(received, cfg.generator, features)
         templates = trainable(c.train, cfg.generator)
         total = int(round(cfg.synthetic_ratio * len(c.train)))
@@ -199,9 +204,13 @@ class CeFGC:
             return []
         out: list[Data] = []
         g = cfg.generator
+        # templates in one random order, cycled: each real graph lends its features to at most
+        # ⌈total / |templates|⌉ synthetic graphs, the group the DP-SGD ledger accounts for
+        order, used = torch.randperm(len(templates), generator=gen).tolist(), 0
         for i, (net, k, scale) in enumerate(sources):
             count = total // len(sources) + (i < total % len(sources))
-            pick = torch.randint(len(templates), (count,), generator=gen).tolist()
+            pick = [order[(used + j) % len(templates)] for j in range(count)]
+            used += count
             out += sample_graphs(net, [templates[j] for j in pick], k, g, gen, scale)
         return out
 

@@ -2,12 +2,14 @@
 case, learns, exchanges only updated boundary embeddings (and counts them), and its baselines
 (stale embeddings, no gradient average, edges dropped, stand-alone clients) run."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from accountants import Gaussian, MetricGaussian, epsilon
+from accountants import Gaussian, PrivacyLedger, epsilon, epsilons_by_adversary
 from defenses import applied
 from workbench.data.federation import build_federation
 from workbench.data.partition import ClientPart, Partition, make_partition
@@ -142,7 +144,7 @@ def test_zero_noise_is_the_noise_free_mean():
     torch.testing.assert_close(clipped, torch.full((4,), 0.25), atol=1e-6, rtol=0)
 
 
-def test_metric_dp_releases_and_the_ledger(trained, federation):
+def test_noisy_averages_are_scoped(trained, federation):
     ce = TARGETS.get("ce-fedgnn")
     noisy = ce.fit(
         federation,
@@ -158,9 +160,18 @@ def test_metric_dp_releases_and_the_ledger(trained, federation):
     norms = torch.cat([m.payload["h"].norm(dim=1) for m in ups])
     assert ((norms - 1.0).abs() < 0.5).all()  # unit vectors plus N(0, 0.05² I) in 16 dims
     metric = noisy.ledger.metric().events
-    assert metric == (MetricGaussian(0.05, int(noisy.utility["max_releases"])),)
-    sensitivity = 2 * 15.0 / 3
-    assert noisy.ledger.standard().events == (Gaussian(1e-3, sensitivity, FAST["rounds"]),) * 2
+    assert [(e.sigma0, e.releases) for e in metric] == [(0.05, noisy.utility["max_releases"])]
+    assert noisy.utility["best_round"] == FAST["rounds"] - 1  # under DP: the last round
+    rows = {(r.adversary, r.unit): r for r in epsilons_by_adversary(noisy.ledger, 1e-5)}
+    assert rows[("server", "client")].epsilon == math.inf  # it averages the clean uploads
+    # cross-client edges: one client's embeddings reach every upload, sensitivity 2·clip
+    gaussians = [e for e in noisy.ledger.events if isinstance(e, Gaussian)]
+    assert [(e.sigma, e.sensitivity, e.count) for e in gaussians] == [
+        (1e-3, 2 * 15.0, FAST["rounds"])
+    ] * 2
+    assert rows[("querier", "client")].epsilon == pytest.approx(
+        epsilon(PrivacyLedger(tuple(gaussians)), 1e-5).epsilon
+    )
     rho = noisy.utility["metric_rho"]
     assert 0 < rho <= 2.0
     assert epsilon(noisy.ledger.metric(), 1e-4, rho=rho).epsilon > 0

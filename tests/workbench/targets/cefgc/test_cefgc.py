@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from accountants import SubsampledGaussian
+from accountants import PrivacyLedger, SubsampledGaussian, epsilon
 from attacks.generators import opened_payloads, undo_pairing
 from defenses.base import applied
 from defenses.dp_sgd import DPSGDConfig
@@ -144,13 +144,22 @@ def test_node_level_data_and_defenses_are_refused(federation, data_root):
         TARGETS.get("cefgc").fit(nodes, TOY, [], 0)
 
 
-def test_dp_sgd_covers_every_release_of_a_clients_graphs(federation):
+def test_dp_sgd_accounts_each_graph_with_its_copies(federation):
+    """Each synthetic graph copies one real graph's features, so in the GIN's training a real
+    graph is a group of itself and its copies (the ledger once counted it as one record)."""
     dp = applied("dp-sgd", {"clip": 1.0, "noise_multiplier": 1.0, "sample_rate": 0.25})
-    trained = TARGETS.get("cefgc").fit(federation, {**TOY, "epochs": 3}, [dp], 0)
-    (event,) = trained.ledger.events
+    cfg = {**TOY, "epochs": 3, "synthetic_ratio": 2.0}
+    trained = TARGETS.get("cefgc").fit(federation, cfg, [dp], 0)
+    generator, gin = trained.ledger.events
     # its generator (2 epochs) and its GIN (3 epochs, no early stop), 4 steps an epoch each
-    assert isinstance(event, SubsampledGaussian)
-    assert (event.q, event.sigma, event.steps) == (0.25, 1.0, (2 + 3) * 4)
+    assert isinstance(generator, SubsampledGaussian) and isinstance(gin, SubsampledGaussian)
+    assert (generator.q, generator.sigma, generator.steps) == (0.25, 1.0, 2 * 4)
+    assert gin.steps == 3 * 4 and gin.sigma < 1.0 and gin.q > 0.25
+    g = round(1.0 / gin.sigma)
+    assert g >= 3  # itself and at least two copies at synthetic_ratio 2
+    assert gin.q == pytest.approx(1 - 0.75**g)
+    one_record = epsilon(PrivacyLedger((SubsampledGaussian(0.25, 1.0, 5 * 4),)), 1e-5).epsilon
+    assert epsilon(trained.ledger, 1e-5).epsilon > 2 * one_record
     assert np.isfinite(trained.utility["auc"])
     assert trained.recipe.defenses == (dp,)  # shadow models are trained the same way
     upload = applied("gaussian-upload", {})
