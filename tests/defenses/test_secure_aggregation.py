@@ -105,5 +105,11 @@ def test_secure_aggregation_with_dp_fedavg(federation, mode):
     secure = fit(federation, [dp, sa], client_fraction=0.5, release="last")
     a, b = flat(plain.global_model), flat(secure.global_model)
     assert float((a - b).norm() / a.norm()) < 1e-4
-    assert secure.ledger == plain.ledger
+    # the same guarantee for parties who do not see the sample; the ledger says what secure
+    # aggregation changes for the server (local mode: it sees only each round's noisy sum)
+    assert secure.ledger.events[0] == plain.ledger.events[0]
+    seen, hidden = secure.ledger.events[1], plain.ledger.events[1]
+    assert seen != hidden and seen.scope.adversaries == ("server",)
+    if mode == "local":
+        assert seen.sigma > hidden.sigma
     assert secure.recipe.defenses == (dp,)
