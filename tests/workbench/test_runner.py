@@ -87,11 +87,12 @@ def test_store_keeps_roc_artifacts(tmp_path):
 
 def test_cell_epsilon_comes_from_the_ledger(tmp_path, monkeypatch):
     """A target whose ledger holds DP-SGD events gets ε from the accountant, at the suite's δ."""
-    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+    from accountants import ADVERSARIES, PrivacyLedger, Scope, SubsampledGaussian, epsilon
     from workbench.targets import TARGETS
 
     fedavg = TARGETS.get("fedavg")
-    event = SubsampledGaussian(0.05, 1.2, 300)
+    scope = Scope("record", "add or remove one record", ADVERSARIES)
+    event = SubsampledGaussian(0.05, 1.2, 300, scope=scope)
 
     class RecordsEvents:
         name, level, Config = "dp-test", "any", fedavg.Config
