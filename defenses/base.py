@@ -10,12 +10,12 @@ from typing import Any, Literal, Protocol, get_args
 from pydantic import BaseModel
 
 from accountants import ADVERSARIES, Caveat, PrivacyLedger, Scope
+from accountants.scope import Unit
 from workbench.registry import Registry, component
 
 Stage = Literal["data", "local_training", "upload", "aggregation", "message_passing", "release"]
-# what two neighbouring datasets differ in under the defense's ε: a whole client's data, one
-# training record (node or graph), one node with its edges, one edge
-PrivacyUnit = Literal["client", "record", "node", "edge"]
+# what two neighbouring datasets differ in under the defense's ε (accountants.scope)
+PrivacyUnit = Unit
 
 
 class Defense(Protocol):
@@ -88,12 +88,15 @@ def accounted(defenses: list[AppliedDefense] | Any) -> bool:
     return False
 
 
-def selection_caveat(ledger: PrivacyLedger) -> tuple[Caveat, ...]:
-    """A DP run that released its best-validation round: every ε it states excludes the
-    validation records (chosen on outside the accountant)."""
+def with_selection_caveat(ledger: PrivacyLedger, rule: str) -> PrivacyLedger:
+    """The ledger of a run that released by ``rule``: after a best-validation choice every ε
+    it states excludes the validation records (chosen on outside the accountant)."""
+    if rule != "best_val":
+        return ledger
     units = dict.fromkeys(e.scope.unit for e in ledger.standard().events if e.scope is not None)
     why = "excludes the validation records: the released round was chosen on them"
-    return tuple(Caveat(why, Scope(u, "model selection", ADVERSARIES)) for u in units)
+    caveats = tuple(Caveat(why, Scope(u, "model selection", ADVERSARIES)) for u in units)
+    return PrivacyLedger(ledger.events + caveats)
 
 
 def applied(name: str, params: dict[str, Any]) -> AppliedDefense:

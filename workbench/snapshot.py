@@ -115,10 +115,13 @@ def event_from(data: dict[str, Any]) -> Any:
     fields = {k: v for k, v in data.items() if k != "type"}
     if "events" in fields:
         fields["events"] = tuple(event_from(e) for e in fields["events"])
-    if isinstance(fields.get("scope"), dict):
-        scope = fields["scope"]
-        fields["scope"] = Scope(**{**scope, "adversaries": tuple(scope["adversaries"])})
-    return EVENT_TYPES[kind](**fields)
+    try:
+        if isinstance(fields.get("scope"), dict):
+            scope = fields["scope"]
+            fields["scope"] = Scope(**{**scope, "adversaries": tuple(scope["adversaries"])})
+        return EVENT_TYPES[kind](**fields)
+    except (TypeError, ValueError, KeyError) as e:
+        raise SnapshotError(f"ledger: a stored {kind} event does not fit its type ({e})") from e
 
 
 Weights = Callable[[torch.nn.Module], Any]

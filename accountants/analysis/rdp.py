@@ -69,11 +69,11 @@ def subsampled_gaussian(
 
 def _log_a_frac_checked(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """The fractional series where it lies in its bracket from the integer orders, else the
-    bracket's upper end (the chord of the convex log A between ⌊α⌋ and ⌈α⌉; log A_1 = 0)."""
+    bracket's upper end (the chord of the convex log A between ⌊α⌋ and ⌈α⌉)."""
     lo_order, hi_order = np.floor(orders), np.ceil(orders)
     ints = np.unique(np.concatenate([lo_order, hi_order]))
     ints = ints[ints >= 2].astype(np.int64)
-    at = dict.fromkeys([1], np.zeros(q.size))
+    at = {1: np.zeros(q.size)}  # log A_1 = 0
     if ints.size:
         table = _log_a_int(q, z, ints)
         at.update({int(a): table[:, j] for j, a in enumerate(ints.tolist())})

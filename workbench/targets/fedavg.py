@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from accountants import PrivacyLedger
-from defenses.base import selection_caveat
+from defenses.base import accounted, with_selection_caveat
 from defenses.dp_fedavg import (
     apply_update,
     client_update,
@@ -148,7 +148,7 @@ class _FedAvg:
         server_load = np.zeros(len(clients))  # what the server sees of each client's rounds
         weights = np.array([self.weight(c) for c in clients], dtype=float)
         history: list[dict[str, float]] = []
-        release = Release(release_rule(cfg.release, defenses))
+        release = Release(release_rule(cfg.release, accounted(defenses)))
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
         # length of an encrypted contribution: every float parameter (+ the weight, without DP)
         encrypted_size = update_vector(*[global_model.state_dict()] * 2).numel() + (dp is None)
@@ -237,9 +237,7 @@ class _FedAvg:
             float(server_load.max()),
             secure is not None,
         )
-        if release.rule == "best_val":
-            for caveat in selection_caveat(ledger):
-                ledger = ledger.record(caveat)
+        ledger = with_selection_caveat(ledger, release.rule)
         if mdp is not None:
             query, figures = publish_embeddings(
                 global_model, federation, mdp, derive_seed(seed, "metric-dp"), transcript

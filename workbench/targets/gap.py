@@ -34,7 +34,7 @@ from torch import nn
 from accountants import PrivacyLedger
 from defenses.aggregation_perturbation import APConfig, bound_out_degree, perturbed_hops
 from defenses.aggregation_perturbation import ledger_events as ap_events
-from defenses.base import selection_caveat
+from defenses.base import accounted, with_selection_caveat
 from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_rows_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from workbench.data.datasets import NodeDataset
@@ -180,7 +180,7 @@ class GAP:
                 return model.eval().aggregates(x, edge_index, ap, ap_noise)
 
         cached = [aggregates(c.data.x, c.data.edge_index) for c in clients]
-        release = Release(release_rule(cfg.release, defenses))
+        release = Release(release_rule(cfg.release, accounted(defenses)))
         vals = [c.data.val_mask for c in clients]
         selection = (vals, release)
         steps += rounds.run(
@@ -209,9 +209,7 @@ class GAP:
         if dp_sgd is not None:  # node level: a node's row is part of the node unit
             unit = "node" if ap is not None and ap.level == "node" else "record"
             ledger = ledger.record(dp_sgd_event(dp_sgd, steps, unit))
-        if release.rule == "best_val":
-            for caveat in selection_caveat(ledger):
-                ledger = ledger.record(caveat)
+        ledger = with_selection_caveat(ledger, release.rule)
         return TrainedTarget(
             name=self.name,
             level="node",

@@ -15,7 +15,6 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from defenses.base import accounted
 from workbench.data.datasets import GraphDataset
 from workbench.data.federation import GraphClient, NodeClient
 
@@ -49,13 +48,13 @@ class TrainingRecipe:
 ReleaseRule = Literal["best_val", "last"]
 
 
-def release_rule(rule: ReleaseRule | None, defenses: Sequence[Any]) -> ReleaseRule:
-    """The rule a target uses: as asked, else the last round under any accounted defense
+def release_rule(rule: ReleaseRule | None, private: bool) -> ReleaseRule:
+    """The rule a target uses: as asked, else the last round when the run is private
     (choosing on validation records would use private data outside the accountant) and the
-    best-validation round without one."""
+    best-validation round when it is not."""
     if rule is not None:
         return rule
-    return "last" if accounted(defenses) else "best_val"
+    return "last" if private else "best_val"
 
 
 class Release:

@@ -36,7 +36,7 @@ from accountants import (
     Scope,
     rho_knn_percentile,
 )
-from defenses.base import selection_caveat
+from defenses.base import with_selection_caveat
 from defenses.metric_dp import METRIC_SCOPE, normalise
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
@@ -57,7 +57,13 @@ from workbench.targets.cefedgnn.tasks import (
     edge_predictions,
     edge_scores,
 )
-from workbench.targets.training import Release, ReleaseRule, TrainingRecipe, utility_scores
+from workbench.targets.training import (
+    Release,
+    ReleaseRule,
+    TrainingRecipe,
+    release_rule,
+    utility_scores,
+)
 from workbench.transcript import (
     EMBEDDINGS,
     GRADIENTS,
@@ -164,8 +170,7 @@ class CEFedGNN:
         everyone = [client(k) for k in range(len(clients))]
         # stand-alone clients have no one model to select rounds by: they keep their last
         private = mdp is not None or cfg.model_noise > 0 or cfg.estimator_noise > 0
-        rule = cfg.release or ("last" if private else "best_val")
-        release = Release(rule if cfg.federated else "last")
+        release = Release(release_rule(cfg.release, private) if cfg.federated else "last")
         models = [global_model] * len(clients) if cfg.federated else local  # who scores
         history = []
         select = "accuracy" if edges is None else "f1_illicit"  # what rounds are chosen by
@@ -207,9 +212,7 @@ class CEFedGNN:
         test = self._score(models, clients, edges, buffer, "test")
         boundary = np.concatenate([c.data.global_id[c.boundary].numpy() for c in clients])
         ledger = self._ledger(cfg, mdp, len(clients), int(releases.max(initial=0)))
-        if release.rule == "best_val":
-            for caveat in selection_caveat(ledger):
-                ledger = ledger.record(caveat)
+        ledger = with_selection_caveat(ledger, release.rule)
         utility = {
             **test,
             f"val_{select}": release.val_accuracy,
