@@ -128,3 +128,20 @@ def test_bad_offline_requests_name_the_field(tmp_path):
         api.attack(tmp_path, [{"name": "nope"}])
     with pytest.raises(ConfigError, match="not a results folder"):
         api.attack(tmp_path, [{"name": "mia-threshold"}])
+
+
+def test_a_stored_ledger_restores_only_privacy_event_types(tmp_path):
+    """A ledger entry naming anything but an event type, or fields that do not fit it, is
+    refused with one line; nothing is built or run (the marker never appears)."""
+    from workbench.snapshot import SnapshotError, event_from
+
+    marker = tmp_path / "ran"
+    crafted = [
+        {"type": "Popen", "args": ["touch", str(marker)]},
+        {"type": "analysis", "x": 1},  # a module-level name of accountants.events
+        {"type": "Gaussian", "sigma": 1.0, "scope": {"unit": "node", "oops": 1}},
+    ]
+    for data in crafted:
+        with pytest.raises(SnapshotError, match="ledger"):
+            event_from(data)
+    assert not marker.exists()
