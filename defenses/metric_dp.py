@@ -91,8 +91,12 @@ def release(
     """(the published noisy table, the clean normalised embeddings kept for the evaluator)."""
     model.eval()
     clean = normalise(model.embed(graph.x, graph.edge_index).double())
-    noise = cfg.sigma0 * torch.randn(clean.shape, generator=generator, dtype=torch.float64)
-    return EmbeddingRelease((clean + noise).float()), clean
+    return EmbeddingRelease(perturb(clean, cfg.sigma0, generator).float()), clean
+
+
+def perturb(clean: torch.Tensor, sigma0: float, generator: torch.Generator) -> torch.Tensor:
+    """The mechanism: each (unit-norm) row plus N(0, σ0² I), in ``clean``'s dtype."""
+    return clean + sigma0 * torch.randn(clean.shape, generator=generator, dtype=clean.dtype)
 
 
 def audit(

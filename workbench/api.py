@@ -3,6 +3,7 @@
     from workbench.api import run_suite, build_report, components, epsilon, PrivacyLedger, Gaussian
 
     summary = run_suite("examples/quickstart.yaml", "runs/quickstart")  # train, attack, store
+    privacy("runs/quickstart")              # per cell: ε per adversary, canary audit bounds
     attack("runs/quickstart", [{"name": "mia-lira"}])                 # later, no retraining
     html = build_report("runs/quickstart")                             # report.html and .pdf
     eps = epsilon(PrivacyLedger().record(Gaussian(sigma=2.0)), delta=1e-5).epsilon
@@ -38,8 +39,8 @@ from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
 from workbench.runner import Executor, RunSummary, attack_stored
-from workbench.store import ResultsStore
-from workbench.suite import AttackEntry, Suite, format_errors, load_suite, parse_suite
+from workbench.store import STORE_FILE, ResultsStore
+from workbench.suite import AttackEntry, AuditEntry, Suite, format_errors, load_suite, parse_suite
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import background_knowledge, client_view, querier_view, server_view
 
@@ -59,11 +60,55 @@ def run_suite(
     """Runs a suite (a YAML path, its parsed mapping, or a ``Suite``) into ``out``: every
     cell not stored there yet is trained and attacked; finished cells are skipped, so an
     interrupted run resumes. ``executor``/``jobs``/``address`` as ``fgl-workbench run``."""
-    if isinstance(suite, str | Path):
-        suite = load_suite(suite)
-    elif isinstance(suite, dict):
-        suite = parse_suite(suite)
+    suite = _as_suite(suite)
     return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address)
+
+
+def audit(
+    suite: str | Path | dict[str, Any] | Suite,
+    out: str | Path,
+    data_root: str | None = None,
+    *,
+    canaries: int | None = None,
+    quiet: bool = True,
+    jobs: int = 1,
+    executor: Executor = "serial",
+    address: str = "local",
+) -> RunSummary:
+    """``run_suite`` with the canary audit on (the suite's ``audit:`` block, or ``canaries``
+    per audited claim): every cell with a DP defense gets its lower bounds on ε beside the
+    claimed ones in the store; cells stored without them are trained again (same seed, same
+    numbers) and audited."""
+    suite = _as_suite(suite)
+    try:
+        entry = AuditEntry(canaries=canaries) if canaries is not None else suite.audit
+    except ValidationError as exc:
+        raise ConfigError(f"invalid audit\n{format_errors(exc, 'audit')}") from None
+    suite = suite.model_copy(update={"audit": entry or AuditEntry()})
+    return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address)
+
+
+def privacy(out: str | Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """A results folder's privacy figures, per cell label: ``epsilons`` (ε per adversary ×
+    unit, ∞ where nothing is guaranteed, with its note) and ``audits`` (the canary audit's
+    lower bound beside the claimed ε, per audited claim)."""
+    if not (Path(out) / STORE_FILE).is_file():
+        raise ConfigError(f"{out}: no {STORE_FILE} here (not a results folder)")
+    store = ResultsStore(out)
+    try:
+        return {
+            c.label: {"epsilons": list(c.epsilons), "audits": list(c.audits)} for c in store.cells()
+        }
+    finally:
+        store.close()
+
+
+def _as_suite(suite: str | Path | dict[str, Any] | Suite) -> Suite:
+    if isinstance(suite, str | Path):
+        return load_suite(suite)
+    if isinstance(suite, dict):
+        return parse_suite(suite)
+    return suite
 
 
 def attack(
@@ -121,6 +166,7 @@ __all__ = [
     "TrainedTarget",
     "applied",
     "attack",
+    "audit",
     "background_knowledge",
     "build_federation",
     "build_report",
@@ -131,6 +177,7 @@ __all__ = [
     "load_suite",
     "make_partition",
     "parse_suite",
+    "privacy",
     "querier_view",
     "run_suite",
     "server_view",

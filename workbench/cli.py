@@ -1,4 +1,4 @@
-"""Command line: ``fgl-workbench run | attack | report | list | epsilon``. A thin layer over
+"""Command line: ``fgl-workbench run | audit | attack | report | list | epsilon``. A thin layer over
 the Python API (``workbench.api``); user errors print one line naming what is wrong and exit
 2."""
 
@@ -19,32 +19,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fgl-workbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a suite YAML into an output folder")
-    run.add_argument("suite")
-    run.add_argument("--out", required=True, help="output folder (results.sqlite, artifacts)")
-    run.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _suite_arguments(run)
     run.add_argument(
         "--dry-run", action="store_true", help="print the expanded cells and their count, run none"
     )
-    run.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="worker processes: for shadow/reference models (serial executor) or for whole "
-        "cells (process executor)",
+    aud = sub.add_parser(
+        "audit",
+        help="run a suite with the canary audit of every DP cell: lower bounds on ε beside the "
+        "claimed ones, per adversary",
     )
-    run.add_argument(
-        "--executor",
-        choices=("serial", "process", "ray"),
-        default="serial",
-        help="serial: one cell at a time; process: --jobs cells at a time; ray: every cell a "
-        "Ray task (pip install 'fgl-workbench[ray]')",
-    )
-    run.add_argument(
-        "--address",
-        default="local",
-        help="with --executor ray: 'local' starts a private Ray instance with --jobs CPUs, "
-        "'auto' joins the running cluster, or a Ray address",
+    _suite_arguments(aud)
+    aud.add_argument(
+        "--canaries", type=int, default=None, help="canaries per audited claim (default 1000)"
     )
     rep = sub.add_parser("report", help="write report.html from an output folder")
     rep.add_argument("out")
@@ -85,6 +71,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _suite_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments ``run`` and ``audit`` share: the suite, where results go, how to run."""
+    p.add_argument("suite")
+    p.add_argument("--out", required=True, help="output folder (results.sqlite, artifacts)")
+    p.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes: for shadow/reference models (serial executor) or for whole "
+        "cells (process executor)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("serial", "process", "ray"),
+        default="serial",
+        help="serial: one cell at a time; process: --jobs cells at a time; ray: every cell a "
+        "Ray task (pip install 'fgl-workbench[ray]')",
+    )
+    p.add_argument(
+        "--address",
+        default="local",
+        help="with --executor ray: 'local' starts a private Ray instance with --jobs CPUs, "
+        "'auto' joins the running cluster, or a Ray address",
+    )
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "epsilon":
         return cli_epsilon.run(args)
@@ -92,22 +106,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         from workbench.suite import load_suite
 
         return dry_run(load_suite(args.suite), Path(args.out))
-    if args.command == "run":
+    if args.command in ("run", "audit"):
         from workbench import api
 
-        summary = api.run_suite(
-            args.suite,
-            args.out,
-            args.data_root,
-            quiet=args.quiet,
-            jobs=args.jobs,
-            executor=args.executor,
-            address=args.address,
-        )
+        how = {"quiet": args.quiet, "jobs": args.jobs, "executor": args.executor}
+        how["address"] = args.address
+        if args.command == "run":
+            summary = api.run_suite(args.suite, args.out, args.data_root, **how)
+        else:
+            summary = api.audit(args.suite, args.out, args.data_root, canaries=args.canaries, **how)
         print(
             f"{summary.cells_run} cell(s) run, {summary.cells_skipped} already done, "
             f"results in {summary.out_dir / 'results.sqlite'}"
         )
+        if args.command == "audit":
+            print_audits(api.privacy(args.out))
         print(f"report: {api.build_report(args.out)}")
         return 0
     if args.command == "attack":
@@ -177,6 +190,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         for line in _listing(kind):
             print(f"  {line}")
     return 0
+
+
+def print_audits(privacy: dict[str, dict[str, list[dict]]]) -> None:
+    """One line per audited claim: lower bound vs claimed ε, and whether it holds."""
+    for label, figures in privacy.items():
+        for a in figures["audits"]:
+            verdict = "holds" if a["lower_bound"] <= a["claimed"] else "VIOLATED"
+            print(
+                f"{label}  {a['defense']} vs {a['adversaries']} ({a['unit']}): "
+                f"ε ≥ {a['lower_bound']:.3f} ({a['confidence']:.0%}, {a['correct']}/"
+                f"{a['guesses']} on {a['canaries']} canaries), claimed {a['claimed']:.3f}: "
+                f"{verdict}"
+            )
 
 
 def dry_run(suite, out: Path) -> int:

@@ -58,6 +58,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--grid", help="YAML file with the settings (mechanism, parameters, delta)")
     p.add_argument("--out", default="epsilon-grid.csv", help="grid mode: CSV path (plot beside)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--run",
+        help="a results folder: each cell's ε per adversary and privacy unit (and its canary "
+        "audit), instead of a mechanism",
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class Row:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.run:
+        return _print_run(args.run, args.json)
     settings = _settings(args)
     mechanism = settings.pop("mechanism", None)
     if mechanism not in MECHANISMS:
@@ -95,6 +102,38 @@ def run(args: argparse.Namespace) -> int:
         return _write_grid(rows, mechanism, args)
     _print(rows[0], mechanism, args)
     return 0
+
+
+def _print_run(out: str, as_json: bool) -> int:
+    """A results folder's ε per cell, adversary and unit (∞ where nothing is guaranteed)."""
+    from workbench.api import privacy
+    from workbench.cli import print_audits
+
+    figures = privacy(out)
+    if as_json:
+        finite = {
+            label: {part: [_json_row(r) for r in rows] for part, rows in cell.items()}
+            for label, cell in figures.items()
+        }
+        print(json.dumps(finite, indent=2))
+        return 0
+    for label, cell in figures.items():
+        print(label)
+        if not cell["epsilons"]:
+            print("  no privacy event: no ε against anyone")
+        for e in cell["epsilons"]:
+            note = f"  ({e['note']})" if e["note"] else ""
+            print(
+                f"  against {e['adversary']:<8} {e['unit']:<7} ε = {_fmt(e['epsilon'])} "
+                f"at δ = {e['delta']:g}{note}"
+            )
+    print_audits(figures)
+    return 0
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """∞ as the string "inf": JSON has no infinity."""
+    return {k: _fmt(v) if isinstance(v, float) and math.isinf(v) else v for k, v in row.items()}
 
 
 def _solved(mechanism: str, name: str, args: argparse.Namespace) -> bool:

@@ -41,6 +41,7 @@ from attacks.metrics import (
     singleton_metrics,
     value_fractions,
 )
+from audits import GAMES, audit_run, context_of
 from defenses import applied
 from defenses.metric_dp import normalise
 from workbench.challenges import (
@@ -123,7 +124,8 @@ def run_suite(
     todo: Pending = []
     for cell in cells:
         pending = [a for a in cell.attacks if a.key not in store.done_attacks(cell.cell_id)]
-        if not store.has_cell(cell.cell_id) or pending:
+        unaudited = auditable(cell) and not store.has_audit(cell.cell_id)
+        if not store.has_cell(cell.cell_id) or pending or unaudited:
             todo.append((cell, pending))
     store.close()
     root = data_root or suite.data_root
@@ -272,6 +274,10 @@ def run_cell(
                 trained.ledger.metric(), delta, rho=rho
             ).epsilon
     querier_epsilon, epsilons = ledger_epsilons(trained.ledger, delta)
+    audits = ()
+    if auditable(cell):
+        report("canary audit")
+        audits = canary_audit(cell, trained, defenses, delta)
     row = CellRow(
         cell.cell_id,
         cell.label,
@@ -283,11 +289,47 @@ def run_cell(
         partitioned.seconds,
         t2 - t1,
         epsilons,
+        audits,
     )
     with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
         store.save_target(cell.cell_id, snapshot(trained))
     store.put_cell(row, config_hash(cell.config()))
     attack_cell(cell, attacks, trained, federation, store, delta, jobs, report)
+
+
+def auditable(cell: Cell) -> bool:
+    """The suite asks for the canary audit and the cell has a DP defense it has a game for."""
+    return bool(cell.canaries) and any(d.name in GAMES for d in cell.target.defenses)
+
+
+def canary_audit(
+    cell: Cell, trained: TrainedTarget, defenses: list, delta: float
+) -> tuple[dict[str, Any], ...]:
+    """The canary audit of every DP mechanism the cell ran, at its parameters, as store rows."""
+    results = audit_run(
+        context_of(trained, defenses),
+        defenses,
+        delta,
+        cell.canaries,
+        derive_seed(cell.seed, "canary-audit"),
+    )
+    return tuple(
+        {
+            "defense": a.defense,
+            "adversaries": "/".join(a.adversaries),
+            "unit": a.unit,
+            "mechanism": a.mechanism,
+            "claimed": a.claimed,
+            "lower_bound": a.lower_bound,
+            "confidence": a.bound.confidence,
+            "delta": a.bound.delta,
+            "canaries": a.bound.canaries,
+            "guesses": a.bound.guesses,
+            "correct": a.bound.correct,
+            "seconds": a.seconds,
+        }
+        for a in results
+    )
 
 
 def attack_cell(

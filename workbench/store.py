@@ -1,7 +1,8 @@
 """The results store: one SQLite file per output folder.
 
 A ``cells`` row per trained cell (config, utility, communication, partition statistics, ε,
-timings) and an ``attacks`` row per cell × attack (metrics or the not-applicable reason).
+timings), its ``epsilons`` per adversary × unit and its canary ``audits`` (lower bound vs
+claimed ε), and an ``attacks`` row per cell × attack (metrics or the not-applicable reason).
 Each row is committed as soon as it exists, in WAL mode, so a crash mid-suite loses only the
 cell in flight and a re-run skips what is finished. ROC arrays go to ``artifacts/``."""
 
@@ -54,7 +55,36 @@ CREATE TABLE IF NOT EXISTS epsilons (
     note TEXT NOT NULL,
     PRIMARY KEY (cell_id, adversary, unit)
 );
+CREATE TABLE IF NOT EXISTS audits (
+    cell_id TEXT NOT NULL REFERENCES cells(cell_id),
+    defense TEXT NOT NULL,
+    adversaries TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    claimed REAL NOT NULL,
+    lower_bound REAL NOT NULL,
+    confidence REAL NOT NULL,
+    delta REAL NOT NULL,
+    canaries INTEGER NOT NULL,
+    guesses INTEGER NOT NULL,
+    correct INTEGER NOT NULL,
+    seconds REAL NOT NULL
+);
 """
+AUDIT_COLUMNS = (
+    "defense",
+    "adversaries",
+    "unit",
+    "mechanism",
+    "claimed",
+    "lower_bound",
+    "confidence",
+    "delta",
+    "canaries",
+    "guesses",
+    "correct",
+    "seconds",
+)
 
 STORE_FILE = "results.sqlite"
 
@@ -72,6 +102,8 @@ class CellRow:
     seconds_train: float
     # per adversary × unit: {adversary, unit, epsilon, delta, note} (∞ where unprotected)
     epsilons: tuple[dict[str, Any], ...] = ()
+    # the canary audit's rows (AUDIT_COLUMNS): lower bound vs claimed ε per claim audited
+    audits: tuple[dict[str, Any], ...] = ()
 
     def epsilon_against(self, adversary: str, units: set[str] | frozenset[str]) -> float | None:
         """The smallest ε this cell states against ``adversary`` for any of ``units`` (each
@@ -128,6 +160,10 @@ class ResultsStore:
         q = "SELECT 1 FROM cells WHERE cell_id = ?"
         return self._db.execute(q, (cell_id,)).fetchone() is not None
 
+    def has_audit(self, cell_id: str) -> bool:
+        q = "SELECT 1 FROM audits WHERE cell_id = ?"
+        return self._db.execute(q, (cell_id,)).fetchone() is not None
+
     def done_attacks(self, cell_id: str) -> set[str]:
         rows = self._db.execute("SELECT attack_key FROM attacks WHERE cell_id = ?", (cell_id,))
         return {r[0] for r in rows}
@@ -157,6 +193,11 @@ class ResultsStore:
                     (row.cell_id, e["adversary"], e["unit"], e["epsilon"], e["delta"], e["note"])
                     for e in row.epsilons
                 ],
+            )
+            self._db.execute("DELETE FROM audits WHERE cell_id = ?", (row.cell_id,))
+            self._db.executemany(
+                f"INSERT INTO audits VALUES (?{',?' * len(AUDIT_COLUMNS)})",
+                [(row.cell_id, *(a[k] for k in AUDIT_COLUMNS)) for a in row.audits],
             )
 
     def put_attack(self, row: AttackRow, config_hash: str) -> None:
@@ -207,6 +248,10 @@ class ResultsStore:
         for r in self._db.execute(q_eps + " ORDER BY cell_id, adversary, unit"):
             keys = ("adversary", "unit", "epsilon", "delta", "note")
             eps.setdefault(r[0], []).append(dict(zip(keys, r[1:], strict=True)))
+        audits: dict[str, list[dict[str, Any]]] = {}
+        q_audits = f"SELECT cell_id, {', '.join(AUDIT_COLUMNS)} FROM audits ORDER BY rowid"
+        for r in self._db.execute(q_audits):
+            audits.setdefault(r[0], []).append(dict(zip(AUDIT_COLUMNS, r[1:], strict=True)))
         return [
             CellRow(
                 r[0],
@@ -216,6 +261,7 @@ class ResultsStore:
                 r[7],
                 r[8],
                 tuple(eps.get(r[0], ())),
+                tuple(audits.get(r[0], ())),
             )
             for r in self._db.execute(q)
         ]

@@ -72,6 +72,12 @@ class AttackEntry(_Strict):
         return f"{self.name}-{config_hash(self.params)[:8]}" if self.params else self.name
 
 
+class AuditEntry(_Strict):
+    """The canary audit (``audits``) of every cell with a DP defense, run after training."""
+
+    canaries: int = Field(1000, ge=20, le=100_000, description="canaries per audited claim")
+
+
 class Suite(_Strict):
     name: str
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
@@ -81,6 +87,7 @@ class Suite(_Strict):
     partitions: list[PartitionEntry] = Field(min_length=1)
     targets: list[TargetEntry] = Field(min_length=1)
     attacks: list[AttackEntry] = []
+    audit: AuditEntry | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class Cell:
     target: TargetEntry
     seed: int
     attacks: tuple[AttackEntry, ...]
+    canaries: int = 0  # the canary audit's size; 0: no audit (not part of the cell's id)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -268,5 +276,6 @@ def expand(suite: Suite) -> list[Cell]:
                 continue
             for t in suite.targets:
                 for s in suite.seeds:
-                    cells.append(Cell(d, p, t, s, tuple(suite.attacks)))
+                    canaries = suite.audit.canaries if suite.audit else 0
+                    cells.append(Cell(d, p, t, s, tuple(suite.attacks), canaries))
     return cells

@@ -283,3 +283,46 @@ def test_reconstruction_families_run_from_a_suite_and_say_what_does_not_apply(tm
     bad = {**raw, "attacks": [{"name": "gradient-inversion", "params": {"client": 7}}]}
     with pytest.raises(ConfigError, match="attacks.params.client"):
         run_suite(parse_suite(bad), tmp_path / "bad", quiet=True)
+
+
+def test_audit_block_stores_lower_bounds_beside_the_claim_and_resumes(tmp_path, capsys):
+    """A suite's ``audit:`` block audits each DP cell at its own parameters; the rows reach
+    the store, ``fgl-workbench epsilon --run`` and the report; a folder run without the audit
+    gets it on the next ``audit`` (the undefended cell is not retrained)."""
+    from workbench import api
+    from workbench.cli import main
+
+    raw = {
+        **RAW,
+        "seeds": [0],
+        "attacks": [],
+        "targets": [
+            {"name": "fedavg", "params": {"rounds": 3}},
+            {
+                "name": "fedavg",
+                "params": {"rounds": 3, "client_fraction": 0.5},
+                "defenses": [
+                    {"name": "dp-fedavg", "params": {"noise_multiplier": 2.0, "mode": "local"}}
+                ],
+            },
+        ],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    assert all(not c.audits for c in ResultsStore(tmp_path).cells())
+    summary = api.audit(raw, tmp_path, canaries=100)
+    assert (summary.cells_run, summary.cells_skipped) == (1, 1)  # only the DP cell
+    (dp,) = [c for c in ResultsStore(tmp_path).cells() if c.audits]
+    assert {a["adversaries"] for a in dp.audits} == {"clients/querier", "server"}
+    for a in dp.audits:
+        assert a["canaries"] == 100 and 0 <= a["lower_bound"] <= a["claimed"]
+    # the hidden-sample claim is the cell's own event (the server's counts the canaries' rounds)
+    (hidden,) = [a for a in dp.audits if a["adversaries"] == "clients/querier"]
+    assert hidden["claimed"] == pytest.approx(dp.epsilon_against("querier", {"client"}))
+    again = api.audit(raw, tmp_path, canaries=100)
+    assert again.cells_run == 0
+    capsys.readouterr()
+    assert main(["epsilon", "--run", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "against server" in out and "dp-fedavg vs server (client): ε ≥" in out
+    html = api.build_report(tmp_path).read_text()
+    assert "Canary audit: lower bound vs claimed ε" in html

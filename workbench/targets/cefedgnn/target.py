@@ -37,7 +37,7 @@ from accountants import (
     rho_knn_percentile,
 )
 from defenses.base import with_selection_caveat
-from defenses.metric_dp import METRIC_SCOPE, normalise
+from defenses.metric_dp import METRIC_SCOPE, normalise, perturb
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
@@ -378,10 +378,7 @@ def release_payload(c: HaloClient, est: Estimators, with_output: bool, mdp, nois
     if with_output:
         vectors["h_out"] = torch.relu(est.output[moved])
     if mdp is not None:
-        vectors = {
-            key: normalise(v) + mdp.sigma0 * torch.randn(v.shape, generator=noise)
-            for key, v in vectors.items()
-        }
+        vectors = {key: perturb(normalise(v), mdp.sigma0, noise) for key, v in vectors.items()}
     est.touched[:] = False
     return {"global_id": c.data.global_id[moved], **vectors, "degree": c.degree[moved]}
 

@@ -1,0 +1,65 @@
+"""Canary audits: empirical lower bounds on ε, from the defenses' own mechanisms, that fail
+when a mechanism leaks more than its ledger says. One game per DP defense; ``audit_run``
+plays every game a run's defenses have, at the run's parameters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from audits.canary import CanaryAudit, Context, Game, Trial, judged
+from audits.clients import DPFedAvgGame, GaussianUploadGame
+from audits.message_passing import APGame
+from audits.records import DPSGDGame
+from audits.release import MetricDPGame
+from workbench.seeding import derive_seed
+
+GAMES: dict[str, Game] = {
+    g.defense: g
+    for g in (DPFedAvgGame(), DPSGDGame(), GaussianUploadGame(), APGame(), MetricDPGame())
+}
+MAX_DIMENSION = 10_000  # canary vectors are this long at most (nearly orthogonal already)
+
+
+def context_of(trained: Any, defenses: Sequence[Any]) -> Context:
+    """A trained target's mechanism parameters: its ledger, its defenses' configs, its
+    released model's size and the ρ its metric-DP ε is read at."""
+    model = trained.global_model
+    size = sum(p.numel() for p in model.parameters()) if model is not None else MAX_DIMENSION
+    return Context(
+        trained.ledger,
+        {d.name: d.config for d in defenses},
+        max(2, min(int(size), MAX_DIMENSION)),
+        trained.utility.get("metric_rho"),
+    )
+
+
+def audit_run(
+    context: Context,
+    defenses: Sequence[Any],
+    delta: float,
+    canaries: int = 1000,
+    seed: int = 0,
+    broken: bool = False,
+) -> list[CanaryAudit]:
+    """Every game of the run's DP defenses (``AppliedDefense``s) on ``canaries`` canaries.
+    ``broken``: run each mechanism with 10× less noise and no clipping while the claim stays
+    the stated one (the audit must then report a bound above it)."""
+    results = []
+    for d in defenses:
+        game = GAMES.get(d.name)
+        if game is None:
+            continue
+        generator = torch.Generator().manual_seed(derive_seed(seed, f"canary-{d.name}"))
+        mechanism = game.broken(d.config) if broken else d.config
+        start = time.perf_counter()
+        trials = game.play(d.config, context, mechanism, canaries, generator)
+        seconds = (time.perf_counter() - start) / max(len(trials), 1)
+        results += [judged(d.name, t, delta, seconds) for t in trials]
+    return results
+
+
+__all__ = ["GAMES", "CanaryAudit", "Context", "Game", "Trial", "audit_run", "context_of"]

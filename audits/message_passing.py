@@ -1,0 +1,73 @@
+"""Canary edges and nodes for GAP's aggregation perturbation. Every canary lives in its own
+component of a graph of random unit-norm rows: an edge canary is an undirected edge between
+two fresh nodes, a node canary is a fresh node with ``max_degree`` out-edges to fresh
+receivers; each is present with probability 1/2. The defense's own ``perturbed_hops`` runs
+twice (training and inference, as the ledger counts), and the adversary, who sees every
+perturbed hop, scores a canary by how much each receiving row moved towards its sender's row
+of the previous hop, summed over hops and both runs. Aggregation perturbation has no clip
+(rows are normalised by construction), so its broken form only has 10× less noise."""
+
+from __future__ import annotations
+
+import torch
+
+from accountants import Gaussian, PrivacyLedger
+from audits.canary import Context, Trial, inclusion
+from defenses import aggregation_perturbation as ap
+from defenses.aggregation_perturbation import APConfig
+
+FEATURES = 64  # width of the encoded rows the sums run over
+
+
+class APGame:
+    defense = "aggregation-perturbation"
+
+    def play(
+        self, config: APConfig, context: Context, mechanism: APConfig, m: int, generator
+    ) -> list[Trial]:
+        events = [
+            e
+            for e in context.ledger.events
+            if isinstance(e, Gaussian) and e.scope is not None and e.scope.unit == config.level
+        ]
+        if not events:
+            raise ValueError("aggregation-perturbation audit: the run's ledger has no AP event")
+        fanout = config.max_degree if config.level == "node" else 1
+        senders, receivers, owner = _canary_edges(m, fanout, config.level)
+        nodes = int(torch.cat([senders, receivers]).max()) + 1
+        included = inclusion(m, generator)
+        present = included[owner]
+        edge_index = torch.stack([senders[present], receivers[present]])
+        x0 = torch.randn(nodes, FEATURES, generator=generator)
+        scores = torch.zeros(m)
+        for event in events:
+            hops = ap.perturbed_hops(x0, edge_index, event.count, mechanism, generator)
+            for before, after in zip(hops, hops[1:], strict=False):
+                moved = (after[receivers] * before[senders]).sum(1)
+                scores.index_add_(0, owner, moved)
+        what = "undirected edge" if config.level == "edge" else f"node with {fanout} out-edges"
+        return [
+            Trial(
+                scores.numpy(),
+                included.numpy(),
+                PrivacyLedger(tuple(events)),
+                events[0].scope.adversaries,
+                config.level,
+                f"aggregation perturbation, {len(events)} × {events[0].count} hops, canary {what}s",
+            )
+        ]
+
+    def broken(self, config: APConfig) -> APConfig:
+        return config.model_copy(update={"noise_multiplier": config.noise_multiplier / 10})
+
+
+def _canary_edges(m: int, fanout: int, level: str):
+    """(senders, receivers, owning canary) of every canary's directed edges, disjoint nodes."""
+    if level == "edge":  # u_i = 2i, v_i = 2i + 1, both directions
+        u, v = torch.arange(m) * 2, torch.arange(m) * 2 + 1
+        return torch.cat([u, v]), torch.cat([v, u]), torch.arange(m).repeat(2)
+    block = fanout + 1  # the canary node, then its receivers
+    owner = torch.arange(m).repeat_interleave(fanout)
+    senders = owner * block
+    receivers = senders + 1 + torch.arange(fanout).repeat(m)
+    return senders, receivers, owner
