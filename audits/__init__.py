@@ -26,7 +26,7 @@ MAX_DIMENSION = 10_000  # canary vectors are this long at most (nearly orthogona
 
 def context_of(trained: Any, defenses: Sequence[Any]) -> Context:
     """A trained target's mechanism parameters: its ledger, its defenses' configs, its
-    released model's size and the ρ its metric-DP ε is read at."""
+    released model's size, the ρ its metric-DP ε is read at and its target's config."""
     model = trained.global_model
     size = sum(p.numel() for p in model.parameters()) if model is not None else MAX_DIMENSION
     return Context(
@@ -34,6 +34,7 @@ def context_of(trained: Any, defenses: Sequence[Any]) -> Context:
         {d.name: d.config for d in defenses},
         max(2, min(int(size), MAX_DIMENSION)),
         trained.utility.get("metric_rho"),
+        dict(trained.recipe.config),
     )
 
 
@@ -44,11 +45,13 @@ def audit_run(
     canaries: int = 1000,
     seed: int = 0,
     broken: bool = False,
+    confidence: float = 0.95,
 ) -> list[CanaryAudit]:
     """Every game of the run's DP defenses (``AppliedDefense``s) on ``canaries`` canaries.
     ``broken``: run each mechanism with 10× less noise and no clipping while the claim stays
-    the stated one (the audit must then report a bound above it)."""
-    results = []
+    the stated one (the audit must then report a bound above it). A run's mechanisms with
+    no event in its ledger (nothing of theirs ran) are not audited."""
+    played = []
     for d in defenses:
         game = GAMES.get(d.name)
         if game is None:
@@ -58,8 +61,10 @@ def audit_run(
         start = time.perf_counter()
         trials = game.play(d.config, context, mechanism, canaries, generator)
         seconds = (time.perf_counter() - start) / max(len(trials), 1)
-        results += [judged(d.name, t, delta, seconds) for t in trials]
-    return results
+        played += [(d.name, t, seconds) for t in trials]
+    # every bound of the run holds at once with probability ``confidence`` (Bonferroni)
+    each = 1 - (1 - confidence) / max(len(played), 1)
+    return [judged(name, t, delta, seconds, each) for name, t, seconds in played]
 
 
 __all__ = ["GAMES", "CanaryAudit", "Context", "Game", "Trial", "audit_run", "context_of"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -66,18 +66,20 @@ class CanaryAudit:
         verdict = "holds" if self.holds else "VIOLATED"
         return (
             f"{self.defense} against {'/'.join(self.adversaries)} ({self.unit}): "
-            f"ε ≥ {self.lower_bound:.3f} at {self.bound.confidence:.0%} confidence "
+            f"ε ≥ {self.lower_bound:.3f} at {self.bound.confidence:.1%} confidence "
             f"({self.bound.correct}/{self.bound.guesses} guesses on {self.bound.canaries} "
             f"canaries) vs claimed ε = {self.claimed:.3f}: {verdict}"
         )
 
 
-def judged(defense: str, trial: Trial, delta: float, seconds: float) -> CanaryAudit:
+def judged(
+    defense: str, trial: Trial, delta: float, seconds: float, confidence: float = 0.95
+) -> CanaryAudit:
     """The trial's one-run bound at ``delta`` and the ledger's ε for its claim."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         claimed = epsilon(trial.claim, delta, rho=trial.rho).epsilon
-    bound = one_run_epsilon_from_scores(trial.scores, trial.included, delta)
+    bound = one_run_epsilon_from_scores(trial.scores, trial.included, delta, confidence)
     return CanaryAudit(
         defense, trial.adversaries, trial.unit, trial.mechanism, claimed, bound, seconds
     )
@@ -102,21 +104,17 @@ def broken_scale(clip: float, noise_multiplier: float) -> tuple[float, float]:
     return off, noise_multiplier * clip / 10.0 / off
 
 
-def check_canaries(m: int) -> None:
-    if not isinstance(m, int) or m < 20:
-        raise ValueError(f"audit.canaries: expected an integer >= 20, got {m!r}")
-
-
 @dataclass(frozen=True)
 class Context:
-    """What one run fixed about its mechanisms: its ledger (rates, rounds, steps, release
-    counts), every defense's config, the size of the released model's parameter vector and,
-    for metric-DP, the ρ its ε is read at."""
+    """What one run fixed about its mechanisms: its ledger (steps, hops, release counts),
+    every defense's config, the size of the released model's parameter vector, for
+    metric-DP the ρ its ε is read at, and the target's config (sampling rate, rounds)."""
 
     ledger: PrivacyLedger
     configs: Mapping[str, Any]
     dimension: int
     rho: float | None = None
+    target: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Game(Protocol):

@@ -1,11 +1,12 @@
 """Canary edges and nodes for GAP's aggregation perturbation. Every canary lives in its own
 component of a graph of random unit-norm rows: an edge canary is an undirected edge between
-two fresh nodes, a node canary is a fresh node with ``max_degree`` out-edges to fresh
-receivers; each is present with probability 1/2. The defense's own ``perturbed_hops`` runs
-twice (training and inference, as the ledger counts), and the adversary, who sees every
-perturbed hop, scores a canary by how much each receiving row moved towards its sender's row
-of the previous hop, summed over hops and both runs. Aggregation perturbation has no clip
-(rows are normalised by construction), so its broken form only has 10× less noise."""
+two fresh nodes, a node canary is a fresh node with out-edges to fresh receivers; each is
+present with probability 1/2. The defense's own ``perturbed_hops`` runs twice (training and
+inference, as the ledger counts), and the adversary, who sees every perturbed hop, scores a
+canary by how much each receiving row moved towards its sender's row of the previous hop,
+summed over hops and both runs. Node canaries have twice the out-degree bound, which the
+defense's ``bound_out_degree`` must cut (the node level's clipping); the broken form has 10×
+less noise and, at node level, no degree bound."""
 
 from __future__ import annotations
 
@@ -31,13 +32,16 @@ class APGame:
             if isinstance(e, Gaussian) and e.scope is not None and e.scope.unit == config.level
         ]
         if not events:
-            raise ValueError("aggregation-perturbation audit: the run's ledger has no AP event")
-        fanout = config.max_degree if config.level == "node" else 1
+            return []  # no perturbed aggregation ran
+        # node canaries have twice the out-degree bound: the bound (AP's clipping) must act
+        fanout = 2 * config.max_degree if config.level == "node" else 1
         senders, receivers, owner = _canary_edges(m, fanout, config.level)
         nodes = int(torch.cat([senders, receivers]).max()) + 1
         included = inclusion(m, generator)
         present = included[owner]
         edge_index = torch.stack([senders[present], receivers[present]])
+        if config.level == "node":
+            edge_index = ap.bound_out_degree(edge_index, mechanism.max_degree, generator)
         x0 = torch.randn(nodes, FEATURES, generator=generator)
         scores = torch.zeros(m)
         for event in events:
@@ -58,7 +62,13 @@ class APGame:
         ]
 
     def broken(self, config: APConfig) -> APConfig:
-        return config.model_copy(update={"noise_multiplier": config.noise_multiplier / 10})
+        """10× less noise; at node level also no degree bound (the noise std stays
+        σ·√D/10 while D is lifted out of any canary's reach)."""
+        if config.level == "edge":
+            return config.model_copy(update={"noise_multiplier": config.noise_multiplier / 10})
+        off = 10**6 * config.max_degree
+        sigma = config.noise_multiplier * (config.max_degree / off) ** 0.5 / 10
+        return config.model_copy(update={"max_degree": off, "noise_multiplier": sigma})
 
 
 def _canary_edges(m: int, fanout: int, level: str):

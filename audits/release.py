@@ -28,10 +28,14 @@ class MetricDPGame:
         m: int,
         generator: torch.Generator,
     ) -> list[Trial]:
-        events = [e for e in context.ledger.events if isinstance(e, MetricGaussian)]
+        events = [
+            e
+            for e in context.ledger.events
+            if isinstance(e, MetricGaussian) and e.sigma0 == config.sigma0
+        ]
         rho = context.rho
         if not events or rho is None or not 0 < rho <= 2:
-            raise ValueError("metric-dp audit: the run made no metric-DP release with 0 < ρ ≤ 2")
+            return []  # no release was made, or no ρ in (0, 2] to read ε(ρ) at
         releases = sum(e.releases for e in events)
         first, second = _pair_at_distance(m, rho, generator)
         included = inclusion(m, generator)  # True: the second of the pair is released

@@ -9,16 +9,19 @@ than FedAvg's fixed-size draw), and the noisy sum is divided by the expected cou
 fixed-denominator estimator), so one client moves the average by at most clip / (q·K).
 
 Whom the ε protects (``ledger_events``):
-- other clients and a querier of the released model do not see who was sampled: against them
-  each round is one SubsampledGaussian(q, σ) (add or remove one client; the noise on the sum is
-  at least σ·clip in both modes);
-- the server draws the sample and sees who uploads, so against it nothing is amplified and a
-  client's presence is visible: neighbours replace one client's data, which moves its clipped
-  update by up to 2·clip. In local mode each round a client took part in is one Gaussian of
-  std σ·clip at sensitivity 2·clip (under secure aggregation the server sees only the sum of
-  the n_r noisy updates of round r, std σ·clip·√n_r), counted for the client with the most
-  such rounds. In central mode the server adds the noise itself and sees the clean updates (or,
-  under secure aggregation, can subtract its own noise from the released model): no guarantee."""
+- central: the noise on the sum (σ·clip) is there whoever was sampled, so for other clients
+  and a querier of the released model, who do not see the sample, each round is one
+  SubsampledGaussian(q, σ) (add or remove one client). The server adds the noise itself and
+  sees the clean updates (or, under secure aggregation, can subtract its own noise from the
+  released model): no guarantee against it.
+- local: a client's noise enters the sum only when the client does (in a round where nobody
+  else uploads, the sum is exactly zero without it), so adding or removing a client changes
+  the noise, not only its mean: no add-or-remove bound, amplified or not, holds for anyone.
+  Neighbours replace one client's data, which moves its clipped update by up to 2·clip; the
+  server sees each noisy update (std σ·clip) of the rounds the client took part in (under
+  secure aggregation only the sum of the n_r noisy updates of round r, std σ·clip·√n_r), and
+  everyone else sees post-processing of that: one Gaussian at sensitivity 2·clip per round,
+  no amplification, counted for the client with the most such rounds."""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from accountants import Gaussian, NoGuarantee, Scope, SubsampledGaussian
+from accountants import ADVERSARIES, Gaussian, NoGuarantee, Scope, SubsampledGaussian
 from defenses.base import DEFENSES, PrivacyUnit
 
 State = dict[str, torch.Tensor]
@@ -104,31 +107,33 @@ def apply_update(reference: State, update: torch.Tensor) -> State:
 
 HIDDEN_SAMPLE = "add or remove one client; the sample is hidden"
 VISIBLE_SAMPLE = "replace one client's data; its participation is visible"
+REPLACE = "replace one client's data"
 
 
 def ledger_events(
     q: float, cfg: DPFedAvgConfig, rounds: int, server_load: float, secure: bool
-) -> tuple[SubsampledGaussian, Gaussian | NoGuarantee]:
-    """(the event for other clients and the querier, the event for the server).
+) -> tuple[SubsampledGaussian, NoGuarantee] | tuple[Gaussian]:
+    """Central: (the event for other clients and the querier, the server's). Local: one event
+    for everyone.
 
     ``server_load``: the largest, over clients, of Σ over the rounds it took part in of 1
     (each noisy update seen) or, under secure aggregation, 1/n_r (only the round's sum)."""
-    hidden = SubsampledGaussian(
-        q,
-        cfg.noise_multiplier,
-        rounds,
-        scope=Scope("client", HIDDEN_SAMPLE, ("clients", "querier")),
-    )
-    server = Scope("client", VISIBLE_SAMPLE, ("server",), "no amplification")
     if cfg.mode == "central":
+        hidden = SubsampledGaussian(
+            q,
+            cfg.noise_multiplier,
+            rounds,
+            scope=Scope("client", HIDDEN_SAMPLE, ("clients", "querier")),
+        )
         why = (
             "central DP-FedAvg: the server adds the noise, so it can remove it from what it learns"
             if secure
             else "central DP-FedAvg: the server adds the noise and sees the clean updates"
         )
-        return hidden, NoGuarantee(why, server)
+        return hidden, NoGuarantee(why, Scope("client", VISIBLE_SAMPLE, ("server",)))
     std = cfg.noise_multiplier * cfg.clip / max(server_load, 1e-300) ** 0.5
-    return hidden, Gaussian(std, 2 * cfg.clip, int(server_load > 0), scope=server)
+    scope = Scope("client", REPLACE, ADVERSARIES, "no amplification: local noise reveals presence")
+    return (Gaussian(std, 2 * cfg.clip, int(server_load > 0), scope=scope),)
 
 
 class DPFedAvg:

@@ -2,22 +2,24 @@
 
 An upload (a model update, class statistics, reliability vectors, embeddings, gradients) is
 flattened, clipped to L2 norm ``clip`` and perturbed with N(0, (σ·Δ)²) before it leaves the
-client, where Δ is the stated sensitivity: 2·clip when the neighbouring relation is "replace"
-(any two datasets of the client: their clipped uploads differ by at most 2·clip) and clip for
-"add-remove" (the client's upload is present or absent). Every upload is one
-Gaussian(σ·Δ, Δ) event; the ledger holds the largest number of uploads any client made, with no
-amplification (the receiver sees each upload, so none is hidden by sampling or aggregation).
-Under "add-remove" the receiver still sees whether a client uploaded, so against the server
-that relation gives no guarantee; it holds for parties who see only what the server sends on."""
+client. Neighbouring datasets replace one client's data: their clipped uploads differ by at
+most Δ = 2·clip. Every upload is one Gaussian(σ·Δ, Δ) event; the ledger holds the largest
+number of uploads any client made, with no amplification (the receiver sees each upload, so
+none is hidden by sampling or aggregation), and everyone else sees post-processing of them.
+
+Adding or removing a client is not a neighbouring relation this mechanism protects: its noise
+leaves with its upload, so without the client the receiver's sum lacks that noise too (exactly
+zero where nobody else uploads). ``neighbouring: add-remove`` is refused for that reason.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from accountants import ADVERSARIES, Gaussian, NoGuarantee, Scope
+from accountants import ADVERSARIES, Gaussian, Scope
 from defenses.base import DEFENSES, PrivacyUnit
 from defenses.dp_fedavg import clip_to_norm
 
@@ -26,13 +28,23 @@ class GaussianUploadConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     clip: float = Field(1.0, gt=0.0, description="L2 bound on one upload")
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / sensitivity")
-    neighbouring: Literal["replace", "add-remove"] = Field(
-        "replace", description="replace: sensitivity 2·clip; add-remove: clip"
+    neighbouring: Literal["replace"] = Field(
+        "replace", description="replace one client's data: sensitivity 2·clip"
     )
+
+    @field_validator("neighbouring", mode="before")
+    @classmethod
+    def _replace_only(cls, value: object) -> object:
+        if value == "add-remove":
+            raise ValueError(
+                "add-remove gives no guarantee with local noise (a client's noise leaves only "
+                "with its upload, so its presence changes the noise); use replace"
+            )
+        return value
 
     @property
     def sensitivity(self) -> float:
-        return 2.0 * self.clip if self.neighbouring == "replace" else self.clip
+        return 2.0 * self.clip
 
 
 def privatize(
@@ -45,15 +57,10 @@ def privatize(
     return (flat + noise).reshape(upload.shape)
 
 
-def ledger_events(cfg: GaussianUploadConfig, uploads: int) -> tuple[Gaussian | NoGuarantee, ...]:
+def ledger_events(cfg: GaussianUploadConfig, uploads: int) -> tuple[Gaussian]:
     std = cfg.noise_multiplier * cfg.sensitivity
-    if cfg.neighbouring == "replace":
-        scope = Scope("client", "replace one client's data", ADVERSARIES, "no amplification")
-        return (Gaussian(std, cfg.sensitivity, uploads, scope=scope),)
-    hidden = Scope("client", "add or remove one client", ("clients", "querier"))
-    seen = Scope("client", "add or remove one client", ("server",))
-    why = "add-remove neighbours: the server sees whether the client uploaded"
-    return Gaussian(std, cfg.sensitivity, uploads, scope=hidden), NoGuarantee(why, seen)
+    scope = Scope("client", "replace one client's data", ADVERSARIES, "no amplification")
+    return (Gaussian(std, cfg.sensitivity, uploads, scope=scope),)
 
 
 class GaussianUpload:

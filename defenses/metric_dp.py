@@ -14,6 +14,7 @@ Nothing else is released: a membership attack that needs posteriors is "not appl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -71,6 +72,67 @@ class EmbeddingRelease:
 
 
 @dataclass(frozen=True)
+class MetricReleases:
+    """Every metric-DP release of node vectors, in release order, kept for the evaluator (no
+    view carries it): node ``nodes[j]`` was released ``counts[j]`` times, its r-th release
+    ``noisy[j, r]`` drawn from ``clean[j, r]`` (rows past its count are NaN)."""
+
+    nodes: np.ndarray  # [n] global ids
+    counts: np.ndarray  # [n]
+    clean: np.ndarray  # [n, R, dim] float64
+    noisy: np.ndarray  # [n, R, dim] float64
+
+    @staticmethod
+    def of(log: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> MetricReleases:
+        """From (node ids, clean rows, noisy rows) batches in release order; rows of
+        different widths (hidden and output states) are zero-padded to the widest."""
+        width = max(c.shape[1] for _, c, _ in log)
+        per_node: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for ids, clean, noisy in log:
+            pad = ((0, 0), (0, width - clean.shape[1]))
+            clean, noisy = np.pad(clean, pad), np.pad(noisy, pad)
+            for i, node in enumerate(ids.tolist()):
+                per_node.setdefault(node, []).append((clean[i], noisy[i]))
+        nodes = np.array(sorted(per_node), dtype=np.int64)
+        counts = np.array([len(per_node[n]) for n in nodes], dtype=np.int64)
+        shape = (nodes.size, int(counts.max(initial=0)), width)
+        clean_all, noisy_all = np.full(shape, np.nan), np.full(shape, np.nan)
+        for j, n in enumerate(nodes.tolist()):
+            clean_all[j, : counts[j]] = [c for c, _ in per_node[n]]
+            noisy_all[j, : counts[j]] = [y for _, y in per_node[n]]
+        return MetricReleases(nodes, counts, clean_all, noisy_all)
+
+    @cached_property
+    def _filled(self) -> torch.Tensor:
+        """The clean vectors with padding as zeros (the same on both sides of a pair)."""
+        return torch.from_numpy(np.nan_to_num(self.clean))
+
+    def distances(self, rows: np.ndarray) -> np.ndarray:
+        """[len(rows), n]: for each pair the largest distance between their clean vectors at
+        the same release index (what ε(ρ) at R releases needs: within ρ at every one), ∞
+        between nodes released a different number of times (the count tells them apart)."""
+        clean = self._filled
+        out = torch.zeros(len(rows), self.nodes.size, dtype=torch.float64)
+        for r in range(clean.shape[1]):
+            out = torch.maximum(out, torch.cdist(clean[rows, r], clean[:, r]))
+        differ = self.counts[rows][:, None] != self.counts[None, :]
+        return np.where(differ, np.inf, out.numpy())
+
+    def rho(self, k: int, percentile: float) -> float:
+        """The ``percentile`` over released nodes of the distance to their k-th nearest other
+        node (``distances``); nodes with fewer than k comparable nodes are left out."""
+        kth = []
+        for start in range(0, self.nodes.size, 1024):
+            rows = np.arange(start, min(start + 1024, self.nodes.size))
+            d = self.distances(rows)
+            d[np.arange(rows.size), rows] = np.inf  # not its own neighbour
+            kth.append(np.sort(d, axis=1)[:, max(1, min(k, d.shape[1] - 1)) - 1])
+        found = np.concatenate(kth) if kth else np.array([])
+        found = found[np.isfinite(found)]
+        return float(np.percentile(found, percentile)) if found.size else float("nan")
+
+
+@dataclass(frozen=True)
 class ReleaseAudit:
     rho: float
     probe_accuracy: float
@@ -125,9 +187,9 @@ def publish_embeddings(
     cfg: MetricDPConfig,
     seed: int,
     transcript: Transcript,
-) -> tuple[EmbeddingRelease, dict[str, float]]:
-    """The metric-DP release of every node's embedding, recorded in the transcript, and the
-    evaluator's audit figures of it."""
+) -> tuple[EmbeddingRelease, dict[str, float], MetricReleases]:
+    """The metric-DP release of every node's embedding, recorded in the transcript, the
+    evaluator's figures of it and what was released from what (for the evaluator's audit)."""
     ds = federation.dataset
     assert isinstance(ds, NodeDataset)
     published, clean = release(model, ds.data, cfg, torch.Generator().manual_seed(seed))
@@ -139,10 +201,18 @@ def publish_embeddings(
     train = np.concatenate([c.train for c in parts])
     test = np.concatenate([c.test for c in parts])
     labels = ds.data.y.numpy()
-    return published, audit(published, clean, labels, train, test, cfg).as_utility()
+    figures = audit(published, clean, labels, train, test, cfg).as_utility()
+    ids = np.arange(ds.num_items)
+    noisy = published.embeddings(ids).double().numpy()
+    return published, figures, MetricReleases.of([(ids, clean.numpy(), noisy)])
 
 
-METRIC_SCOPE = Scope("node", "two nodes whose normalised embeddings are within ρ", ADVERSARIES)
+METRIC_SCOPE = Scope(
+    "node",
+    "two nodes released equally often whose clean normalised vectors are within ρ at every "
+    "release (ρ is measured on what was released)",
+    ADVERSARIES,
+)
 
 
 def ledger_event(cfg: MetricDPConfig) -> MetricGaussian:

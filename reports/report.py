@@ -484,7 +484,6 @@ def _canary_audits(cells: list[CellRow], labels: dict[str, str]) -> Section:
         for c in cells
         for a in c.audits
     ]
-    confidence = {a["confidence"] for c in cells for a in c.audits}
     return Section(
         "Canary audit: lower bound vs claimed ε",
         [
@@ -493,13 +492,13 @@ def _canary_audits(cells: list[CellRow], labels: dict[str, str]) -> Section:
                 "cell's parameters on canaries (clients, records, edges, nodes or embedding "
                 "pairs), each included with probability 1/2; the auditor scores them from what "
                 "the named adversaries observe, guesses the extremes, and the one-run audit "
-                "(Steinke, Nasr & Jagielski 2023) turns the correct guesses into a lower bound "
-                f"on ε that holds with {', '.join(f'{x:.0%}' for x in sorted(confidence))} "
-                "confidence at the cell's δ. A bound above the claimed ε means the mechanism "
-                "leaks more than its ledger says. The bound is not an estimate of ε: m canaries "
-                "cap it (about 5 for 1000 canaries even when every guess is right), so a "
-                "bound far below a large claim says little, and loose bounds on correct "
-                "mechanisms are expected."
+                "(Steinke, Nasr & Jagielski 2023) turns the correct guesses into lower bounds "
+                "on ε at the cell's δ that hold together, per cell, with 95 % confidence (the "
+                "5 % shared among the cell's claims). A bound above the claimed ε means the "
+                "mechanism leaks more than its ledger says. The bound is not an estimate of "
+                "ε: m canaries cap it (about 5 for 1000 canaries even when every guess is "
+                "right), so a bound far below a large claim says little, and loose bounds on "
+                "correct mechanisms are expected."
             ),
             Table(
                 [

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.neighbors import NearestNeighbors
 
 from attacks.base import Candidates, NodePairs
 from attacks.metrics import value_fractions
+from defenses.metric_dp import MetricReleases
 from workbench.attributes import attribute_values
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation, NodeClient
@@ -272,44 +272,60 @@ def attribute_challenge(
 
 @dataclass(frozen=True)
 class ReidentificationChallenge:
-    """The metric-DP distinguishing game (CE-FedGNN's guarantee, audited): for pairs of nodes
-    whose clean normalised embeddings lie within ρ, the challenger secretly picks one of the
-    two (``chosen``: 1 for the second) and releases its embedding as the target's mechanism
-    does (N(0, σ0² I) noise, as many times as the ledger says). The adversary sees the pairs
-    and the releases; ``chosen`` is for scoring only."""
+    """The metric-DP distinguishing game (CE-FedGNN's guarantee, audited) on the target's real
+    releases: for disjoint pairs of released nodes whose clean vectors lie within ρ at every
+    release, the challenger secretly picks one node of each pair (``chosen``: 1 for the
+    second) and shows the noisy vectors the target actually released for it. The adversary
+    knows both candidates' clean vectors (the strongest adversary the guarantee speaks of);
+    ``chosen`` is for scoring only."""
 
-    pairs: NodePairs
-    releases: np.ndarray  # [trials, releases, dim]
+    pairs: NodePairs  # global node ids
+    first: np.ndarray  # [pairs, releases, dim] clean vectors of the first candidate
+    second: np.ndarray
+    releases: np.ndarray  # [pairs, releases, dim] what was released for the chosen one
     chosen: np.ndarray  # ground truth, for scoring only
     rho: float
-    distance: np.ndarray  # clean distance of each pair (≤ ρ), for scoring only
+    distance: np.ndarray  # each pair's distance (≤ ρ), for scoring only
 
 
 def reidentification_challenge(
-    clean: np.ndarray, rho: float, noise: list[tuple[float, int]], trials: int, seed: int
+    released: MetricReleases, rho: float, trials: int, seed: int
 ) -> ReidentificationChallenge:
-    """``clean``: every node's normalised embedding; ``noise``: (σ0, releases) of each
-    metric-DP event. Each trial draws a node and pairs it with the farthest node within ρ of
-    it (the hardest pair the guarantee covers); nodes alone in their ρ-ball are skipped."""
+    """Nodes in random order, each paired with the farthest unpaired node within ρ of it
+    (the hardest pair the guarantee covers); every node is in one pair at most, so no noise
+    draw is shown twice. (Where a node's later clean vectors depend on earlier releases, as
+    CE-FedGNN's estimators do, the trials are not strictly independent.)"""
     rng = np.random.default_rng(seed)
-    index = NearestNeighbors(radius=rho).fit(clean)
-    first = rng.choice(clean.shape[0], size=min(4 * trials, clean.shape[0] * 4), replace=True)
-    dist, nbrs = index.radius_neighbors(clean[first], sort_results=True)
-    keep = [i for i, d in enumerate(dist) if d.size > 1][:trials]
-    if len(keep) < 20:
+    n = released.nodes.size
+    used = np.zeros(n, dtype=bool)
+    pairs: list[tuple[int, int, float]] = []
+    order = rng.permutation(n)
+    for start in range(0, n, 1024):
+        if len(pairs) == trials:
+            break
+        rows = order[start : start + 1024]
+        dist = released.distances(rows)
+        for i, j in enumerate(rows.tolist()):
+            if used[j] or len(pairs) == trials:
+                continue
+            within = (dist[i] <= rho) & ~used
+            within[j] = False
+            if within.any():
+                k = int(np.flatnonzero(within)[np.argmax(dist[i][within])])
+                used[[j, k]] = True
+                pairs.append((j, k, float(dist[i, k])))
+    if len(pairs) < 20:
         raise NotApplicableError(
-            f"reidentification audit: only {len(keep)} nodes have another within ρ = {rho:.4f}"
+            f"reidentification audit: only {len(pairs)} disjoint pairs of released nodes lie "
+            f"within ρ = {rho:.4f}"
         )
-    u = first[keep]
-    v = np.array([nbrs[i][-1] for i in keep])
-    d = np.array([dist[i][-1] for i in keep])
+    u, v, d = (np.array(x) for x in zip(*pairs, strict=True))
     chosen = rng.random(u.size) < 0.5
-    source = clean[np.where(chosen, v, u)]
-    draws = [
-        source[:, None, :] + sigma * rng.standard_normal((u.size, count, clean.shape[1]))
-        for sigma, count in noise
-    ]
-    return ReidentificationChallenge(NodePairs(u, v), np.concatenate(draws, 1), chosen, rho, d)
+    shown = released.noisy[np.where(chosen, v, u)]
+    nodes = NodePairs(released.nodes[u], released.nodes[v])
+    return ReidentificationChallenge(
+        nodes, released.clean[u], released.clean[v], shown, chosen, rho, d
+    )
 
 
 @dataclass(frozen=True)

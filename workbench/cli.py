@@ -199,7 +199,7 @@ def print_audits(privacy: dict[str, dict[str, list[dict]]]) -> None:
             verdict = "holds" if a["lower_bound"] <= a["claimed"] else "VIOLATED"
             print(
                 f"{label}  {a['defense']} vs {a['adversaries']} ({a['unit']}): "
-                f"ε ≥ {a['lower_bound']:.3f} ({a['confidence']:.0%}, {a['correct']}/"
+                f"ε ≥ {a['lower_bound']:.3f} ({a['confidence']:.1%}, {a['correct']}/"
                 f"{a['guesses']} on {a['canaries']} canaries), claimed {a['claimed']:.3f}: "
                 f"{verdict}"
             )

@@ -43,7 +43,6 @@ from attacks.metrics import (
 )
 from audits import GAMES, audit_run, context_of
 from defenses import applied
-from defenses.metric_dp import normalise
 from workbench.challenges import (
     Challenge,
     LinkChallenge,
@@ -58,7 +57,7 @@ from workbench.challenges import (
     source_challenge,
 )
 from workbench.data.catalog import load_dataset
-from workbench.data.datasets import Dataset, NodeDataset
+from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
@@ -567,26 +566,26 @@ def client_data_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
 
 
 def audit_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
-    """The challenger replays the target's metric-DP mechanism (each metric event's σ0, as
-    many releases as it records) on pairs of nodes within the reported ρ of each other; the
-    scorer holds which node of each pair was released and compares the held-out ε lower bound
-    with the accountant's ε(ρ) at the cell's δ."""
+    """The challenger shows, for disjoint pairs of released nodes within the reported ρ of
+    each other, the noisy vectors the target really released for one of them (its evaluator
+    record of the metric-DP releases); the scorer holds which, and compares the held-out ε
+    lower bound with the accountant's ε(ρ) at the cell's δ."""
     trained = inputs.trained
     events = [e for e in trained.ledger.metric().events if isinstance(e, MetricGaussian)]
     rho = trained.utility.get("metric_rho")
-    ds = inputs.federation.dataset
-    if not events or rho is None or not isinstance(ds, NodeDataset):
+    released = trained.metric_releases
+    if not events or rho is None or released is None:
         raise NotApplicableError(
-            "reidentification-audit: the target makes no metric-DP release of node embeddings"
+            "reidentification-audit: the target makes no metric-DP release of node vectors "
+            "(or its snapshot does not keep what was released)"
         )
-    model = insider_view(trained, inputs.federation, "release").model
-    with torch.no_grad():
-        clean = normalise(model.embed(ds.data.x, ds.data.edge_index).double()).numpy()
-    noise = [(e.sigma0, e.releases) for e in events]
+    if len({e.sigma0 for e in events}) != 1:
+        raise NotApplicableError("reidentification-audit: releases at more than one σ0")
     seed = derive_seed(inputs.seed, "reidentification")
-    task = reidentification_challenge(clean, rho, noise, cfg.trials, seed)
-    sigmas = np.concatenate([np.full(count, sigma) for sigma, count in noise])
-    view = ReleaseView(ds.level, ds.num_classes, model, task.releases, sigmas)
+    task = reidentification_challenge(released, rho, cfg.trials, seed)
+    view = ReleaseView(
+        inputs.federation.dataset.level, task.releases, task.first, task.second, events[0].sigma0
+    )
 
     def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
         metrics, curve = membership_metrics(out.scores, task.chosen)

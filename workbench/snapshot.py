@@ -28,7 +28,7 @@ import accountants.events as events
 from accountants import PrivacyLedger
 from accountants.scope import Caveat, NoGuarantee, Scope
 from defenses import applied
-from defenses.metric_dp import EmbeddingRelease
+from defenses.metric_dp import EmbeddingRelease, MetricReleases
 from defenses.secure_aggregation import Ciphertext, KeyHolder, SecureAggConfig
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
@@ -235,6 +235,9 @@ def snapshot(trained: TrainedTarget) -> bytes:
         "served": None if trained.served is None else served_data(trained.served, weights),
         "keys": None if trained.keys is None else keys_data(trained.keys),
         "senders": {int(k): list(v) for k, v in trained.senders.items()},
+        "metric_releases": None
+        if trained.metric_releases is None
+        else {f: torch.from_numpy(getattr(trained.metric_releases, f)) for f in RELEASE_FIELDS},
     }
     buffer = io.BytesIO()
     torch.save(data, buffer)
@@ -304,7 +307,22 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
         ledger=ledger,
         utility=data["utility"],
         senders={int(k): tuple(v) for k, v in data["senders"].items()},
+        metric_releases=released_from(data.get("metric_releases")),
     )
+
+
+RELEASE_FIELDS = ("nodes", "counts", "clean", "noisy")
+
+
+def released_from(raw: Any) -> MetricReleases | None:
+    """The evaluator's record of metric-DP releases: four tensors, nothing else."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != set(RELEASE_FIELDS):
+        raise SnapshotError(f"metric_releases: expected the fields {', '.join(RELEASE_FIELDS)}")
+    if not all(isinstance(raw[f], torch.Tensor) for f in RELEASE_FIELDS):
+        raise SnapshotError("metric_releases: every field must be a tensor")
+    return MetricReleases(*(raw[f].numpy() for f in RELEASE_FIELDS))
 
 
 def served_data(served: ServedAPI, weights: Weights) -> dict[str, Any]:

@@ -87,7 +87,9 @@ class Suite(_Strict):
     partitions: list[PartitionEntry] = Field(min_length=1)
     targets: list[TargetEntry] = Field(min_length=1)
     attacks: list[AttackEntry] = []
-    audit: AuditEntry | None = None
+    audit: AuditEntry | None = Field(
+        None, description="{canaries: N}: canary-audit every cell with a DP defense"
+    )
 
 
 @dataclass(frozen=True)

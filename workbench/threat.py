@@ -94,14 +94,15 @@ class InsiderView:
 
 @dataclass(frozen=True)
 class ReleaseView:
-    """An adversary auditing a metric-DP release: the released model (white box) and the
-    noisy releases of one node of each candidate pair, at the mechanism's σ0 per release."""
+    """An adversary auditing a metric-DP release: the noisy vectors released for one node of
+    each candidate pair (NaN past that node's release count), the two candidates' clean
+    vectors at each release, and the mechanism's σ0."""
 
     level: Level
-    num_classes: int
-    model: nn.Module
     releases: np.ndarray  # [pairs, releases, dim]
-    sigmas: np.ndarray  # [releases]: the noise std of each release
+    first: np.ndarray  # [pairs, releases, dim]
+    second: np.ndarray
+    sigma0: float
 
 
 View = QuerierView | ServerView | ClientView | ServedView | InsiderView | ReleaseView

@@ -6,75 +6,27 @@ from __future__ import annotations
 
 import pytest
 
-from accountants import PrivacyLedger
+from accountants import ADVERSARIES, PrivacyLedger
 from audits import GAMES, Context, audit_run
-from defenses import aggregation_perturbation as ap
-from defenses import dp_fedavg, dp_sgd, gaussian_upload, metric_dp
+from audits.demonstration import CASES, DELTA, demonstrate
+from defenses import dp_fedavg, dp_sgd
 from defenses.base import AppliedDefense
 
-DELTA, CANARIES, DIMENSION = 1e-5, 500, 2000
+CENTRAL, LOCAL = (next(n for n in CASES if n.startswith(f"dp-fedavg {m}")) for m in ("c", "l"))
 
 
-def _fedavg(mode: str, sigma: float):
-    cfg = dp_fedavg.DPFedAvgConfig(clip=1.0, noise_multiplier=sigma, mode=mode)
-    return cfg, PrivacyLedger(dp_fedavg.ledger_events(0.2, cfg, 10, 2.0, False)), None
+def test_every_game_is_demonstrated():
+    assert {CASES[name]().defense for name in CASES} == set(GAMES)
 
 
-def _dp_sgd(group: int):
-    cfg = dp_sgd.DPSGDConfig(clip=1.0, noise_multiplier=3.0 * group, sample_rate=0.1)
-    return cfg, PrivacyLedger((dp_sgd.ledger_event(cfg, 50, group=group),)), None
-
-
-def _upload(neighbouring: str):
-    cfg = gaussian_upload.GaussianUploadConfig(
-        clip=1.0, noise_multiplier=5.0, neighbouring=neighbouring
-    )
-    return cfg, PrivacyLedger(gaussian_upload.ledger_events(cfg, 3)), None
-
-
-def _ap(level: str):
-    cfg = ap.APConfig(noise_multiplier=6.0 if level == "edge" else 4.0, level=level, max_degree=4)
-    return cfg, PrivacyLedger(ap.ledger_events(cfg, 2)), None
-
-
-def _metric():
-    cfg = metric_dp.MetricDPConfig(sigma0=1.2)
-    return cfg, PrivacyLedger((metric_dp.ledger_event(cfg),)), 0.5
-
-
-CASES = {
-    "dp-fedavg central": ("dp-fedavg", lambda: _fedavg("central", 3.0)),
-    "dp-fedavg local": ("dp-fedavg", lambda: _fedavg("local", 15.0)),
-    "dp-sgd record": ("dp-sgd", lambda: _dp_sgd(1)),
-    "dp-sgd group of 2": ("dp-sgd", lambda: _dp_sgd(2)),
-    "gaussian-upload replace": ("gaussian-upload", lambda: _upload("replace")),
-    "gaussian-upload add-remove": ("gaussian-upload", lambda: _upload("add-remove")),
-    "aggregation-perturbation edge": ("aggregation-perturbation", lambda: _ap("edge")),
-    "aggregation-perturbation node": ("aggregation-perturbation", lambda: _ap("node")),
-    "metric-dp": ("metric-dp", _metric),
-}
-
-
-def _audit(case: str, broken: bool):
-    name, make = CASES[case]
-    cfg, ledger, rho = make()
-    context = Context(ledger, {name: cfg}, DIMENSION, rho)
-    return audit_run(context, [AppliedDefense(name, "upload", cfg)], DELTA, CANARIES, 0, broken)
-
-
-def test_every_game_is_tested():
-    assert {name for name, _ in CASES.values()} == set(GAMES)
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_broken_mechanism_is_caught_and_the_correct_one_holds(case):
-    correct, broken = _audit(case, False), _audit(case, True)
+@pytest.mark.parametrize("name", CASES)
+def test_broken_mechanism_is_caught_and_the_correct_one_holds(name):
+    correct, broken = demonstrate(name, False), demonstrate(name, True)
     assert correct and len(correct) == len(broken)
     for ok in correct:
         assert ok.holds, ok.summary()
         assert 0.1 < ok.claimed < 2.5  # a claim the canaries can reach
-    # every claim a game audits: the broken mechanism's bound is above the stated ε
-    for bad in broken:
+    for bad in broken:  # every claim a game audits
         assert not bad.holds, bad.summary()
 
 
@@ -83,27 +35,41 @@ def test_the_audit_runs_the_defense_code(monkeypatch):
     the audit (which calls the defense's own mechanism) catches it."""
     real = dp_fedavg._noise
     monkeypatch.setattr(dp_fedavg, "_noise", lambda size, cfg, gen: real(size, cfg, gen) / 10)
-    (bad,) = [a for a in _audit("dp-fedavg central", False)]
+    (bad,) = demonstrate(CENTRAL, False)
     assert not bad.holds, bad.summary()
 
 
-def test_server_claims_are_audited_without_amplification():
-    """Local DP-FedAvg: one trial for the parties who do not see the sample, one for the
-    server (replace one client, no amplification); central mode claims nothing against the
-    server, so nothing is audited for it."""
-    local = {a.adversaries for a in _audit("dp-fedavg local", False)}
-    central = {a.adversaries for a in _audit("dp-fedavg central", False)}
-    assert local == {("clients", "querier"), ("server",)}
+def test_local_noise_is_audited_for_everyone_without_amplification():
+    """Local DP-FedAvg claims a replace-one bound against every party, audited from the
+    uploads the server sees; central mode claims nothing against the server, so its one
+    trial is for the parties who do not see the sample."""
+    local = {frozenset(a.adversaries) for a in demonstrate(LOCAL, False)}
+    central = {a.adversaries for a in demonstrate(CENTRAL, False)}
+    assert local == {frozenset(ADVERSARIES)}
     assert central == {("clients", "querier")}
 
 
 def test_same_seed_same_bound():
-    first, second = _audit("dp-sgd record", True), _audit("dp-sgd record", True)
-    assert [a.bound for a in first] == [a.bound for a in second]
+    name = next(n for n in CASES if n.startswith("dp-sgd,"))
+    assert [a.bound for a in demonstrate(name, True)] == [a.bound for a in demonstrate(name, True)]
 
 
-def test_a_run_without_the_mechanism_is_refused():
+def test_a_mechanism_that_did_not_run_is_not_audited():
     cfg = dp_sgd.DPSGDConfig()
     context = Context(PrivacyLedger(), {"dp-sgd": cfg}, 10, None)
-    with pytest.raises(ValueError, match="no DP-SGD event"):
-        audit_run(context, [AppliedDefense("dp-sgd", "local_training", cfg)], DELTA, 50)
+    assert audit_run(context, [AppliedDefense("dp-sgd", "local_training", cfg)], DELTA, 50) == []
+
+
+def test_a_runs_bounds_share_the_confidence():
+    """Every bound of one run holds together at 95 %: with two audited claims (DP-SGD and the
+    Gaussian upload in one FedAvg run) each is at 97.5 %."""
+    sgd, upload = (
+        CASES["dp-sgd, q 0.1, 50 steps, σ 3"](),
+        CASES["gaussian-upload, 3 uploads, σ 5"](),
+    )
+    ledger = PrivacyLedger(sgd.ledger.events + upload.ledger.events)
+    defenses = [AppliedDefense(c.defense, "upload", c.config) for c in (sgd, upload)]
+    context = Context(ledger, {c.defense: c.config for c in (sgd, upload)}, 500)
+    audits = audit_run(context, defenses, DELTA, 100)
+    assert [a.defense for a in audits] == ["dp-sgd", "gaussian-upload"]
+    assert all(a.bound.confidence == pytest.approx(0.975) for a in audits)

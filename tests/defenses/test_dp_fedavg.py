@@ -5,7 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from accountants import Gaussian, PrivacyLedger, SubsampledGaussian, epsilon, epsilons_by_adversary
+from accountants import (
+    ADVERSARIES,
+    Gaussian,
+    PrivacyLedger,
+    SubsampledGaussian,
+    epsilon,
+    epsilons_by_adversary,
+)
 from defenses import applied
 from defenses.dp_fedavg import (
     DPFedAvgConfig,
@@ -78,29 +85,29 @@ def test_central_mode_protects_everyone_but_the_server(federation):
     assert trained.recipe.defenses[0].name == "dp-fedavg"  # references train with it too
 
 
-def test_local_mode_accounts_the_server_without_amplification():
-    """The issue's example: q = 0.1, σ = 1, 100 rounds printed 7.9 for everyone. Against the
-    server, which sees who was sampled, every round a client took part in is a Gaussian at
-    sensitivity 2·clip."""
+def test_local_mode_accounts_everyone_without_amplification():
+    """The issue's example: q = 0.1, σ = 1, 100 rounds printed 7.9 for everyone. Every round
+    a client took part in is a Gaussian at sensitivity 2·clip, for everyone: the server sees
+    who was sampled, and a client's own noise reveals its presence to the others too (the
+    add-or-remove bound with amplification held for nobody)."""
     cfg = DPFedAvgConfig(clip=1.0, noise_multiplier=1.0, mode="local")
-    hidden, server = ledger_events(0.1, cfg, 100, server_load=14, secure=False)
-    rows = {
-        r.adversary: r.epsilon for r in epsilons_by_adversary(PrivacyLedger((hidden, server)), 1e-5)
-    }
-    assert rows["querier"] == pytest.approx(7.9, abs=0.05)
+    (event,) = ledger_events(0.1, cfg, 100, server_load=14, secure=False)
+    rows = {r.adversary: r.epsilon for r in epsilons_by_adversary(PrivacyLedger((event,)), 1e-5)}
     expected = epsilon(PrivacyLedger((Gaussian(1.0, 2.0, 14),)), 1e-5).epsilon
-    assert rows["server"] == pytest.approx(expected) and rows["server"] > 19
-    # under secure aggregation the server sees only each round's sum of n_r noisy updates
-    _, summed = ledger_events(0.1, cfg, 100, server_load=14 / 5, secure=True)
-    assert epsilons_by_adversary(PrivacyLedger((hidden, summed)), 1e-5)[0].epsilon < expected
+    assert rows == pytest.approx({"server": expected, "clients": expected, "querier": expected})
+    assert expected > 19  # not the 7.9 once printed
+    # under secure aggregation only each round's sum of n_r noisy updates is seen
+    (summed,) = ledger_events(0.1, cfg, 100, server_load=14 / 5, secure=True)
+    assert epsilons_by_adversary(PrivacyLedger((summed,)), 1e-5)[0].epsilon < expected
 
 
 def test_local_mode_counts_the_rounds_each_client_took_part_in(federation):
     trained = fit(federation, "local", sigma=2.0)
     rounds = Counter(m.sender for m in trained.transcript.received_by(SERVER))
-    (server,) = [e for e in trained.ledger.events if e.scope.adversaries == ("server",)]
-    assert server.count == 1 and server.sensitivity == 1.0  # 2 · clip
-    assert server.sigma == pytest.approx(2.0 * 0.5 / np.sqrt(max(rounds.values())))
+    (event,) = trained.ledger.events
+    assert set(event.scope.adversaries) == set(ADVERSARIES)
+    assert event.count == 1 and event.sensitivity == 1.0  # 2 · clip
+    assert event.sigma == pytest.approx(2.0 * 0.5 / np.sqrt(max(rounds.values())))
 
 
 def test_local_mode_uploads_only_noisy_models(federation):

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
 from accountants import Gaussian, PrivacyLedger, epsilon
 from defenses import applied
@@ -21,7 +22,8 @@ def test_clipping_is_real_and_sensitivity_follows_the_relation():
         assert out.shape == x.shape
         assert float(out.norm()) <= 0.5 + 1e-6
     assert cfg.sensitivity == 1.0
-    assert GaussianUploadConfig(clip=0.5, neighbouring="add-remove").sensitivity == 0.5
+    with pytest.raises(ValidationError, match="add-remove gives no guarantee with local noise"):
+        GaussianUploadConfig(clip=0.5, neighbouring="add-remove")
 
 
 @pytest.fixture(scope="module")

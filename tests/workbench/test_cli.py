@@ -22,6 +22,10 @@ def test_quickstart_end_to_end(tmp_path, capsys):
     assert len(metrics) == 20 and all(0 <= m["auc"] <= 1 for m in metrics)
     report = (out / "report.html").read_text()
     assert len(report) > 10_000 and "Privacy–utility" in report
+    # its audit block: each DP cell's canary-audit bounds beside the claims, in the report
+    audits = db.execute("SELECT adversaries, lower_bound, claimed FROM audits").fetchall()
+    assert len(audits) == 2 and all(0 <= bound <= claimed for _, bound, claimed in audits)
+    assert "Canary audit: lower bound vs claimed ε" in report
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
     assert "0 cell(s) run, 4 already done" in capsys.readouterr().out
 

@@ -302,7 +302,7 @@ def test_audit_block_stores_lower_bounds_beside_the_claim_and_resumes(tmp_path, 
                 "name": "fedavg",
                 "params": {"rounds": 3, "client_fraction": 0.5},
                 "defenses": [
-                    {"name": "dp-fedavg", "params": {"noise_multiplier": 2.0, "mode": "local"}}
+                    {"name": "dp-fedavg", "params": {"noise_multiplier": 2.0, "mode": "central"}}
                 ],
             },
         ],
@@ -312,17 +312,18 @@ def test_audit_block_stores_lower_bounds_beside_the_claim_and_resumes(tmp_path, 
     summary = api.audit(raw, tmp_path, canaries=100)
     assert (summary.cells_run, summary.cells_skipped) == (1, 1)  # only the DP cell
     (dp,) = [c for c in ResultsStore(tmp_path).cells() if c.audits]
-    assert {a["adversaries"] for a in dp.audits} == {"clients/querier", "server"}
-    for a in dp.audits:
-        assert a["canaries"] == 100 and 0 <= a["lower_bound"] <= a["claimed"]
-    # the hidden-sample claim is the cell's own event (the server's counts the canaries' rounds)
-    (hidden,) = [a for a in dp.audits if a["adversaries"] == "clients/querier"]
-    assert hidden["claimed"] == pytest.approx(dp.epsilon_against("querier", {"client"}))
+    # central mode: one claim, the cell's own event against the parties who do not see the
+    # sample (nothing is claimed against the server, so nothing is audited for it)
+    (audit,) = dp.audits
+    assert audit["adversaries"] == "clients/querier" and audit["canaries"] == 100
+    assert 0 <= audit["lower_bound"] <= audit["claimed"]
+    assert audit["claimed"] == pytest.approx(dp.epsilon_against("querier", {"client"}))
     again = api.audit(raw, tmp_path, canaries=100)
     assert again.cells_run == 0
     capsys.readouterr()
     assert main(["epsilon", "--run", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "against server" in out and "dp-fedavg vs server (client): ε ≥" in out
+    assert "against server   client  ε = inf" in out
+    assert "dp-fedavg vs clients/querier (client): ε ≥" in out
     html = api.build_report(tmp_path).read_text()
     assert "Canary audit: lower bound vs claimed ε" in html

@@ -47,6 +47,9 @@ class TrainedTarget:
     # for each client, the clients whose generators it received, in the order received
     # (CeFGC's shuffled round 2): for scoring only, no view carries it
     senders: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # every metric-DP release with the clean vector it was drawn from: for the evaluator's
+    # re-identification audit only, no view carries it
+    metric_releases: Any = None
 
 
 class Target(Protocol):

@@ -238,8 +238,9 @@ class _FedAvg:
             secure is not None,
         )
         ledger = with_selection_caveat(ledger, release.rule)
+        metric_releases = None
         if mdp is not None:
-            query, figures = publish_embeddings(
+            query, figures, metric_releases = publish_embeddings(
                 global_model, federation, mdp, derive_seed(seed, "metric-dp"), transcript
             )
             utility.update(figures)
@@ -267,6 +268,7 @@ class _FedAvg:
             ledger=ledger,
             utility=utility,
             history=history,
+            metric_releases=metric_releases,
             # an embedding release (metric-DP) serves no posteriors
             served=serve(global_model, clients, ds.num_items)
             if isinstance(ds, NodeDataset) and mdp is None
@@ -301,8 +303,9 @@ class _FedAvg:
         server_load: float,
         secure: bool,
     ) -> PrivacyLedger:
-        """Client-level DP-FedAvg: one event per round for parties who do not see the sample,
-        the rounds each client took part in for the server. DP-SGD and the Gaussian upload
+        """Client-level DP-FedAvg (``defenses.dp_fedavg.ledger_events``): central, one
+        amplified event per round for parties who do not see the sample and none for the
+        server; local, the rounds each client took part in, for everyone. DP-SGD and the Gaussian upload
         mechanism: the worst client's count (each record belongs to one client, so its ε is
         the one of the client holding it)."""
         events: list[Any] = []

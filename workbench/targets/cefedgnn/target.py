@@ -34,10 +34,9 @@ from accountants import (
     NoGuarantee,
     PrivacyLedger,
     Scope,
-    rho_knn_percentile,
 )
 from defenses.base import with_selection_caveat
-from defenses.metric_dp import METRIC_SCOPE, normalise, perturb
+from defenses.metric_dp import METRIC_SCOPE, MetricReleases, normalise, perturb
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
@@ -173,6 +172,7 @@ class CEFedGNN:
         release = Release(release_rule(cfg.release, private) if cfg.federated else "last")
         models = [global_model] * len(clients) if cfg.federated else local  # who scores
         history = []
+        release_log: list = []  # (ids, clean, noisy) of every metric-DP release, in order
         select = "accuracy" if edges is None else "f1_illicit"  # what rounds are chosen by
         for r in range(cfg.rounds):
             if cfg.federated:
@@ -192,7 +192,9 @@ class CEFedGNN:
                     transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, local[k].state_dict())
                     transcript.send(r, client(k), SERVER, GRADIENTS, local_g[k])
                 if cfg.cross_edges and cfg.federated:
-                    payload = release_payload(c, estimators[k], edges is not None, mdp, noise)
+                    payload = release_payload(
+                        c, estimators[k], edges is not None, mdp, noise, release_log
+                    )
                     transcript.send(r, client(k), SERVER, EMBEDDINGS, payload)
                     shared.append(payload)
             for payload in shared:  # the server's buffer, routed to the halo holders
@@ -222,8 +224,10 @@ class CEFedGNN:
         }
         # the released GNN; an edge task's head is released beside it
         released = gnn_of(global_model)
-        if mdp is not None:  # ρ among the final normalised embeddings, where ε(ρ) is read
-            utility["metric_rho"] = embedding_rho(released, ds, mdp)
+        metric_releases = MetricReleases.of(release_log) if release_log else None
+        rho = metric_releases.rho(mdp.k, mdp.percentile) if metric_releases else float("nan")
+        if np.isfinite(rho):  # ρ among what was released, where ε(ρ) is read
+            utility["metric_rho"] = rho
         return TrainedTarget(
             name=self.name,
             level="node",
@@ -244,6 +248,7 @@ class CEFedGNN:
             ledger=ledger,
             utility=utility,
             history=history,
+            metric_releases=metric_releases,
         )
 
     @staticmethod
@@ -368,17 +373,23 @@ def node_predictions(model, c: HaloClient, halo: Halo, split: str):
     return c.data.y[nodes][mask].numpy(), logits[mask]
 
 
-def release_payload(c: HaloClient, est: Estimators, with_output: bool, mdp, noise) -> dict:
+def release_payload(
+    c: HaloClient, est: Estimators, with_output: bool, mdp, noise, log: list
+) -> dict:
     """The boundary nodes whose hidden estimator moved since the last release: their hidden
     states (and, for the edge task, final embeddings h^(L), which Eq. 8 reads for a remote
     endpoint), with metric-DP each L2-normalised and perturbed by N(0, σ0² I), one draw per
-    vector; and their degrees. The others are not sent."""
+    vector (``log`` gets each (ids, clean, noisy) for the evaluator); and their degrees. The
+    others are not sent."""
     moved = c.boundary[est.touched[c.boundary]]
     vectors = {"h": torch.relu(est.hidden[moved])}
     if with_output:
         vectors["h_out"] = torch.relu(est.output[moved])
     if mdp is not None:
-        vectors = {key: perturb(normalise(v), mdp.sigma0, noise) for key, v in vectors.items()}
+        clean = {key: normalise(v) for key, v in vectors.items()}
+        vectors = {key: perturb(v, mdp.sigma0, noise) for key, v in clean.items()}
+        ids = c.data.global_id[moved].numpy()
+        log += [(ids, clean[k].double().numpy(), vectors[k].double().numpy()) for k in clean]
     est.touched[:] = False
     return {"global_id": c.data.global_id[moved], **vectors, "degree": c.degree[moved]}
 
@@ -416,16 +427,6 @@ def noisy_mean(
     clipped = [v * min(1.0, clip / max(float(v.norm()), 1e-12)) for v in vectors]
     mean = torch.stack(clipped).mean(0)
     return mean + sigma * torch.randn(mean.shape, generator=generator)
-
-
-@torch.no_grad()
-def embedding_rho(model: nn.Module, dataset: NodeDataset, cfg) -> float:
-    """ρ: the ``percentile`` of k-th-nearest-neighbour distances among every node's final
-    normalised hidden embedding (the released model on the whole graph)."""
-    model.eval()
-    clean = normalise(model.embed(dataset.data.x, dataset.data.edge_index)).numpy()
-    k = min(cfg.k, clean.shape[0] - 1)
-    return rho_knn_percentile(clean, k=k, q=cfg.percentile, normalize=False)
 
 
 TARGETS.register("ce-fedgnn")(CEFedGNN())
