@@ -11,7 +11,7 @@ leaks more than its ledger says (or the accountant is wrong): the audit has fail
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,6 +38,26 @@ class Trial:
     unit: str
     mechanism: str
     rho: float | None = None
+
+
+def trial(
+    scores: torch.Tensor,
+    included: torch.Tensor,
+    events: Sequence[Any],
+    unit: str,
+    mechanism: str,
+    rho: float | None = None,
+) -> Trial:
+    """A trial whose claim is ``events`` (all stating the same adversaries)."""
+    return Trial(
+        scores.numpy(),
+        included.numpy(),
+        PrivacyLedger(tuple(events)),
+        events[0].scope.adversaries,
+        unit,
+        mechanism,
+        rho,
+    )
 
 
 @dataclass(frozen=True)

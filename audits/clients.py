@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from accountants import PrivacyLedger
-from audits.canary import CANARY_NORM, Context, Trial, broken_scale, directions, inclusion
+from audits.canary import CANARY_NORM, Context, Trial, broken_scale, directions, inclusion, trial
 from defenses import dp_fedavg, gaussian_upload
 from defenses.dp_fedavg import DPFedAvgConfig
 from defenses.gaussian_upload import GaussianUploadConfig
@@ -78,14 +78,8 @@ def _hidden(config, mechanism, q, rounds, d, generator) -> Trial:
     change = state["w"] - start
     scores = (d @ change) / max(float(change.norm()), 1e-300)  # cosine: d is unit norm
     (hidden, _) = dp_fedavg.ledger_events(q, config, rounds, 0.0, False)
-    return Trial(
-        scores.numpy(),
-        included.numpy(),
-        PrivacyLedger((hidden,)),
-        hidden.scope.adversaries,
-        "client",
-        f"DP-FedAvg central, q = {q:g}, {rounds} rounds, canary clients, cosine",
-    )
+    how = f"DP-FedAvg central, q = {q:g}, {rounds} rounds, canary clients, cosine"
+    return trial(scores, included, [hidden], "client", how)
 
 
 def _uploads(config, mechanism, q, rounds, d, secure, generator) -> Trial:
@@ -119,15 +113,11 @@ def _uploads(config, mechanism, q, rounds, d, secure, generator) -> Trial:
             scores[sampled] += (d[sampled] * uploads).sum(1)
             load[sampled] += 1.0
     (claim,) = dp_fedavg.ledger_events(q, config, rounds, float(load.max()), secure)
-    return Trial(
-        scores.numpy(),
-        included.numpy(),
-        PrivacyLedger((claim,)),
-        claim.scope.adversaries,
-        "client",
+    how = (
         f"DP-FedAvg local{' + secure aggregation' if secure else ''}, q = {q:g}, "
-        f"{rounds} rounds, canary clients (replace one), uploads projected",
+        f"{rounds} rounds, canary clients (replace one), uploads projected"
     )
+    return trial(scores, included, [claim], "client", how)
 
 
 class GaussianUploadGame:
@@ -153,16 +143,8 @@ class GaussianUploadGame:
             for i in range(m):
                 upload = sign[i] * CANARY_NORM * config.clip * d[i]
                 scores[i] += d[i] @ gaussian_upload.privatize(upload, mechanism, generator)
-        return [
-            Trial(
-                scores.numpy(),
-                included.numpy(),
-                PrivacyLedger((claim,)),
-                claim.scope.adversaries,
-                "client",
-                f"Gaussian upload, {uploads} uploads, canary clients (replace one)",
-            )
-        ]
+        how = f"Gaussian upload, {uploads} uploads, canary clients (replace one)"
+        return [trial(scores, included, [claim], "client", how)]
 
     @staticmethod
     def _uploads(ledger: PrivacyLedger, config: GaussianUploadConfig) -> int:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from accountants import Gaussian, PrivacyLedger
-from audits.canary import Context, Trial, inclusion
+from accountants import Gaussian
+from audits.canary import Context, Trial, inclusion, trial
 from defenses import aggregation_perturbation as ap
 from defenses.aggregation_perturbation import APConfig
 
@@ -50,16 +50,8 @@ class APGame:
                 moved = (after[receivers] * before[senders]).sum(1)
                 scores.index_add_(0, owner, moved)
         what = "undirected edge" if config.level == "edge" else f"node with {fanout} out-edges"
-        return [
-            Trial(
-                scores.numpy(),
-                included.numpy(),
-                PrivacyLedger(tuple(events)),
-                events[0].scope.adversaries,
-                config.level,
-                f"aggregation perturbation, {len(events)} × {events[0].count} hops, canary {what}s",
-            )
-        ]
+        how = f"aggregation perturbation, {len(events)} × {events[0].count} hops, canary {what}s"
+        return [trial(scores, included, events, config.level, how)]
 
     def broken(self, config: APConfig) -> APConfig:
         """10× less noise; at node level also no degree bound (the noise std stays

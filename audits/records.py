@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from accountants import PrivacyLedger, SubsampledGaussian
-from audits.canary import CANARY_NORM, Context, Trial, broken_scale, directions, inclusion
+from audits.canary import CANARY_NORM, Context, Trial, broken_scale, directions, inclusion, trial
 from defenses import dp_sgd
 from defenses.dp_sgd import DPSGDConfig
 
@@ -72,17 +72,12 @@ class DPSGDGame:
             batch = owner[torch.rand(owner.numel(), generator=generator) < config.sample_rate]
             dp_sgd.private_step(model, optimizer, [CANARY_NORM * config.clip * d[batch]])
         scores = -(d @ model.w.detach())  # descent moves against a canary's gradient
-        unit = event.scope.unit
         what = "record" if group == 1 else f"unit of {group} records"
-        return Trial(
-            scores.numpy(),
-            included.numpy(),
-            PrivacyLedger((event,)),
-            event.scope.adversaries,
-            unit,
+        how = (
             f"DP-SGD, q = {config.sample_rate:g}, {event.steps} steps, gradient canaries "
-            f"(one {what} each), final model",
+            f"(one {what} each), final model"
         )
+        return trial(scores, included, [event], event.scope.unit, how)
 
     def broken(self, config: DPSGDConfig) -> DPSGDConfig:
         clip, sigma = broken_scale(config.clip, config.noise_multiplier)

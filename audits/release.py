@@ -9,8 +9,8 @@ import math
 
 import torch
 
-from accountants import MetricGaussian, PrivacyLedger
-from audits.canary import Context, Trial, directions, inclusion
+from accountants import MetricGaussian
+from audits.canary import Context, Trial, directions, inclusion, trial
 from defenses import metric_dp
 from defenses.metric_dp import MetricDPConfig
 
@@ -45,17 +45,8 @@ class MetricDPGame:
         for _ in range(releases):
             noisy = metric_dp.perturb(chosen, mechanism.sigma0, generator)
             scores += ((noisy - mid) * diff).sum(1)
-        return [
-            Trial(
-                scores.numpy(),
-                included.numpy(),
-                PrivacyLedger(tuple(events)),
-                events[0].scope.adversaries,
-                "node",
-                f"metric-DP release, {releases} releases, canary pairs at ρ = {rho:.4f}",
-                rho=rho,
-            )
-        ]
+        how = f"metric-DP release, {releases} releases, canary pairs at ρ = {rho:.4f}"
+        return [trial(scores, included, events, "node", how, rho)]
 
     def broken(self, config: MetricDPConfig) -> MetricDPConfig:
         return config.model_copy(update={"sigma0": config.sigma0 / 10})

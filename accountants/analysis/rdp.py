@@ -81,24 +81,35 @@ def _log_a_frac_checked(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.
     ceil = np.stack([at[int(a)] for a in hi_order], 1)
     chord = floor + (orders - lo_order) * (ceil - floor)
     series = _log_a_frac(q, z, orders)
-    slack = 1e-9 * np.maximum(1.0, np.abs(chord))  # rounding of the two sums
-    sound = np.isfinite(series) & (series >= floor - slack) & (series <= chord + slack)
+    # within rounding of the two sums above the chord; never below the integer order's value
+    # (log A grows with α), where a series lost in rounding would understate the RDP
+    slack = 1e-9 * np.maximum(1.0, np.abs(chord))
+    sound = np.isfinite(series) & (series >= floor) & (series <= chord + slack)
     return np.where(sound, np.minimum(series, chord), chord)
 
 
 def _log_a_int(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
-    """log A_α = log Σ_{i=0..α} C(α,i) q^i (1−q)^{α−i} e^{(i²−i)/(2z²)}, one order at a time
-    so memory stays (B × α)."""
+    """log A_α = log Σ_{i=0..α} C(α,i) q^i (1−q)^{α−i} e^{(i²−i)/(2z²)}, as
+    log(1 + Σ_{i≥2} C(α,i) q^i (1−q)^{α−i} (e^{(i²−i)/(2z²)} − 1)) (the binomial weights sum
+    to 1): every term is non-negative, so log A is too even where it is ~1e-28 and the direct
+    sum would round to a negative value. One order at a time so memory stays (B × α)."""
     lq, l1q = np.log(q)[:, None], np.log1p(-q)[:, None]
     inv = 1.0 / (2 * z[:, None] ** 2)
     out = np.empty((q.size, orders.size))
     for k, a in enumerate(orders.tolist()):
-        i = np.arange(a + 1, dtype=float)
+        i = np.arange(2, a + 1, dtype=float)
         log_c = gammaln(a + 1) - gammaln(i + 1) - gammaln(a - i + 1)
-        terms = log_c + i * lq + (a - i) * l1q + (i * i - i) * inv
-        top = terms.max(axis=1, keepdims=True)  # finite: the i = 0 term always is
-        out[:, k] = top[:, 0] + np.log(np.exp(terms - top).sum(axis=1))
+        terms = log_c + i * lq + (a - i) * l1q + _log_expm1((i * i - i) * inv)
+        top = terms.max(axis=1, keepdims=True)
+        excess = top[:, 0] + np.log(np.exp(terms - top).sum(axis=1))
+        out[:, k] = np.logaddexp(0.0, excess)
     return out
+
+
+def _log_expm1(x: np.ndarray) -> np.ndarray:
+    """log(e^x − 1) for x > 0, without overflow for large x."""
+    with np.errstate(over="ignore"):
+        return np.where(x > 30, x + np.log1p(-np.exp(-np.minimum(x, 745))), np.log(np.expm1(x)))
 
 
 def _log_a_frac(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:

@@ -47,6 +47,8 @@ ATTACKS = [
     {"name": "mia-statistics-tracing", "params": {"adversary": "client"}},
     {"name": "link-stealing"},  # the clients' served deployments
     {"name": "graph-reconstruction", "params": {"source": "release"}},
+    # what the metric-DP release really published, kept for the evaluator
+    {"name": "reidentification-audit", "params": {"trials": 100}},
 ]
 
 
@@ -86,6 +88,7 @@ def test_attacks_run_later_equal_attacks_run_in_the_suite(tmp_path):
     assert ("opfgl+secure-aggregation", "mia-statistics-tracing", "client") in ran  # the key
     assert ("fedavg", "link-stealing", None) in ran  # the served deployments
     assert ("fedavg+metric-dp", "graph-reconstruction", None) in ran  # the published table
+    assert ("fedavg+metric-dp", "reidentification-audit", None) in ran  # and its provenance
     assert api.attack(tmp_path / "later", ATTACKS) == (0, 0)  # stored already: skipped
 
 

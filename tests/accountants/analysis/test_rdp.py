@@ -131,3 +131,11 @@ def test_fractional_orders_lie_between_their_integer_neighbours():
         assert (at_frac[:, j] >= below * (1 - 1e-9)).all(), a
         assert (at_frac[:, j] <= above * (1 + 1e-9)).all(), a
     assert rdp.subsampled_gaussian(0.2, 10.0, np.array([160.5]))[0, 0] > 0.0444
+
+
+def test_log_a_is_never_negative_where_it_rounds_to_zero():
+    """q = 1e-12: log A_α ~ 1e-28, which the direct sum rounded to ±1e-17; times 1e9 steps
+    that made the curve negative (refused by the accountant). The log1p form cannot."""
+    orders = np.array([1.5, 2.0, 3.0, 8.0, 64.0, 1024.0])
+    per_step = rdp.subsampled_gaussian(1e-12, 100.0, orders)[0]
+    assert (per_step >= 0).all()
