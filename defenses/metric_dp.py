@@ -30,6 +30,7 @@ from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import NotApplicableError
 from workbench.query import table_rows
+from workbench.storable import storable
 from workbench.transcript import EMBEDDINGS, PUBLIC, SERVER, Transcript
 
 
@@ -47,6 +48,7 @@ def normalise(x: torch.Tensor) -> torch.Tensor:
     return x / torch.where(norms > 0, norms, torch.ones_like(norms))
 
 
+@storable
 class EmbeddingRelease:
     """The published table of noisy embeddings: the only thing a querier gets."""
 

@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch, Data
 
+from workbench.storable import storable
+
 
 def khop_batch(
     edge_index: torch.Tensor, num_nodes: int, centers: np.ndarray, hops: int
@@ -47,6 +49,7 @@ def khop_batch(
     return cols, np.stack([b_src, b_dst]), center_pos
 
 
+@storable
 class NodeQueryAPI:
     def __init__(self, model: nn.Module, graph: Data, chunk: int = 1024) -> None:
         self._model = model
@@ -150,6 +153,7 @@ class GraphQueryAPI:
         return torch.cat(out) if out else torch.zeros(0)
 
 
+@storable
 class TableQueryAPI:
     """Answers node queries from logits computed once on the whole population graph, for
     targets whose inference is itself a privacy mechanism run once (GAP's perturbed

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from workbench.query import (
     ServedAPI,
     TableQueryAPI,
 )
+from workbench.storable import NotStorableError, stored_type, type_ref
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import Message, Transcript
@@ -145,29 +145,13 @@ def query_data(query: Any, weights: Weights) -> dict[str, Any]:
     return {"kind": "unsupported", "type": type(query).__name__}
 
 
-def type_ref(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def loaded_type(reference: str) -> type:
-    """The class a stored ``module:Class`` reference names, looked up among modules already
-    imported (never importing one a file names): built-ins and the recipe's target plug-in."""
-    module, _, name = reference.partition(":")
-    cls = getattr(sys.modules.get(module), name, None)
-    if not isinstance(cls, type):
-        raise SnapshotError(
-            f"the snapshot's type '{reference}' is not loaded; install the plug-in that "
-            "defines the target"
-        )
-    return cls
-
-
 def subclass(reference: str, *bases: type) -> type:
-    """The loaded class ``reference`` names, if it is one of ``bases`` or derives from one."""
-    cls = loaded_type(reference)
-    if not issubclass(cls, bases):
-        raise SnapshotError(f"'{reference}' is not a {' or '.join(b.__name__ for b in bases)}")
-    return cls
+    """The allow-listed class ``reference`` names (``workbench.storable``), deriving from one
+    of ``bases`` when given; nothing else is looked up, imported or built."""
+    try:
+        return stored_type(reference, *bases)
+    except NotStorableError as exc:
+        raise SnapshotError(str(exc)) from None
 
 
 def spec_data(spec: Any) -> dict[str, Any]:
@@ -185,13 +169,29 @@ def spec_data(spec: Any) -> dict[str, Any]:
 
 
 def spec_from(data: dict[str, Any]) -> Any:
+    """The architecture a snapshot stored, built only from allow-listed types."""
+    cls = subclass(data.get("type"))
+    stored = data.get("fields")
+    if not isinstance(stored, dict):
+        raise SnapshotError(f"{type_ref(cls)}: stored fields are not a mapping")
     fields = {
-        k: loaded_type(v["__config__"])(**v["data"])
+        k: _built(subclass(v.get("__config__"), BaseModel), v.get("data"))
         if isinstance(v, dict) and "__config__" in v
         else unplain(v)
-        for k, v in data["fields"].items()
+        for k, v in stored.items()
     }
-    return loaded_type(data["type"])(**fields)
+    return _built(cls, fields)
+
+
+def _built(cls: type, fields: Any) -> Any:
+    """An allow-listed class built from stored fields; fields that do not fit it are one
+    line, not a traceback."""
+    if not isinstance(fields, dict):
+        raise SnapshotError(f"{type_ref(cls)}: stored fields are not a mapping")
+    try:
+        return cls(**fields)
+    except (TypeError, ValueError) as exc:
+        raise SnapshotError(f"{type_ref(cls)}: stored fields do not fit ({exc})") from None
 
 
 def snapshot(trained: TrainedTarget) -> bytes:

@@ -122,8 +122,38 @@ def test_architectures_of_every_shape_round_trip():
         torch.save(data, buffer)
         buffer.seek(0)
         assert spec_from(torch.load(buffer, weights_only=True)) == spec
-    with pytest.raises(SnapshotError, match="'evil.module:Spec' is not loaded"):
+    with pytest.raises(SnapshotError, match="'evil.module:Spec', which no installed"):
         spec_from({"type": "evil.module:Spec", "fields": {}})
+
+
+def test_a_snapshot_builds_only_allow_listed_types(tmp_path):
+    """Classes of modules already imported are not enough: ``subprocess:Popen`` (loaded by
+    the standard library) ran a command inside restore; a config field naming ``os:system``
+    behind a model's name, or fields that do not fit an allowed type, are refused too. Each
+    is one line and the marker never appears."""
+    import subprocess  # noqa: F401  (loaded, as it always is in a real run)
+
+    marker = tmp_path / "ran"
+    touch = ["touch", str(marker)]
+    crafted = [
+        {"type": "subprocess:Popen", "fields": {"args": touch}},
+        {
+            "type": "workbench.models:ModelSpec",
+            "fields": {
+                "config": {"__config__": "os:system", "data": {"command": f"touch {marker}"}},
+                "in_dim": 3,
+                "num_classes": 2,
+                "level": "node",
+            },
+        },
+        {"type": "workbench.models:ModelSpec", "fields": {"args": touch}},
+        {"type": "workbench.models:ModelSpec", "fields": ["not", "a", "mapping"]},
+    ]
+    for data in crafted:
+        with pytest.raises(SnapshotError) as info:
+            spec_from(data)
+        assert "\n" not in str(info.value)
+    assert not marker.exists()
 
 
 def test_bad_offline_requests_name_the_field(tmp_path):

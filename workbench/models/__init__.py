@@ -11,11 +11,13 @@ from torch import nn
 from workbench.errors import ConfigError
 from workbench.models.graph import GIN
 from workbench.models.node import MLP, NodeGNN
+from workbench.storable import storable
 
 NODE_ARCHS = ("gcn", "sage", "gat", "mlp")
 GRAPH_ARCHS = ("gin",)
 
 
+@storable
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     arch: Literal["gcn", "sage", "gat", "mlp", "gin"] | None = Field(
@@ -43,6 +45,7 @@ def build_model(cfg: ModelConfig, in_dim: int, num_classes: int, level: str) -> 
     return NodeGNN(arch, in_dim, cfg.hidden, num_classes, layers, cfg.dropout, cfg.heads)
 
 
+@storable
 @dataclass(frozen=True)
 class ModelSpec:
     """A released architecture: enough to build fresh copies of the model. Plain data, so it

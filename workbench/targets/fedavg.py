@@ -305,9 +305,9 @@ class _FedAvg:
     ) -> PrivacyLedger:
         """Client-level DP-FedAvg (``defenses.dp_fedavg.ledger_events``): central, one
         amplified event per round for parties who do not see the sample and none for the
-        server; local, the rounds each client took part in, for everyone. DP-SGD and the Gaussian upload
-        mechanism: the worst client's count (each record belongs to one client, so its ε is
-        the one of the client holding it)."""
+        server; local, the rounds each client took part in, for everyone. DP-SGD and the
+        Gaussian upload mechanism: the worst client's count (each record belongs to one
+        client, so its ε is the one of the client holding it)."""
         events: list[Any] = []
         for d in defenses:
             if d.name == "dp-fedavg":

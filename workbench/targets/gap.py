@@ -43,6 +43,7 @@ from workbench.errors import ConfigError
 from workbench.models.node import MLP
 from workbench.query import TableQueryAPI
 from workbench.seeding import derive_seed, seed_everything
+from workbench.storable import storable
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.fedavg import average_states
 from workbench.targets.training import (
@@ -72,6 +73,7 @@ class GAPConfig(BaseModel):
     keep_payloads: KeepPayloads = "last_round"
 
 
+@storable
 @dataclass(frozen=True)
 class GAPSpec:
     """The released architecture (duck-types ``ModelSpec``: pickles into reference workers)."""

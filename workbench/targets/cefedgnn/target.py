@@ -43,6 +43,7 @@ from workbench.errors import ConfigError, NotApplicableError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
+from workbench.storable import storable
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
 from workbench.targets.cefedgnn.halo import HaloClient, halo_client
 from workbench.targets.cefedgnn.propagation import Estimators, estimated_logits
@@ -407,6 +408,7 @@ def gnn_of(model: nn.Module) -> nn.Module:
     return model.gnn if isinstance(model, EdgeModel) else model
 
 
+@storable
 class EncoderAPI(NodeQueryAPI):
     """An edge-classification target's GNN answers node embeddings; it has no node classes."""
 
