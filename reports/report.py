@@ -37,6 +37,7 @@ from reports.summary import (
 )
 from reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from workbench.errors import WorkbenchError
+from workbench.registry import reading_untrusted
 from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore
 
 HTML_FILE = "report.html"
@@ -49,7 +50,8 @@ def build_report(out_dir: str | Path) -> Path:
     from reports.pdf import render_pdf
 
     out_dir = Path(out_dir)
-    report = report_content(out_dir)
+    with reading_untrusted(f"the results folder {out_dir}"):
+        report = report_content(out_dir)
     try:
         (out_dir / HTML_FILE).write_text(render_html(report))
         render_pdf(report, out_dir / PDF_FILE)
@@ -381,7 +383,8 @@ def roc_curves(
     out = []
     for (label, attack), rocs in sorted(grouped.items()):
         group = groups[label]
-        family = ATTACKS.get(attack_names[attack]).family if attack in attack_names else ""
+        name = attack_names.get(attack, "")
+        family = ATTACKS.get(name).family if name in ATTACKS else ""  # unknown: no ceiling
         units = COVERING_UNITS.get(family, set())
         who = adversary_of(params_of[attack])
         eps = [c.epsilon_against(who, units) for c in group]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +21,21 @@ from workbench.errors import ConfigError
 
 T = TypeVar("T")
 BUILT_IN = "built-in"
+# what untrusted input is being read, while it is: module references in it are not imported
+_READING: ContextVar[str | None] = ContextVar("reading_untrusted", default=None)
+
+
+@contextmanager
+def reading_untrusted(what: str) -> Iterator[None]:
+    """While reading ``what`` (a results folder, a snapshot), names it gives resolve only to
+    components already registered (built-ins, installed entry points, module references the
+    user's own suite named in this process): a ``package.module:Class`` written in stored
+    data is never imported, so a folder cannot make the workbench run its code."""
+    token = _READING.set(what)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
 
 
 class PluginError(ConfigError):
@@ -51,6 +68,12 @@ class Registry(Generic[T]):
 
     def get(self, name: str, field: str | None = None) -> T:
         where = f"{field}: " if field else ""
+        reading = _READING.get()
+        if reading and isinstance(name, str) and ":" in name and name not in self:
+            raise PluginError(
+                f"{where}{reading} names the {self.kind} '{name}'; module references in stored "
+                "data are not imported (install that component as an entry-point plug-in)"
+            )
         if name not in self:
             raise ConfigError(
                 f"{where}unknown {self.kind} '{name}'; valid choices: {', '.join(self.names())}"
@@ -72,6 +95,8 @@ class Registry(Generic[T]):
         if not isinstance(name, str):
             return False
         if name not in self._items and ":" in name and self._check is not None:
+            if _READING.get():
+                return False
             self._adopt(name, resolve(name), "module reference")
         return name in self._items
 

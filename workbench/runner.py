@@ -62,6 +62,7 @@ from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.exchanged import ExchangedEmbeddings
+from workbench.registry import reading_untrusted
 from workbench.seeding import derive_seed, seed_everything
 from workbench.snapshot import SnapshotError, restore, snapshot
 from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore
@@ -370,8 +371,9 @@ def attack_stored(
         raw = store.meta("suite_json")
         if raw is None:
             raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
-        suite = Suite.model_validate_json(raw)
-        cells = {c.cell_id: c for c in expand(suite)}
+        with reading_untrusted(f"the results folder {out_dir}"):
+            suite = Suite.model_validate_json(raw)
+            cells = {c.cell_id: c for c in expand(suite)}
         attacked = missing = 0
         for row in store.cells():
             cell, path = cells.get(row.cell_id), store.target_path(row.cell_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from workbench.query import (
     ServedAPI,
     TableQueryAPI,
 )
+from workbench.registry import reading_untrusted
 from workbench.storable import NotStorableError, stored_type, type_ref
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import TrainingRecipe
@@ -246,8 +248,17 @@ def snapshot(trained: TrainedTarget) -> bytes:
 
 def restore(path: Path, federation: Federation) -> TrainedTarget:
     """A stored trained target, read with ``weights_only=True``, its query API rebuilt on the
-    cell's federation."""
-    data = torch.load(path, weights_only=True)
+    cell's federation; names in it resolve only to registered components."""
+    with reading_untrusted(f"the snapshot {path}"):
+        return _restored(path, federation)
+
+
+def _restored(path: Path, federation: Federation) -> TrainedTarget:
+    try:
+        data = torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "not plain data"
+        raise SnapshotError(f"{path}: refused, it holds more than plain data ({first})") from None
     if data.get("format") != FORMAT:
         raise SnapshotError(f"{path}: snapshot format {data.get('format')} (expected {FORMAT})")
     TARGETS.get(data["recipe"]["target"], "snapshot recipe.target")  # loads its plug-in

@@ -14,7 +14,7 @@ from workbench import api
 from workbench.cli import main
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
-from workbench.snapshot import SnapshotError, plain, spec_data, spec_from, unplain
+from workbench.snapshot import SnapshotError, plain, restore, spec_data, spec_from, unplain
 from workbench.store import ResultsStore
 
 OPFGL = {
@@ -177,4 +177,53 @@ def test_a_stored_ledger_restores_only_privacy_event_types(tmp_path):
     for data in crafted:
         with pytest.raises(SnapshotError, match="ledger"):
             event_from(data)
+    assert not marker.exists()
+
+
+def test_reading_a_results_folder_imports_nothing_it_names(tmp_path, monkeypatch):
+    """A stored suite, a database row and a snapshot's recipe naming ``evilmod:Thing`` (a
+    module that would write a marker when imported, importable from where the user stands)
+    are read without importing it: the report is written, offline attacks find nothing to
+    attack, restoring the snapshot is one line, and the marker never appears."""
+    import sqlite3
+
+    marker = tmp_path / "imported"
+    (tmp_path / "evilmod.py").write_text(f"open({str(marker)!r}, 'w').close()\nThing = object\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    small = {**BASE, "targets": [{"name": "fedavg", "params": {"rounds": 2}}]}
+    api.run_suite({**small, "attacks": [{"name": "mia-threshold"}]}, out)
+    db = sqlite3.connect(out / "results.sqlite")
+    with db:
+        (raw,) = db.execute("SELECT value FROM meta WHERE key = 'suite_json'").fetchone()
+        suite = json.loads(raw)
+        suite["targets"][0]["name"] = "evilmod:Thing"
+        db.execute("UPDATE meta SET value = ? WHERE key = 'suite_json'", (json.dumps(suite),))
+        db.execute("UPDATE attacks SET attack = 'evilmod:Thing'")
+    db.close()
+    assert api.build_report(out).exists()
+    # the stored suite's cell no longer matches its row: nothing to attack, nothing imported
+    assert api.attack(out, [{"name": "mia-threshold", "params": {"hops": 1}}]) == (0, 1)
+    (snap,) = (out / "targets").glob("*.pt")
+    data = torch.load(snap, weights_only=True)
+    data["recipe"]["target"] = "evilmod:Thing"
+    torch.save(data, snap)
+    with pytest.raises(ConfigError, match="not imported") as info:
+        restore(snap, None)
+    assert "\n" not in str(info.value)
+    assert not marker.exists()
+
+
+def test_a_snapshot_with_a_pickle_inside_is_refused(tmp_path):
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    path = tmp_path / "evil.pt"
+    torch.save({"format": 2, "payload": Evil()}, path)
+    assert not marker.exists()  # saving did not run it; only unpickling would
+    with pytest.raises(SnapshotError, match="refused, it holds more than plain data"):
+        restore(path, None)
     assert not marker.exists()
