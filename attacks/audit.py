@@ -19,7 +19,7 @@ from workbench.threat import ReleaseView
 
 
 class ReidentificationAuditConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     trials: int = Field(2000, ge=40, le=1_000_000, description="pairs the challenger draws")
 
 

@@ -27,7 +27,7 @@ from defenses.metric_dp import normalise
 
 
 class APConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / sensitivity")
     level: Literal["edge", "node"] = "edge"
     max_degree: int = Field(50, ge=1, description="node level: out-degree bound D")

@@ -38,7 +38,7 @@ State = dict[str, torch.Tensor]
 
 
 class DPFedAvgConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     clip: float = Field(1.0, gt=0.0, description="L2 bound on one client's update")
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / clip")
     mode: Literal["central", "local"] = "central"

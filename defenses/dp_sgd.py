@@ -30,7 +30,7 @@ from defenses.base import DEFENSES, PrivacyUnit
 
 
 class DPSGDConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     clip: float = Field(1.0, gt=0.0, description="L2 bound on one graph's gradient")
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / clip")
     sample_rate: float = Field(

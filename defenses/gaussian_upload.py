@@ -25,7 +25,7 @@ from defenses.dp_fedavg import clip_to_norm
 
 
 class GaussianUploadConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     clip: float = Field(1.0, gt=0.0, description="L2 bound on one upload")
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / sensitivity")
     neighbouring: Literal["replace"] = Field(

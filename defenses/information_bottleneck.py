@@ -39,7 +39,7 @@ IB_HEAD = "ib_head"  # transcript kind: the frozen head the server broadcasts on
 
 
 class IBConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     gamma: float = Field(5e-4, ge=0.0, description="weight of the KL term (FedGC: 5e-4)")
     epochs: int = Field(100, ge=1, le=10_000, description="full-batch Adam steps per client")
     lr: float = Field(0.002, gt=0.0, le=1.0)

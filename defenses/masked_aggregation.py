@@ -37,7 +37,7 @@ GENERATOR = 2
 
 
 class MaskedAggConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     fraction_bits: int = Field(24, ge=8, le=40, description="fixed-point bits after the point")
 
 

@@ -35,7 +35,7 @@ from workbench.transcript import EMBEDDINGS, PUBLIC, SERVER, Transcript
 
 
 class MetricDPConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     sigma0: float = Field(0.5, gt=0.0, description="noise std on each unit-norm embedding")
     k: int = Field(50, ge=1, description="ρ is the distance to the k-th nearest neighbour")
     percentile: float = Field(90.0, ge=0.0, le=100.0, description="percentile of those distances")

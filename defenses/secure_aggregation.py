@@ -27,7 +27,7 @@ from workbench.errors import ConfigError
 
 
 class SecureAggConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     poly_modulus_degree: int = Field(8192, description="CKKS ring degree; slots = half of it")
     coeff_mod_bit_sizes: list[int] = Field(
         [60, 40, 60], description="modulus chain; additions need no multiplicative depth"

@@ -33,6 +33,8 @@ NOISE = {
     "metric-gaussian": "sigma0",
 }
 DEFAULTS = {"sensitivity": 1.0, "count": 1}
+MAX_VALUES = 10_000  # per flag: a range is expanded into a list before anything is computed
+MAX_GRID = 100_000  # settings in one grid
 INTEGER = {"steps", "count", "releases"}
 
 
@@ -96,6 +98,11 @@ def run(args: argparse.Namespace) -> int:
         if raw is None:
             raise ConfigError(f"--{name}: required for --mechanism {mechanism}")
         grids[name] = _values(name, raw)
+    size = math.prod(len(v) for v in grids.values())
+    if size > MAX_GRID:
+        raise ConfigError(
+            f"the grid has {size:,} settings; at most {MAX_GRID:,} (use fewer values)"
+        )
     combos = [dict(zip(grids, vals, strict=True)) for vals in itertools.product(*grids.values())]
     rows = [_compute(mechanism, c, delta[0], target_eps, args) for c in combos]
     if len(rows) > 1:
@@ -146,7 +153,12 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         path = Path(args.grid)
         if not path.is_file():
             raise ConfigError(f"--grid: file not found: {path}")
-        loaded = yaml.safe_load(path.read_text())
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            at = f" (line {where.line + 1})" if where is not None else ""
+            raise ConfigError(f"--grid: {path} is not valid YAML{at}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"--grid: {path} must hold a mapping of settings")
         known = {
@@ -194,6 +206,11 @@ def _values(name: str, raw: Any) -> list[float]:
             if step <= 0 or stop < start:
                 raise ValueError
             n = int(math.floor((stop - start) / step + 1e-9)) + 1
+            if n > MAX_VALUES:
+                raise ConfigError(
+                    f"--{name}: the range {text} has {n:,} values; at most {MAX_VALUES:,} per "
+                    "flag (widen the step)"
+                )
             values = [round(start + i * step, 12) for i in range(n)]
         else:
             values = [float(x) for x in text.split(",")]

@@ -65,7 +65,7 @@ from workbench.exchanged import ExchangedEmbeddings
 from workbench.registry import reading_untrusted
 from workbench.seeding import derive_seed, seed_everything
 from workbench.snapshot import SnapshotError, restore, snapshot
-from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore
+from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore, writing
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import (
@@ -117,31 +117,32 @@ def run_suite(
         raise ConfigError(f"--jobs: expected a whole number >= 1 (got {jobs})")
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
-    store = ResultsStore(out_dir)
-    store.set_meta("suite_name", suite.name)
-    store.set_meta("suite_json", suite.model_dump_json())
-    cells = expand(suite)
-    todo: Pending = []
-    for cell in cells:
-        pending = [a for a in cell.attacks if a.key not in store.done_attacks(cell.cell_id)]
-        unaudited = auditable(cell) and not store.has_audit(cell.cell_id)
-        if not store.has_cell(cell.cell_id) or pending or unaudited:
-            todo.append((cell, pending))
-    store.close()
-    root = data_root or suite.data_root
-    with Progress(len(todo), suite.name, quiet) as progress:
-        if executor == "ray":
-            from workbench.ray_executor import run_on_ray
+    with writing(out_dir):
+        store = ResultsStore(out_dir)
+        store.set_meta("suite_name", suite.name)
+        store.set_meta("suite_json", suite.model_dump_json())
+        cells = expand(suite)
+        todo: Pending = []
+        for cell in cells:
+            pending = [a for a in cell.attacks if a.key not in store.done_attacks(cell.cell_id)]
+            unaudited = auditable(cell) and not store.has_audit(cell.cell_id)
+            if not store.has_cell(cell.cell_id) or pending or unaudited:
+                todo.append((cell, pending))
+        store.close()
+        root = data_root or suite.data_root
+        with Progress(len(todo), suite.name, quiet) as progress:
+            if executor == "ray":
+                from workbench.ray_executor import run_on_ray
 
-            run_on_ray(todo, out_dir, root, suite.delta, address, jobs, progress)
-        elif executor == "process" and jobs > 1 and len(todo) > 1:
-            _run_in_processes(todo, out_dir, root, suite.delta, jobs, progress)
-        else:
-            for cell, pending in todo:
-                stage = partial(progress.stage, cell.label)
-                _cell_task(out_dir, cell, pending, root, suite.delta, None, jobs, stage)
-                progress.finished(cell.label)
-    return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
+                run_on_ray(todo, out_dir, root, suite.delta, address, jobs, progress)
+            elif executor == "process" and jobs > 1 and len(todo) > 1:
+                _run_in_processes(todo, out_dir, root, suite.delta, jobs, progress)
+            else:
+                for cell, pending in todo:
+                    stage = partial(progress.stage, cell.label)
+                    _cell_task(out_dir, cell, pending, root, suite.delta, None, jobs, stage)
+                    progress.finished(cell.label)
+        return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
 
 
 class Progress:
@@ -366,7 +367,14 @@ def attack_stored(
     retraining: the cell's federation is rebuilt from its seed, the target read back from
     its snapshot (``weights_only``). Attacks stored already are skipped. Returns (cells
     attacked, cells without a snapshot)."""
-    store = ResultsStore(out_dir)
+    with writing(out_dir, create=False):
+        return _attack_stored(out_dir, attacks, data_root, jobs, quiet)
+
+
+def _attack_stored(
+    out_dir: str | Path, attacks: list[AttackEntry], data_root: str | None, jobs: int, quiet: bool
+) -> tuple[int, int]:
+    store = ResultsStore(out_dir, create=False)
     try:
         raw = store.meta("suite_json")
         if raw is None:

@@ -8,14 +8,20 @@ cell in flight and a re-run skips what is finished. ROC arrays go to ``artifacts
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from workbench.errors import ConfigError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -87,6 +93,7 @@ AUDIT_COLUMNS = (
 )
 
 STORE_FILE = "results.sqlite"
+LOCK_FILE = ".writing"
 
 
 @dataclass(frozen=True)
@@ -136,10 +143,16 @@ class AttackRow:
 
 
 class ResultsStore:
-    def __init__(self, out_dir: str | Path) -> None:
+    def __init__(self, out_dir: str | Path, create: bool = True) -> None:
+        """``create``: make the folder and an empty store if absent (a run); else the folder
+        must be a results folder already (reading, attacking later)."""
         self.root = Path(out_dir)
-        self.root.mkdir(parents=True, exist_ok=True)
         self.path = self.root / STORE_FILE
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(f"--out {self.root}: a file, not a folder")
+        if not create and not self.path.is_file():
+            raise ConfigError(f"{self.root}: not a results folder (no {STORE_FILE})")
+        self.root.mkdir(parents=True, exist_ok=True)
         # cell workers of the process executor write concurrently: wait for the lock
         self._db = sqlite3.connect(self.path, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -285,6 +298,34 @@ class ResultsStore:
             )
             for r in self._db.execute(q)
         ]
+
+
+@contextmanager
+def writing(out_dir: str | Path, create: bool = True) -> Iterator[None]:
+    """Holds the results folder for one writer: a second run, audit or offline attack on the
+    same folder is refused with the holder's pid instead of overwriting the stored suite
+    under it. (Worker processes of this run write rows without taking it.) ``create`` as
+    for ``ResultsStore``."""
+    root = Path(out_dir)
+    ResultsStore(root, create).close()  # the folder exists and is one
+    with open(root / LOCK_FILE, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise ConfigError(
+                f"{root}: {holder} is writing this results folder; wait for it to finish or "
+                "use another --out"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"fgl-workbench pid {os.getpid()}")
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def roc_artifact(cell_id: str, attack_key: str) -> str:

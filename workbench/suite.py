@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,7 +28,7 @@ from workbench.targets import TARGETS
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class DatasetEntry(_Strict):
@@ -80,7 +80,9 @@ class AuditEntry(_Strict):
 
 class Suite(_Strict):
     name: str
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0, lt=2**32)]] = Field(
+        default_factory=lambda: [0], min_length=1
+    )
     delta: float = Field(1e-5, gt=0.0, lt=1.0, description="δ at which ε is reported")
     data_root: str | None = None
     datasets: list[DatasetEntry] = Field(min_length=1)

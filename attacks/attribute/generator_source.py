@@ -28,7 +28,7 @@ from workbench.targets.cefgc.generator import generator_sources, trainable
 
 
 class GeneratorSourceConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     adversary: Literal["client"] = "client"
     client: int = Field(0, ge=0, description="the curious client")
     draws: int = Field(4, ge=1, le=1000, description="noise draws per level and graph")

@@ -31,7 +31,7 @@ from workbench.threat import BackgroundKnowledge, InsiderView, QuerierView
 
 
 class AttributeInferenceConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     attribute: str = Field(
         "label", pattern=r"^(label|feature:\d+)$", description="'label' or 'feature:J'"
     )

@@ -33,7 +33,7 @@ from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
 
 class LabelDistributionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     adversary: Literal["server"] = "server"
     simulations: int = Field(48, ge=4, le=1024, description="simulated local rounds")
     concentration: float = Field(0.5, gt=0.0, description="Dirichlet α of simulated mixtures")

@@ -27,7 +27,7 @@ from workbench.transcript import CLASS_STATISTICS
 
 
 class StatisticsAttributeConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     attribute: str = AttributeInferenceConfig.model_fields["attribute"]
     adversary: Literal["server"] = "server"
     smoothing: float = Field(

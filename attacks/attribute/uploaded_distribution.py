@@ -22,7 +22,7 @@ from workbench.transcript import CLASS_COUNTS, RELIABILITY, client
 
 
 class UploadedDistributionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     reads: Literal["class-counts", "reliability"] = Field(
         "class-counts", description="class statistics' counts, or a reliability vector"
     )

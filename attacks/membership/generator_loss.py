@@ -36,7 +36,7 @@ from workbench.targets.cefgc.generator import GeneratorConfig
 class CuriousClientConfig(BaseModel):
     """What every attack on the generators a curious client received is configured by."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     adversary: Literal["client"] = "client"
     client: int = Field(0, ge=0, description="the curious client")
     undo_pairing: bool = Field(

@@ -28,7 +28,7 @@ RELEASED = "released"
 class QueryConfig(BaseModel):
     """Settings every membership attack shares: who attacks and how nodes are queried."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     adversary: Literal["querier", "server"] = Field(
         "querier",
         description="querier: black box on the released model; server: each client's "

@@ -40,7 +40,7 @@ Releases = dict[str, tuple[np.ndarray, np.ndarray]]  # name → (classes release
 
 
 class StatisticsTracingConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     adversary: Literal["server", "client"] = "server"
     client: int = Field(0, ge=0, description="the curious client (adversary: client)")
     block: Literal["raw", "propagated"] = Field(

@@ -30,7 +30,7 @@ from workbench.transcript import CLASS_COUNTS, GRADIENTS, MODEL_WEIGHTS, client
 
 
 class ClassGradientInversionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     client: int = Field(0, ge=0, description="whose per-class gradients the server inverts")
     round: Literal["first", "last"] = Field(
         "first", description="which kept round's θ_t and gradients (keep_payloads decides)"

@@ -33,7 +33,7 @@ from workbench.threat import InsiderView
 
 
 class FeatureInversionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     source: Literal["served", "release", "exchanged"] = Field(
         "release",
         description="served: the clients' deployments; release: the published embeddings or "

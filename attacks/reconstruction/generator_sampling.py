@@ -27,7 +27,7 @@ from workbench.targets.cefgc.generator import sample_graphs
 
 
 class GeneratorSamplingConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     adversary: Literal["client"] = "client"
     client: int = Field(0, ge=0, description="the curious client")
     samples: int = Field(

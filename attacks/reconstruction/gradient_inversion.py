@@ -33,7 +33,7 @@ from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
 
 
 class GradientInversionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     client: int = Field(0, ge=0, description="whose upload the server inverts")
     structure: Literal["none", "known"] = Field(
         "none", description="none: labelled nodes as isolated nodes; known: the client's edges"

@@ -24,7 +24,7 @@ from workbench.errors import NotApplicableError
 
 
 class GraphReconstructionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     source: Literal["served", "release"] = "served"
     decoder: Literal["inner-product", "trained"] = "inner-product"
 

@@ -38,7 +38,7 @@ DISTANCES: tuple[str, ...] = Distance.__args__  # type: ignore[attr-defined]
 
 
 class LinkStealingConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     mode: Literal["unsupervised", "supervised"] = "unsupervised"
     distance: Distance = "correlation"
     signal: Literal["posterior", "embedding", "features"] = "posterior"

@@ -16,7 +16,7 @@ from workbench.errors import NotApplicableError
 
 
 class LinkTellerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     step: float = Field(1e-2, gt=0.0, le=10.0, description="change added to every feature of u")
 
 

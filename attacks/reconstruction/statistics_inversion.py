@@ -27,7 +27,7 @@ from workbench.transcript import client
 
 
 class StatisticsInversionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     client: int = Field(0, ge=0, description="whose upload the server reads")
     adversary: Literal["server"] = "server"
 

@@ -137,3 +137,13 @@ def test_delta_flag_overrides_the_yaml_even_at_its_default(tmp_path, capsys):
     assert json.loads(out)["delta"] == 0.001
     _, out, _ = run(capsys, "--json --delta 1e-5 --grid", str(spec))
     assert json.loads(out)["delta"] == 1e-5
+
+
+def test_malformed_grid_yaml_and_huge_ranges_are_refused_at_once(tmp_path, capsys):
+    """Found by fuzzing: a malformed --grid file gave a traceback and a 1e9-value range hung."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mechanism: gaussian\nsigma: [1, 2\n")
+    code, _, err = run(capsys, "--grid", str(bad))
+    assert code == 2 and "is not valid YAML (line" in err and "Traceback" not in err
+    code, _, err = run(capsys, SGM + " --sigma 1 --q 0.01 --steps 1:1000000000:1")
+    assert code == 2 and "at most 10,000 per flag" in err

@@ -138,3 +138,49 @@ def test_sweep_errors_name_the_path_and_check_every_value():
         suite(targets=[dp_target(sweep={"defenses[0].params.noise_multiplier": [1, -1]})])
     )
     assert "noise_multiplier" in msg and "greater than 0" in msg
+
+
+@pytest.mark.parametrize(
+    ("patch", "named"),
+    [
+        ({"seeds": [-1]}, "seeds[0]: Input should be greater than or equal to 0"),
+        (
+            {
+                "targets": [
+                    {
+                        "name": "fedavg",
+                        "defenses": [
+                            {"name": "dp-fedavg", "params": {"noise_multiplier": float("inf")}}
+                        ],
+                    }
+                ]
+            },
+            "targets[0].defenses[0].params.noise_multiplier: Input should be a finite number",
+        ),
+        (
+            {
+                "targets": [
+                    {
+                        "name": "fedavg",
+                        "defenses": [{"name": "dp-fedavg", "params": {"clip": float("inf")}}],
+                    }
+                ]
+            },
+            "targets[0].defenses[0].params.clip: Input should be a finite number",
+        ),
+        (
+            {"partitions": [{"method": "metis", "num_clients": 3, "split": [float("nan")] * 3}]},
+            "partitions[0].split[0]: Input should be a finite number",
+        ),
+    ],
+)
+def test_fuzzed_inputs_are_refused_when_the_suite_is_read(patch, named):
+    """Each once passed validation and failed at run time with a traceback."""
+    base = {
+        "name": "fuzz",
+        "datasets": [{"name": "csbm"}],
+        "partitions": [{"method": "metis", "num_clients": 3}],
+        "targets": [{"name": "fedavg"}],
+    }
+    with pytest.raises(ConfigError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        parse_suite({**base, **patch})

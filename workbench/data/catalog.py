@@ -46,14 +46,14 @@ def cache_root() -> Path:
 
 
 class NodeParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     normalize_features: bool = Field(
         False, description="rows scaled to sum 1 (PyG NormalizeFeatures), as GCOND/FedGC load"
     )
 
 
 class TUParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     use_node_attr: bool = False
     max_degree: int = Field(
         64, ge=1, le=10_000, description="cap of the one-hot degree features for datasets without x"
@@ -230,7 +230,7 @@ for _name in (
 
 
 class MixtureParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     members: list[str] = Field(min_length=2, description="graph datasets to combine")
     member_params: dict[str, dict] = Field(default_factory=dict)
 

@@ -12,7 +12,7 @@ from workbench.errors import PartitionError
 
 
 class IIDParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def iid(

@@ -24,7 +24,7 @@ MOTIFS = ("fan-out", "fan-in", "cycle", "scatter-gather")
 
 
 class InterbankParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     num_banks: int = Field(8, ge=1, le=256)
     num_accounts: int = Field(3000, ge=20, le=1_000_000)
     num_transactions: int = Field(20000, ge=10, le=10_000_000, description="licit ones")

@@ -16,7 +16,7 @@ from workbench.errors import ConfigError, PartitionError
 
 
 class LouvainParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     delta: int = Field(20, ge=0, description="slack around N/K when balancing client sizes")
     resolution: float = Field(1.0, gt=0.0)
 
@@ -68,7 +68,7 @@ def louvain(
 
 
 class MetisParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def metis(
@@ -93,7 +93,7 @@ def metis(
 
 
 class DirichletParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     alpha: float = Field(0.5, gt=0.0, description="Dirichlet concentration; small = skewed")
     min_size: int = Field(10, ge=1, description="minimum items per client")
     max_tries: int = Field(100, ge=1)
@@ -128,7 +128,7 @@ def label_dirichlet(
 
 
 class PlusParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     parts: int = Field(100, ge=2, le=100_000, description="parts of the over-partition")
     delta: int = Field(20, ge=0, description="Louvain+: slack around N/parts per part")
     resolution: float = Field(1.0, gt=0.0, description="Louvain+: Louvain's resolution")
@@ -180,7 +180,7 @@ def metis_plus(
 
 
 class GivenParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def given(

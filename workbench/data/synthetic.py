@@ -16,7 +16,7 @@ from workbench.data.datasets import GraphDataset, NodeDataset, graph_data
 
 
 class CSBMParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     num_nodes: int = Field(1000, ge=10, le=1_000_000)
     num_classes: int = Field(4, ge=2, le=100)
     num_features: int = Field(32, ge=1, le=10_000)
@@ -52,7 +52,7 @@ def csbm(params: CSBMParams) -> NodeDataset:
 
 
 class SyntheticGraphsParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     num_graphs: int = Field(300, ge=10, le=1_000_000)
     num_classes: int = Field(2, ge=2, le=20)
     num_features: int = Field(8, ge=1, le=1000)

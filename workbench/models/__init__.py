@@ -19,7 +19,7 @@ GRAPH_ARCHS = ("gin",)
 
 @storable
 class ModelConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     arch: Literal["gcn", "sage", "gat", "mlp", "gin"] | None = Field(
         None, description="default: gcn for node-level data, gin for graph-level data"
     )

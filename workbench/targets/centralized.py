@@ -38,7 +38,7 @@ from workbench.transcript import Transcript
 
 
 class CentralizedConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     model: ModelConfig = ModelConfig()
     epochs: int = Field(200, ge=1, le=100_000)
     lr: float = Field(0.01, gt=0.0, le=10.0)

@@ -65,7 +65,7 @@ from workbench.transcript import (
 
 
 class FedAvgConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     model: ModelConfig = ModelConfig()
     rounds: int = Field(100, ge=1, le=10_000)
     local_epochs: int = Field(3, ge=1, le=1000)

@@ -59,7 +59,7 @@ ENCODER_WEIGHTS, CLASSIFIER_WEIGHTS = "gap_encoder_weights", "gap_classifier_wei
 
 
 class GAPConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     encoder_dim: int = Field(16, ge=1, le=1024, description="width of the encodings")
     hidden: int = Field(64, ge=1, le=4096)
     hops: int = Field(2, ge=1, le=5, description="perturbed aggregation steps")

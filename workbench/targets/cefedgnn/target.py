@@ -78,7 +78,7 @@ VECTORS = ("h", "h_out")  # what a release carries per node: hidden state, h^(L)
 
 
 class CEFedGNNConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     model: ModelConfig = ModelConfig(arch="sage", hidden=64)
     rounds: int = Field(62, ge=1, le=100_000, description="R (paper: T / K = 2000 / 32)")
     local_steps: int = Field(32, ge=1, le=10_000, description="K")

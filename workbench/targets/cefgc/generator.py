@@ -26,7 +26,7 @@ def class_scale(k: int) -> float:
 
 
 class GeneratorConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     epochs: int = Field(100, ge=1, le=100_000, description="reference code: 5001")
     batch_size: int = Field(32, ge=1)
     lr: float = Field(1e-3, gt=0.0)

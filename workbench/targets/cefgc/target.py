@@ -75,7 +75,7 @@ from workbench.transcript import (
 
 
 class CeFGCConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     label_channel: bool = Field(False, description="CeFGC*: one generator per client")
     generator: GeneratorConfig = GeneratorConfig()
     synthetic_ratio: float = Field(1.0, ge=0.0, le=100.0, description="|synthetic| / |local|")

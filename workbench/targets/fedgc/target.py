@@ -68,7 +68,7 @@ from workbench.transcript import (
 
 
 class FedGCConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     ratio: float = Field(
         0.5, gt=0.0, le=1.0, description="N' as a fraction of the training labels (code)"
     )

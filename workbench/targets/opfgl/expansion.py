@@ -17,7 +17,7 @@ from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 
 class ExpansionConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     enabled: bool = Field(True, description="HRE on (homophilic graphs) or off")
     lp_iters: int = Field(2, ge=1, le=100, description="T, label-propagation steps")
     lp_alpha: float = Field(0.9, ge=0.0, le=1.0, description="α of label propagation")

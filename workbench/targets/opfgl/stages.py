@@ -23,7 +23,7 @@ from workbench.targets.opfgl.surrogate import SurrogateGraph
 
 
 class StageConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     lr: float = Field(1e-4, gt=0.0)
     epochs: int = Field(3000, ge=0, le=100_000)
     eval_every: int = Field(100, ge=1, le=100_000)

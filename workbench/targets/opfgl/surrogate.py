@@ -26,7 +26,7 @@ from workbench.targets.opfgl.statistics import Pooled
 
 
 class SurrogateConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     nodes_per_class: int = Field(1, ge=1, le=300, description="n'_c (the paper's Cora/CiteSeer)")
     rate: float | None = Field(
         None, gt=0.0, le=1.0, description="n'_c = ⌈rate · original labelled count⌉ instead"

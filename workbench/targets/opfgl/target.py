@@ -83,7 +83,7 @@ SUPPORTED = ("statistics-noise", "masked-aggregation", "secure-aggregation")
 
 
 class OPFGLConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     mode: Literal["opfgl", "stage1", "standalone"] = "opfgl"
     hops: int = Field(1, ge=0, le=8, description="K of H = [X ‖ ÂX ‖ … ‖ Â^K X]")
     min_count: int = Field(2, ge=1, description="least nodes of a class for it to be uploaded")

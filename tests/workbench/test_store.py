@@ -1,0 +1,41 @@
+"""The results folder: refused when it is a file, never created by a reader, held by one
+writer at a time."""
+
+import pytest
+
+from workbench import api
+from workbench.cli import main
+from workbench.errors import ConfigError
+from workbench.store import ResultsStore, writing
+
+SUITE = {
+    "name": "tiny",
+    "datasets": [{"name": "csbm", "params": {"num_nodes": 200}}],
+    "partitions": [{"method": "metis", "num_clients": 2}],
+    "targets": [{"name": "fedavg", "params": {"rounds": 1}}],
+}
+
+
+def test_out_naming_a_file_is_a_one_line_error(tmp_path):
+    file = tmp_path / "results.txt"
+    file.write_text("not a folder")
+    with pytest.raises(ConfigError, match="a file, not a folder"):
+        api.run_suite(SUITE, file)
+
+
+def test_reading_a_missing_folder_does_not_create_it(tmp_path, capsys):
+    missing = tmp_path / "no" / "such" / "dir"
+    assert main(["attack", str(missing), "--attack", "mia-threshold"]) == 2
+    assert "not a results folder" in capsys.readouterr().err
+    assert not missing.exists()
+    with pytest.raises(ConfigError):
+        ResultsStore(missing, create=False)
+    assert not missing.exists()
+
+
+def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
+    """Two runs into one folder: the second used to overwrite the stored suite under the
+    first; now it stops at once, naming the process holding the folder."""
+    with writing(tmp_path), pytest.raises(ConfigError, match=r"fgl-workbench pid \d+ is writing"):
+        api.run_suite(SUITE, tmp_path)
+    assert api.run_suite(SUITE, tmp_path).cells_run == 1  # free again once it is released
