@@ -56,11 +56,13 @@ def run_suite(
     jobs: int = 1,
     executor: Executor = "serial",
     address: str = "local",
+    keep_client_secrets: bool = False,
 ) -> RunSummary:
     """Runs a suite (a YAML path, its parsed mapping, or a ``Suite``) into ``out``: every
     cell not stored there yet is trained and attacked; finished cells are skipped, so an
-    interrupted run resumes. ``executor``/``jobs``/``address`` as ``fgl-workbench run``."""
-    suite = _as_suite(suite)
+    interrupted run resumes. ``executor``/``jobs``/``address`` as ``fgl-workbench run``;
+    ``keep_client_secrets`` as the suite's field of that name."""
+    suite = _with_secrets(_as_suite(suite), keep_client_secrets)
     return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address)
 
 
@@ -74,12 +76,13 @@ def audit(
     jobs: int = 1,
     executor: Executor = "serial",
     address: str = "local",
+    keep_client_secrets: bool = False,
 ) -> RunSummary:
     """``run_suite`` with the canary audit on (the suite's ``audit:`` block, or ``canaries``
     per audited claim): every cell with a DP defense gets its lower bounds on ε beside the
     claimed ones in the store; cells stored without them are trained again (same seed, same
     numbers) and audited."""
-    suite = _as_suite(suite)
+    suite = _with_secrets(_as_suite(suite), keep_client_secrets)
     try:
         entry = AuditEntry(canaries=canaries) if canaries is not None else suite.audit
     except ValidationError as exc:
@@ -101,6 +104,10 @@ def privacy(out: str | Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
         }
     finally:
         store.close()
+
+
+def _with_secrets(suite: Suite, keep: bool) -> Suite:
+    return suite.model_copy(update={"keep_client_secrets": True}) if keep else suite
 
 
 def _as_suite(suite: str | Path | dict[str, Any] | Suite) -> Suite:

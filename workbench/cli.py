@@ -78,6 +78,12 @@ def _suite_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--keep-client-secrets",
+        action="store_true",
+        help="keep the clients' CKKS secret key in the snapshots (curious-client attacks "
+        "offline); the folder then holds it",
+    )
+    p.add_argument(
         "--jobs",
         type=int,
         default=1,
@@ -110,7 +116,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from workbench import api
 
         how = {"quiet": args.quiet, "jobs": args.jobs, "executor": args.executor}
-        how["address"] = args.address
+        how |= {"address": args.address, "keep_client_secrets": args.keep_client_secrets}
         if args.command == "run":
             summary = api.run_suite(args.suite, args.out, args.data_root, **how)
         else:

@@ -293,7 +293,7 @@ def run_cell(
         audits,
     )
     with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
-        store.save_target(cell.cell_id, snapshot(trained))
+        store.save_target(cell.cell_id, snapshot(trained, cell.keep_secrets))
     store.put_cell(row, config_hash(cell.config()))
     attack_cell(cell, attacks, trained, federation, store, delta, jobs, report)
 

@@ -7,8 +7,9 @@ recipe and the utility. It is read back with ``torch.load(weights_only=True)``, 
 anything else, so opening a results folder someone sent cannot run their code. What cannot be
 kept that way is left out: heads beside the GNN (CE-FedGNN's edge head, which no attack
 reads) and a plug-in's query API of a kind not listed here (attacks querying it report "not
-applicable"). The clients' CKKS secret key (CeFGC+, O-pFGL under CKKS) is kept, so a curious
-client's attacks run offline too."""
+applicable"). The clients' CKKS secret key (CeFGC+, O-pFGL under CKKS) is kept only when the
+run asks (``keep_client_secrets``), so a curious client's attacks run offline too; otherwise
+the snapshot records that it was withheld and those attacks say what they need."""
 
 from __future__ import annotations
 
@@ -196,8 +197,9 @@ def _built(cls: type, fields: Any) -> Any:
         raise SnapshotError(f"{type_ref(cls)}: stored fields do not fit ({exc})") from None
 
 
-def snapshot(trained: TrainedTarget) -> bytes:
-    """The trained target as plain data, serialised."""
+def snapshot(trained: TrainedTarget, keep_secrets: bool = False) -> bytes:
+    """The trained target as plain data, serialised; the clients' secret key only with
+    ``keep_secrets`` (else the snapshot records that it was withheld)."""
     spec, recipe = trained.spec, trained.recipe
 
     def weights(module: torch.nn.Module) -> Any:
@@ -235,7 +237,8 @@ def snapshot(trained: TrainedTarget) -> bytes:
         ],
         "query": query_data(trained.query, weights),
         "served": None if trained.served is None else served_data(trained.served, weights),
-        "keys": None if trained.keys is None else keys_data(trained.keys),
+        "keys": None if trained.keys is None or not keep_secrets else keys_data(trained.keys),
+        "keys_withheld": trained.keys is not None and not keep_secrets,
         "senders": {int(k): list(v) for k, v in trained.senders.items()},
         "metric_releases": None
         if trained.metric_releases is None
@@ -311,7 +314,9 @@ def _restored(path: Path, federation: Federation) -> TrainedTarget:
         served=None
         if data["served"] is None
         else rebuilt_served(data["served"], model, federation),
-        keys=None
+        keys=WithheldKey()
+        if data.get("keys_withheld")
+        else None
         if data["keys"] is None
         else KeyHolder(SecureAggConfig(**data["keys"]["config"]), secret=data["keys"]["secret"]),
         transcript=transcript,
@@ -334,6 +339,20 @@ def released_from(raw: Any) -> MetricReleases | None:
     if not all(isinstance(raw[f], torch.Tensor) for f in RELEASE_FIELDS):
         raise SnapshotError("metric_releases: every field must be a tensor")
     return MetricReleases(*(raw[f].numpy() for f in RELEASE_FIELDS))
+
+
+class WithheldKey:
+    """Where the clients' secret key was: the run did not keep it (the default), so anything
+    that needs it (a curious client decrypting offline) is not applicable, and says why."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # protocol lookups (copy, pickle) see a plain object
+            raise AttributeError(name)
+        raise NotApplicableError(
+            "the results folder does not keep the clients' CKKS secret key; rerun with "
+            "--keep-client-secrets (or keep_client_secrets: true) to attack as a curious "
+            "client offline"
+        )
 
 
 def served_data(served: ServedAPI, weights: Weights) -> dict[str, Any]:

@@ -89,6 +89,11 @@ class Suite(_Strict):
     partitions: list[PartitionEntry] = Field(min_length=1)
     targets: list[TargetEntry] = Field(min_length=1)
     attacks: list[AttackEntry] = []
+    keep_client_secrets: bool = Field(
+        False,
+        description="keep the clients' CKKS secret key in the snapshots (curious-client "
+        "attacks run offline; the results folder then holds it)",
+    )
     audit: AuditEntry | None = Field(
         None, description="{canaries: N}: canary-audit every cell with a DP defense"
     )
@@ -102,6 +107,7 @@ class Cell:
     seed: int
     attacks: tuple[AttackEntry, ...]
     canaries: int = 0  # the canary audit's size; 0: no audit (not part of the cell's id)
+    keep_secrets: bool = False  # snapshots keep the clients' secret key (not part of the id)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -281,5 +287,6 @@ def expand(suite: Suite) -> list[Cell]:
             for t in suite.targets:
                 for s in suite.seeds:
                     canaries = suite.audit.canaries if suite.audit else 0
-                    cells.append(Cell(d, p, t, s, tuple(suite.attacks), canaries))
+                    keep = suite.keep_client_secrets
+                    cells.append(Cell(d, p, t, s, tuple(suite.attacks), canaries, keep))
     return cells

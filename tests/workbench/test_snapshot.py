@@ -25,6 +25,7 @@ OPFGL = {
 BASE = {
     "name": "offline",
     "seeds": [0],
+    "keep_client_secrets": True,  # the curious client's key, for its attacks offline
     "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
     "partitions": [{"method": "metis", "num_clients": 3}],
     "targets": [
@@ -227,3 +228,26 @@ def test_a_snapshot_with_a_pickle_inside_is_refused(tmp_path):
     with pytest.raises(SnapshotError, match="refused, it holds more than plain data"):
         restore(path, None)
     assert not marker.exists()
+
+
+def test_the_clients_secret_key_is_kept_only_when_asked(tmp_path):
+    """By default the snapshot withholds the clients' CKKS secret key: the in-suite curious
+    client still decrypts, the same attack offline says what it needs."""
+    suite = {
+        **BASE,
+        "keep_client_secrets": False,
+        "targets": [
+            t for t in BASE["targets"] if t.get("defenses") == [{"name": "secure-aggregation"}]
+        ],
+    }
+    tracing = {"name": "mia-statistics-tracing", "params": {"adversary": "client"}}
+    api.run_suite({**suite, "attacks": [tracing]}, tmp_path / "in-suite")
+    (row,) = ResultsStore(tmp_path / "in-suite").attacks()
+    assert row.status == "ok"
+    api.run_suite(suite, tmp_path / "later")
+    (snap,) = (tmp_path / "later" / "targets").glob("*.pt")
+    data = torch.load(snap, weights_only=True)
+    assert data["keys"] is None and data["keys_withheld"]
+    api.attack(tmp_path / "later", [tracing])
+    (row,) = ResultsStore(tmp_path / "later").attacks()
+    assert row.status == "not_applicable" and "--keep-client-secrets" in row.reason
