@@ -21,6 +21,7 @@ from torch_geometric.utils import degree, to_undirected
 
 from workbench.data.datasets import Dataset, GraphDataset, Level, NodeDataset, graph_data
 from workbench.data.interbank import InterbankParams, interbank
+from workbench.data.safe_load import UnsafeDataError, data_files_only
 from workbench.data.synthetic import (
     CSBMParams,
     SyntheticGraphsParams,
@@ -85,9 +86,10 @@ def load_dataset(name: str, params: dict | None = None, root: str | Path | None 
     # Two processes (parallel suites, Ray workers) processing the same dataset at once would
     # read each other's half-written processed/ files: one processes, the other waits.
     key = hashlib.sha256(str((base / spec.folder).resolve()).encode()).hexdigest()[:12]
+    cache_root().mkdir(mode=0o700, parents=True, exist_ok=True)  # private to the user
     locks = cache_root() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
-    with FileLock(locks / f"{key}.lock"):
+    with FileLock(locks / f"{key}.lock"), data_files_only():
         return spec.build(_pyg_folder(spec, base), parsed)
 
 
@@ -109,6 +111,8 @@ def _pyg_folder(spec: DatasetSpec, base: Path) -> Path:
 def _download_guard(spec: DatasetSpec, folder: Path, make: Callable[[], object]) -> object:
     try:
         return make()
+    except UnsafeDataError:
+        raise
     except Exception as exc:
         raise DatasetNotFoundError(
             f"dataset '{spec.name}' is not in {folder / 'raw'} and could not be downloaded "
