@@ -384,7 +384,7 @@ def roc_curves(
     for (label, attack), rocs in sorted(grouped.items()):
         group = groups[label]
         name = attack_names.get(attack, "")
-        family = ATTACKS.get(name).family if name in ATTACKS else ""  # unknown: no ceiling
+        family = ATTACKS.get(name).family if ATTACKS.known(name) else ""  # unknown: no ceiling
         units = COVERING_UNITS.get(family, set())
         who = adversary_of(params_of[attack])
         eps = [c.epsilon_against(who, units) for c in group]

@@ -130,7 +130,7 @@ def family_of(attack_label: str) -> str:
     from attacks import ATTACKS
 
     name = attack_label.split("(", 1)[0]
-    return ATTACKS.get(name).family if name in ATTACKS else "membership"
+    return ATTACKS.get(name).family if ATTACKS.known(name) else "membership"
 
 
 def family_rows(

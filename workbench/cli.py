@@ -149,52 +149,60 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"report: {api.build_report(args.out)}")
         return 0
     if args.command == "report":
-        from reports.summary import (
-            across_seeds,
-            attack_table,
-            attacks_across_seeds,
-            format_interval,
-            format_pm,
-        )
-        from reports.tradeoff import (
-            privacy_axis,
-            tradeoff_figure,
-            tradeoff_points,
-            tradeoff_table,
-        )
-        from workbench.api import build_report
-        from workbench.store import ResultsStore
+        from workbench.registry import reading_untrusted
 
-        path = build_report(args.out)
-        store = ResultsStore(args.out)
-        for s in across_seeds(store.cells()):
-            seeds = ",".join(map(str, s.seeds))
-            print(
-                f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)} "
-                f"(95% CI {format_interval(s.accuracy_ci)})  "
-                f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
-            )
-        for line in attack_table(attacks_across_seeds(store.cells(), store.attacks())):
-            print(line)
-        points = tradeoff_points(store.cells(), store.attacks())
-        store.close()
-        if privacy_axis(points) is not None:
-            print("\nprivacy-utility:")
-            for line in tradeoff_table(points):
-                print(line)
-        if args.tradeoff_png:
-            figure = tradeoff_figure(points)
-            if figure is None:
-                raise WorkbenchError(
-                    "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
-                )
-            figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
-        print(f"report: {path}")
-        return 0
+        with reading_untrusted(f"the results folder {args.out}"):
+            return _report(args)
     for kind in [args.kind] if args.kind else LIST_KINDS:
         print(f"{kind}:")
         for line in _listing(kind):
             print(f"  {line}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    """Writes the report and prints its summary tables: everything read from the folder."""
+    from reports.summary import (
+        across_seeds,
+        attack_table,
+        attacks_across_seeds,
+        format_interval,
+        format_pm,
+    )
+    from reports.tradeoff import (
+        privacy_axis,
+        tradeoff_figure,
+        tradeoff_points,
+        tradeoff_table,
+    )
+    from workbench.api import build_report
+    from workbench.store import ResultsStore
+
+    path = build_report(args.out)
+    store = ResultsStore(args.out)
+    for s in across_seeds(store.cells()):
+        seeds = ",".join(map(str, s.seeds))
+        print(
+            f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)} "
+            f"(95% CI {format_interval(s.accuracy_ci)})  "
+            f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
+        )
+    for line in attack_table(attacks_across_seeds(store.cells(), store.attacks())):
+        print(line)
+    points = tradeoff_points(store.cells(), store.attacks())
+    store.close()
+    if privacy_axis(points) is not None:
+        print("\nprivacy-utility:")
+        for line in tradeoff_table(points):
+            print(line)
+    if args.tradeoff_png:
+        figure = tradeoff_figure(points)
+        if figure is None:
+            raise WorkbenchError(
+                "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
+            )
+        figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
+    print(f"report: {path}")
     return 0
 
 

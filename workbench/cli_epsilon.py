@@ -203,14 +203,14 @@ def _values(name: str, raw: Any) -> list[float]:
     try:
         if ":" in text:
             start, stop, step = (float(x) for x in text.split(":"))
-            if step <= 0 or stop < start:
+            if not all(map(math.isfinite, (start, stop, step))) or step <= 0 or stop < start:
                 raise ValueError
-            n = int(math.floor((stop - start) / step + 1e-9)) + 1
-            if n > MAX_VALUES:
+            if (stop - start) / step > MAX_VALUES:
                 raise ConfigError(
-                    f"--{name}: the range {text} has {n:,} values; at most {MAX_VALUES:,} per "
-                    "flag (widen the step)"
+                    f"--{name}: the range {text} has more than {MAX_VALUES:,} values; at most "
+                    f"{MAX_VALUES:,} per flag (widen the step)"
                 )
+            n = int(math.floor((stop - start) / step + 1e-9)) + 1
             values = [round(start + i * step, 12) for i in range(n)]
         else:
             values = [float(x) for x in text.split(",")]

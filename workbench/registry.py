@@ -90,6 +90,11 @@ class Registry(Generic[T]):
         self._load_plugins()
         return sorted(self._items)
 
+    def known(self, name: object) -> bool:
+        """Registered already (built-in, entry point, or resolved earlier): never imports."""
+        self._load_plugins()
+        return isinstance(name, str) and name in self._items
+
     def __contains__(self, name: object) -> bool:
         self._load_plugins()
         if not isinstance(name, str):

@@ -367,7 +367,7 @@ def attack_stored(
     retraining: the cell's federation is rebuilt from its seed, the target read back from
     its snapshot (``weights_only``). Attacks stored already are skipped. Returns (cells
     attacked, cells without a snapshot)."""
-    with writing(out_dir, create=False):
+    with writing(out_dir, create=False), reading_untrusted(f"the results folder {out_dir}"):
         return _attack_stored(out_dir, attacks, data_root, jobs, quiet)
 
 
@@ -379,9 +379,8 @@ def _attack_stored(
         raw = store.meta("suite_json")
         if raw is None:
             raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
-        with reading_untrusted(f"the results folder {out_dir}"):
-            suite = Suite.model_validate_json(raw)
-            cells = {c.cell_id: c for c in expand(suite)}
+        suite = Suite.model_validate_json(raw)
+        cells = {c.cell_id: c for c in expand(suite)}
         attacked = missing = 0
         for row in store.cells():
             cell, path = cells.get(row.cell_id), store.target_path(row.cell_id)

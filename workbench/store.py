@@ -308,7 +308,11 @@ def writing(out_dir: str | Path, create: bool = True) -> Iterator[None]:
     for ``ResultsStore``."""
     root = Path(out_dir)
     ResultsStore(root, create).close()  # the folder exists and is one
-    with open(root / LOCK_FILE, "a+") as f:
+    try:  # never through a symlink a received folder may hold
+        fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise ConfigError(f"{root / LOCK_FILE}: cannot be opened safely ({exc.strerror})") from None
+    with os.fdopen(fd, "r+") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

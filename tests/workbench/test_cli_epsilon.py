@@ -147,3 +147,6 @@ def test_malformed_grid_yaml_and_huge_ranges_are_refused_at_once(tmp_path, capsy
     assert code == 2 and "is not valid YAML (line" in err and "Traceback" not in err
     code, _, err = run(capsys, SGM + " --sigma 1 --q 0.01 --steps 1:1000000000:1")
     assert code == 2 and "at most 10,000 per flag" in err
+    for bad in ("1:inf:1", "1:2:1e-320"):  # an overflow traceback once
+        code, _, err = run(capsys, SGM + f" --q 0.01 --steps 100 --sigma {bad}")
+        assert code == 2 and "Traceback" not in err and "--sigma" in err

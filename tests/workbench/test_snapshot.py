@@ -203,6 +203,7 @@ def test_reading_a_results_folder_imports_nothing_it_names(tmp_path, monkeypatch
         db.execute("UPDATE attacks SET attack = 'evilmod:Thing'")
     db.close()
     assert api.build_report(out).exists()
+    assert main(["report", str(out)]) == 0  # its summary tables read the rows too
     # the stored suite's cell no longer matches its row: nothing to attack, nothing imported
     assert api.attack(out, [{"name": "mia-threshold", "params": {"hops": 1}}]) == (0, 1)
     (snap,) = (out / "targets").glob("*.pt")

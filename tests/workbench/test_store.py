@@ -39,3 +39,17 @@ def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
     with writing(tmp_path), pytest.raises(ConfigError, match=r"fgl-workbench pid \d+ is writing"):
         api.run_suite(SUITE, tmp_path)
     assert api.run_suite(SUITE, tmp_path).cells_run == 1  # free again once it is released
+
+
+def test_the_lock_file_is_never_followed_through_a_symlink(tmp_path):
+    """A received folder whose ``.writing`` points at a user's file: taking the lock used to
+    truncate and overwrite that file."""
+    api.run_suite(SUITE, tmp_path / "run")
+    victim = tmp_path / "bashrc"
+    victim.write_text("precious")
+    lock = tmp_path / "run" / ".writing"
+    lock.unlink()
+    lock.symlink_to(victim)
+    with pytest.raises(ConfigError, match="cannot be opened safely"):
+        api.attack(tmp_path / "run", [{"name": "mia-threshold"}])
+    assert victim.read_text() == "precious"

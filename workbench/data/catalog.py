@@ -21,7 +21,7 @@ from torch_geometric.utils import degree, to_undirected
 
 from workbench.data.datasets import Dataset, GraphDataset, Level, NodeDataset, graph_data
 from workbench.data.interbank import InterbankParams, interbank
-from workbench.data.safe_load import UnsafeDataError, data_files_only
+from workbench.data.safe_load import UnsafeDataError, data_files_only, refuse_unsafe_processed
 from workbench.data.synthetic import (
     CSBMParams,
     SyntheticGraphsParams,
@@ -90,7 +90,9 @@ def load_dataset(name: str, params: dict | None = None, root: str | Path | None 
     locks = cache_root() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"{key}.lock"), data_files_only():
-        return spec.build(_pyg_folder(spec, base), parsed)
+        folder = _pyg_folder(spec, base)
+        refuse_unsafe_processed(folder / "processed")
+        return spec.build(folder, parsed)
 
 
 def _pyg_folder(spec: DatasetSpec, base: Path) -> Path:

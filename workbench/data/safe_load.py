@@ -12,6 +12,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 import fsspec
@@ -71,6 +72,14 @@ def plain_torch_load(path: str, map_location: Any = None) -> Any:
             f"{path}: a processed file holding more than plain data: refused (delete it and it "
             "is rebuilt from raw/)"
         ) from None
+
+
+def refuse_unsafe_processed(processed: Path) -> None:
+    """PyG reads ``pre_transform.pt`` and ``pre_filter.pt`` with ``weights_only=False``
+    itself, outside ``fs.torch_load``: each present must load as plain data first."""
+    for name in ("pre_transform.pt", "pre_filter.pt"):
+        if (processed / name).is_file():
+            plain_torch_load(str(processed / name))
 
 
 @contextmanager

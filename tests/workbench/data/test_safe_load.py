@@ -59,3 +59,15 @@ def test_a_planted_processed_file_is_refused(cora_copy, tmp_path):
 def test_the_processing_cache_is_private(cora_copy, tmp_path):
     load_dataset("Cora", root=cora_copy)
     assert (tmp_path / "cache").stat().st_mode & 0o077 == 0
+
+
+def test_a_planted_pre_transform_file_is_refused(cora_copy, tmp_path):
+    """PyG reads processed/pre_transform.pt with weights_only=False itself."""
+    load_dataset("Cora", root=cora_copy)
+    (processed,) = (tmp_path / "cache").rglob("processed/data.pt")
+    marker = tmp_path / "ran"
+    processed.unlink()  # so PyG processes again and reads pre_transform.pt
+    torch.save(Marker(marker), processed.parent / "pre_transform.pt")
+    with pytest.raises(UnsafeDataError, match="pre_transform.pt: a processed file"):
+        load_dataset("Cora", root=cora_copy)
+    assert not marker.exists()
