@@ -41,26 +41,25 @@ class DPSGDGame:
         generator: torch.Generator,
     ) -> list[Trial]:
         return [
-            self._trial(config, event, mechanism, m, context.dimension, generator)
-            for event in self._events(context.ledger, config)
+            self._trial(config, event, group, mechanism, m, context.dimension, generator)
+            for event, group in self._events(context.ledger, config)
         ]
 
     @staticmethod
-    def _events(ledger: PrivacyLedger, config: DPSGDConfig) -> list[SubsampledGaussian]:
-        """The run's DP-SGD events: record-level subsampled Gaussians at this config's σ."""
+    def _events(ledger: PrivacyLedger, config: DPSGDConfig) -> list[tuple[SubsampledGaussian, int]]:
+        """The run's DP-SGD events (record-level subsampled Gaussians at this config's σ),
+        each with the group size it accounts; none: no DP-SGD step ran, nothing to audit."""
         found = []
         for e in ledger.events:
             if isinstance(e, SubsampledGaussian) and e.scope is not None:
                 group = _group(config.sample_rate, e.q)
-                if e.scope.unit != "client" and math.isclose(
-                    e.sigma * group, config.noise_multiplier
-                ):
-                    found.append(e)
-        return found  # none: no DP-SGD step ran, nothing to audit
+                same_noise = math.isclose(e.sigma * group, config.noise_multiplier)
+                if e.scope.unit != "client" and same_noise:
+                    found.append((e, group))
+        return found
 
     @staticmethod
-    def _trial(config, event, mechanism, m, dimension, generator) -> Trial:
-        group = _group(config.sample_rate, event.q)
+    def _trial(config, event, group, mechanism, m, dimension, generator) -> Trial:
         d = directions(m, dimension, generator)
         included = inclusion(m, generator)
         owner = included.nonzero().flatten().repeat_interleave(group)  # each unit's records

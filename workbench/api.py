@@ -39,7 +39,7 @@ from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
 from workbench.runner import Executor, RunSummary, attack_stored
-from workbench.store import STORE_FILE, ResultsStore
+from workbench.store import ResultsStore
 from workbench.suite import AttackEntry, AuditEntry, Suite, format_errors, load_suite, parse_suite
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import background_knowledge, client_view, querier_view, server_view
@@ -82,22 +82,28 @@ def audit(
     per audited claim): every cell with a DP defense gets its lower bounds on ε beside the
     claimed ones in the store; cells stored without them are trained again (same seed, same
     numbers) and audited."""
-    suite = _with_secrets(_as_suite(suite), keep_client_secrets)
+    suite = _as_suite(suite)
     try:
         entry = AuditEntry(canaries=canaries) if canaries is not None else suite.audit
     except ValidationError as exc:
         raise ConfigError(f"invalid audit\n{format_errors(exc, 'audit')}") from None
-    suite = suite.model_copy(update={"audit": entry or AuditEntry()})
-    return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address)
+    return run_suite(
+        suite.model_copy(update={"audit": entry or AuditEntry()}),
+        out,
+        data_root,
+        quiet=quiet,
+        jobs=jobs,
+        executor=executor,
+        address=address,
+        keep_client_secrets=keep_client_secrets,
+    )
 
 
 def privacy(out: str | Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """A results folder's privacy figures, per cell label: ``epsilons`` (ε per adversary ×
     unit, ∞ where nothing is guaranteed, with its note) and ``audits`` (the canary audit's
     lower bound beside the claimed ε, per audited claim)."""
-    if not (Path(out) / STORE_FILE).is_file():
-        raise ConfigError(f"{out}: no {STORE_FILE} here (not a results folder)")
-    store = ResultsStore(out)
+    store = ResultsStore(out, create=False)
     try:
         return {
             c.label: {"epsilons": list(c.epsilons), "audits": list(c.audits)} for c in store.cells()

@@ -126,7 +126,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             f"results in {summary.out_dir / 'results.sqlite'}"
         )
         if args.command == "audit":
-            print_audits(api.privacy(args.out))
+            cli_epsilon.print_audits(api.privacy(args.out))
         print(f"report: {api.build_report(args.out)}")
         return 0
     if args.command == "attack":
@@ -204,19 +204,6 @@ def _report(args: argparse.Namespace) -> int:
         figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
     print(f"report: {path}")
     return 0
-
-
-def print_audits(privacy: dict[str, dict[str, list[dict]]]) -> None:
-    """One line per audited claim: lower bound vs claimed ε, and whether it holds."""
-    for label, figures in privacy.items():
-        for a in figures["audits"]:
-            verdict = "holds" if a["lower_bound"] <= a["claimed"] else "VIOLATED"
-            print(
-                f"{label}  {a['defense']} vs {a['adversaries']} ({a['unit']}): "
-                f"ε ≥ {a['lower_bound']:.3f} ({a['confidence']:.1%}, {a['correct']}/"
-                f"{a['guesses']} on {a['canaries']} canaries), claimed {a['claimed']:.3f}: "
-                f"{verdict}"
-            )
 
 
 def dry_run(suite, out: Path) -> int:

@@ -114,7 +114,6 @@ def run(args: argparse.Namespace) -> int:
 def _print_run(out: str, as_json: bool) -> int:
     """A results folder's ε per cell, adversary and unit (∞ where nothing is guaranteed)."""
     from workbench.api import privacy
-    from workbench.cli import print_audits
 
     figures = privacy(out)
     if as_json:
@@ -136,6 +135,19 @@ def _print_run(out: str, as_json: bool) -> int:
             )
     print_audits(figures)
     return 0
+
+
+def print_audits(privacy: dict[str, dict[str, list[dict]]]) -> None:
+    """One line per audited claim: lower bound vs claimed ε, and whether it holds."""
+    for label, figures in privacy.items():
+        for a in figures["audits"]:
+            verdict = "holds" if a["lower_bound"] <= a["claimed"] else "VIOLATED"
+            print(
+                f"{label}  {a['defense']} vs {a['adversaries']} ({a['unit']}): "
+                f"ε ≥ {a['lower_bound']:.3f} ({a['confidence']:.1%}, {a['correct']}/"
+                f"{a['guesses']} on {a['canaries']} canaries), claimed {a['claimed']:.3f}: "
+                f"{verdict}"
+            )
 
 
 def _json_row(row: dict[str, Any]) -> dict[str, Any]:
