@@ -1,44 +1,92 @@
-"""Secure aggregation by pairwise masks (Bonawitz et al. 2017, without its dropout recovery,
-which O-pFGL's one-shot protocol does not discuss).
+"""Secure aggregation by pairwise masks with dropout recovery, as deployed systems run it:
+SecAgg (Bonawitz et al. 2017) against an honest-but-curious server.
 
-Every pair of clients agrees on a key by Diffie-Hellman in RFC 3526's 2048-bit MODP group
-(each client publishes g^a mod p through the server, a set-up message), expands it with
-SHA-256-seeded PCG64 into a mask over Z_{2^64}, and client i adds the masks it shares with
-higher-numbered clients and subtracts those it shares with lower-numbered ones. Contributions
-are fixed-point numbers (``fraction_bits`` after the binary point, two's complement): the
-masks cancel in the sum, which the server decodes exactly, while any one masked vector is
-uniform on the ring, independent of what it carries.
+One aggregation takes four rounds, each message recorded in the transcript with its real bytes:
 
-The DH secrets are drawn from the run's seed so that a run replays exactly; a deployment
-draws them from the operating system."""
+0. **Advertise keys.** Each client draws two X25519 key pairs from the operating system (``c``
+   to encrypt the shares it sends other clients, ``s`` to agree masks) and a 32-byte self-mask
+   seed ``b``; it uploads both public keys and the server broadcasts the list.
+1. **Share keys.** Each client splits ``s``'s secret key and ``b`` into Shamir shares (any
+   ``t`` of the ``n`` rebuild them; over the prime field 2^521 − 1) and sends share ``j`` to
+   client ``j`` through the server, sealed with AES-GCM under a key agreed with ``c``: the
+   server relays shares it cannot read.
+2. **Masked input.** Client ``u`` uploads ``x_u + PRG(b_u) + Σ_{v>u} PRG(s_uv) −
+   Σ_{v<u} PRG(s_uv)`` over Z_{2^64}, where ``s_uv`` is HKDF of the X25519 agreement of ``u``'s
+   and ``v``'s ``s`` keys and the PRG is ChaCha20. A client that drops out after round 1 never
+   sends it.
+3. **Unmasking.** The server names the survivors; each survivor reveals its shares of ``b_v``
+   for every surviving ``v`` and of ``s``'s secret key for every dropped ``u`` (never both for
+   one client, which would unmask that client's input). From ``t`` shares the server rebuilds
+   them, removes the survivors' self-masks and the dropped clients' pairwise masks, and
+   decodes the survivors' exact sum. Fewer than ``t`` survivors abort with a clear error.
+
+Contributions are fixed-point numbers (``fraction_bits`` after the binary point, two's
+complement), so the sum is exact, while any one masked vector is uniform on the ring whatever
+it carries. Keys, seeds and Shamir coefficients come from the operating system, never from the
+run's seed: the decoded sum does not depend on them, so runs still replay exactly."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
+import os
+import secrets
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic import BaseModel, ConfigDict, Field
 
 from defenses.base import DEFENSES, PrivacyUnit
 from workbench.errors import ConfigError
-
-# RFC 3526, group 14: the 2048-bit MODP prime, generator 2
-MODP_2048 = int(
-    "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A0879"
-    "8E3404DDEF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B"
-    "0BFF5CB6F406B7EDEE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA4836"
-    "1C55D39A69163FA8FD24CF5F83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804"
-    "F1746C08CA18217C32905E462E36CE3BE39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6"
-    "955817183995497CEA956AE515D2261898FA051015728E5A8AACAA68FFFFFFFFFFFFFFFF",
-    16,
+from workbench.transcript import (
+    MASKED_STATISTICS,
+    PUBLIC_KEY,
+    SERVER,
+    Message,
+    Transcript,
+    client,
 )
-GENERATOR = 2
+
+FIELD = 2**521 - 1  # a Mersenne prime above every 32-byte secret
+SHARE_BYTES = 66  # one field element
+KEY_BYTES = 32
+KEY_SHARES = "key_shares"  # sealed Shamir shares relayed by the server
+SURVIVORS = "survivors"  # the server's list of clients whose masked input arrived
+UNMASK_SHARES = "unmask_shares"  # the shares a survivor reveals for unmasking
 
 
 class MaskedAggConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     fraction_bits: int = Field(24, ge=8, le=40, description="fixed-point bits after the point")
+    threshold: int | None = Field(
+        None,
+        ge=2,
+        description="Shamir threshold t: the fewest clients that must survive to unmask; "
+        "default a majority, n // 2 + 1",
+    )
+    dropout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="fraction of clients that vanish after sharing their keys, before their "
+        "masked input arrives (the sum is then over the survivors)",
+    )
+
+    def threshold_for(self, parties: int) -> int:
+        t = self.threshold if self.threshold is not None else parties // 2 + 1
+        if t > parties:
+            raise ConfigError(
+                f"defenses.masked-aggregation.threshold: expected at most the {parties} "
+                f"clients, got {t}"
+            )
+        return t
+
+
+class AggregationAborted(ConfigError):
+    """Too few clients survived to rebuild the masks: the round yields nothing."""
 
 
 def encode(vector: np.ndarray, cfg: MaskedAggConfig, parties: int) -> np.ndarray:
@@ -57,39 +105,221 @@ def decode(ring: np.ndarray, cfg: MaskedAggConfig) -> np.ndarray:
     return ring.view(np.int64).astype(np.float64) / 2.0**cfg.fraction_bits
 
 
-def mask_stream(key: int, size: int) -> np.ndarray:
-    """The pseudo-random mask two clients derive from their shared key."""
-    digest = hashlib.sha256(key.to_bytes(256, "big")).digest()
-    rng = np.random.Generator(np.random.PCG64(int.from_bytes(digest, "big")))
-    return rng.integers(0, 2**64, size, dtype=np.uint64, endpoint=False)
+def ring_sum(contributions: Collection[np.ndarray]) -> np.ndarray:
+    """What the server adds up: the masked vectors in Z_{2^64} (uint64 arithmetic wraps)."""
+    return np.sum(np.stack(list(contributions)), axis=0, dtype=np.uint64)
 
 
-class MaskingClient:
-    """One client's side: its DH secret, its public value, and its masked contribution."""
+def prg(key: bytes, size: int) -> np.ndarray:
+    """``size`` uniform ring elements: ChaCha20's keystream under ``key`` (a zero nonce is
+    safe because every key expands into one vector only)."""
+    stream = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
+    return np.frombuffer(stream.update(bytes(8 * size)), dtype=np.uint64)
 
-    def __init__(self, index: int, rng: np.random.Generator) -> None:
+
+def agree(private: X25519PrivateKey, public: bytes, purpose: bytes) -> bytes:
+    """A 32-byte key two parties share: HKDF-SHA256 of their X25519 agreement."""
+    secret = private.exchange(X25519PublicKey.from_public_bytes(public))
+    kdf = HKDF(hashes.SHA256(), KEY_BYTES, salt=None, info=b"fgl-workbench secagg " + purpose)
+    return kdf.derive(secret)
+
+
+def shamir_split(secret: bytes, parties: int, threshold: int) -> list[bytes]:
+    """Shares at x = 1..parties of a random polynomial of degree threshold − 1 whose constant
+    term is ``secret``; any ``threshold`` of them rebuild it, fewer reveal nothing."""
+    coefficients = [int.from_bytes(secret, "big")]
+    coefficients += [secrets.randbelow(FIELD) for _ in range(threshold - 1)]
+    shares = []
+    for x in range(1, parties + 1):
+        y = 0
+        for c in reversed(coefficients):
+            y = (y * x + c) % FIELD
+        shares.append(y.to_bytes(SHARE_BYTES, "big"))
+    return shares
+
+
+def shamir_join(shares: Mapping[int, bytes], threshold: int) -> bytes:
+    """The secret from ``threshold`` shares ``{x: share}``: Lagrange interpolation at 0."""
+    points = sorted((x, int.from_bytes(y, "big")) for x, y in shares.items())[:threshold]
+    secret = 0
+    for xi, yi in points:
+        num, den = 1, 1
+        for xj, _ in points:
+            if xj != xi:
+                num = num * -xj % FIELD
+                den = den * (xi - xj) % FIELD
+        secret = (secret + yi * num * pow(den, -1, FIELD)) % FIELD
+    return secret.to_bytes(KEY_BYTES, "big")
+
+
+def public_bytes(key: X25519PrivateKey) -> bytes:
+    return key.public_key().public_bytes_raw()
+
+
+class SecAggClient:
+    """One client's side: its keys and seed (from the OS), the shares it holds for others,
+    its masked input and what it reveals for unmasking."""
+
+    def __init__(self, index: int) -> None:
         self.index = index
-        self._secret = int.from_bytes(rng.bytes(32), "big") | 1
-        self.public = pow(GENERATOR, self._secret, MODP_2048)
+        self._c = X25519PrivateKey.generate()
+        self._s = X25519PrivateKey.generate()
+        self._b = os.urandom(KEY_BYTES)
+        self._held: dict[int, tuple[bytes, bytes]] = {}  # u -> (share of s_u, share of b_u)
 
-    def masked(self, ring: np.ndarray, publics: Sequence[int]) -> np.ndarray:
-        """``ring`` plus the masks shared with higher-numbered clients, minus those shared
-        with lower-numbered ones (uint64 arithmetic wraps: the ring Z_{2^64})."""
-        out = ring.copy()
-        for j, public in enumerate(publics):
-            if j == self.index:
-                continue
-            mask = mask_stream(pow(public, self._secret, MODP_2048), ring.size)
-            out = out + mask if j > self.index else out - mask
+    def advertise(self) -> bytes:
+        """Round 0: the two public keys (c, then s), 64 bytes."""
+        return public_bytes(self._c) + public_bytes(self._s)
+
+    def share_keys(self, keys: Sequence[bytes], threshold: int) -> dict[int, bytes]:
+        """Round 1: each other client's sealed shares of this client's s key and seed b."""
+        n = len(keys)
+        s_shares = shamir_split(self._s.private_bytes_raw(), n, threshold)
+        b_shares = shamir_split(self._b, n, threshold)
+        self._held[self.index] = (s_shares[self.index], b_shares[self.index])
+        return {
+            v: self._seal(keys[v], v, s_shares[v] + b_shares[v])
+            for v in range(n)
+            if v != self.index
+        }
+
+    def receive_shares(self, sealed: Mapping[int, bytes], keys: Sequence[bytes]) -> None:
+        """Round 1, inbound: open the shares other clients sent (AES-GCM checks the pair)."""
+        for u, blob in sealed.items():
+            key = agree(self._c, keys[u][:KEY_BYTES], b"shares")
+            plain = AESGCM(key).decrypt(blob[:12], blob[12:], pair(u, self.index))
+            self._held[u] = (plain[:SHARE_BYTES], plain[SHARE_BYTES:])
+
+    def masked_input(self, ring: np.ndarray, keys: Sequence[bytes]) -> np.ndarray:
+        """Round 2: the input plus the self-mask, plus the masks shared with higher-numbered
+        clients, minus those shared with lower-numbered ones."""
+        out = ring + prg(self._b, ring.size)
+        for v, key in enumerate(keys):
+            if v != self.index:
+                mask = prg(agree(self._s, key[KEY_BYTES:], b"mask"), ring.size)
+                out = out + mask if v > self.index else out - mask
         return out
 
+    def unmask(self, survivors: Collection[int]) -> dict[str, dict[str, bytes]]:
+        """Round 3: shares of the survivors' seeds and of the dropped clients' s keys."""
+        alive = set(survivors)
+        return {
+            "seed": {str(u): b for u, (_, b) in sorted(self._held.items()) if u in alive},
+            "key": {str(u): s for u, (s, _) in sorted(self._held.items()) if u not in alive},
+        }
 
-def ring_sum(contributions: Sequence[np.ndarray]) -> np.ndarray:
-    """What the server computes: the sum of the masked vectors in Z_{2^64}."""
-    total = np.zeros_like(contributions[0])
-    for c in contributions:
-        total = total + c
+    def _seal(self, their_keys: bytes, v: int, plain: bytes) -> bytes:
+        nonce = os.urandom(12)
+        key = agree(self._c, their_keys[:KEY_BYTES], b"shares")
+        return nonce + AESGCM(key).encrypt(nonce, plain, pair(self.index, v))
+
+
+def pair(u: int, v: int) -> bytes:
+    """Associated data binding a sealed share to its sender and receiver."""
+    return u.to_bytes(4, "big") + v.to_bytes(4, "big")
+
+
+def unmasked_sum(
+    masked: Mapping[int, np.ndarray],
+    keys: Sequence[bytes],
+    revealed: Mapping[int, Mapping[str, Mapping[str, bytes]]],
+    threshold: int,
+) -> np.ndarray:
+    """The server's round 3: the survivors' ring sum with every mask removed."""
+    survivors = sorted(masked)
+    check_survivors(len(revealed), len(keys), threshold)
+    total = ring_sum([masked[v] for v in survivors])
+    size = total.size
+
+    def rebuilt(kind: str, u: int) -> bytes:
+        return shamir_join({w + 1: r[kind][str(u)] for w, r in revealed.items()}, threshold)
+
+    for v in survivors:
+        total = total - prg(rebuilt("seed", v), size)
+    for u in sorted(set(range(len(keys))) - set(survivors)):
+        dropped = X25519PrivateKey.from_private_bytes(rebuilt("key", u))
+        for v in survivors:
+            mask = prg(agree(dropped, keys[v][KEY_BYTES:], b"mask"), size)
+            total = total - mask if u > v else total + mask
     return total
+
+
+def check_survivors(survivors: int, parties: int, threshold: int) -> None:
+    if survivors < threshold:
+        raise AggregationAborted(
+            f"defenses.masked-aggregation: aborted, {survivors} of {parties} clients survived, "
+            f"fewer than the threshold t={threshold} needed to remove the dropped clients' "
+            "masks (lower dropout or threshold)"
+        )
+
+
+def dropouts(parties: int, cfg: MaskedAggConfig, rng: np.random.Generator) -> frozenset[int]:
+    """Which clients vanish after sharing their keys: ``round(dropout * parties)`` of them."""
+    count = round(cfg.dropout * parties)
+    return frozenset(int(k) for k in rng.choice(parties, size=count, replace=False))
+
+
+def secure_sum(
+    vectors: Sequence[np.ndarray],
+    cfg: MaskedAggConfig,
+    transcript: Transcript,
+    dropped: Collection[int] = (),
+    round: int = 0,
+    kind: str = MASKED_STATISTICS,
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Run the protocol among ``len(vectors)`` clients (key set-up at ``round − 1``, masked
+    inputs and unmasking at ``round``), recording every message; returns the survivors' exact
+    sum, as the server decodes it, and the survivors."""
+    n = len(vectors)
+    t = cfg.threshold_for(n)
+    parties = [SecAggClient(k) for k in range(n)]
+    everyone = [client(k) for k in range(n)]
+    keys = [p.advertise() for p in parties]
+    for k, key in enumerate(keys):
+        transcript.send(round - 1, client(k), SERVER, PUBLIC_KEY, key)
+    transcript.broadcast(round - 1, SERVER, everyone, PUBLIC_KEY, keys)
+    sealed = {u: p.share_keys(keys, t) for u, p in enumerate(parties)}
+    for u in range(n):
+        outbox = {str(v): blob for v, blob in sealed[u].items()}
+        transcript.send(round - 1, client(u), SERVER, KEY_SHARES, outbox)
+    for v, p in enumerate(parties):
+        inbox = {u: sealed[u][v] for u in range(n) if u != v}
+        transcript.send(
+            round - 1, SERVER, client(v), KEY_SHARES, {str(u): b for u, b in inbox.items()}
+        )
+        p.receive_shares(inbox, keys)
+    survivors = tuple(k for k in range(n) if k not in set(dropped))
+    masked = {k: parties[k].masked_input(encode(vectors[k], cfg, n), keys) for k in survivors}
+    for k in survivors:
+        transcript.send(round, client(k), SERVER, kind, masked[k])
+    check_survivors(len(survivors), n, t)
+    listed = np.asarray(survivors, dtype=np.int32)
+    transcript.broadcast(round, SERVER, [client(k) for k in survivors], SURVIVORS, listed)
+    revealed = {k: parties[k].unmask(survivors) for k in survivors}
+    for k in survivors:
+        transcript.send(round, client(k), SERVER, UNMASK_SHARES, revealed[k])
+    return decode(unmasked_sum(masked, keys, revealed, t), cfg), survivors
+
+
+def server_sum(received: Sequence[Message], cfg: MaskedAggConfig, kind: str) -> np.ndarray | None:
+    """What the server decodes from the messages it received (None when they hold no
+    masked inputs): an attack on the server's view redoes exactly the server's work."""
+
+    def by_sender(k: str) -> dict[int, object]:
+        return {
+            int(m.sender.removeprefix("client:")): m.payload
+            for m in received
+            if m.kind == k and m.payload is not None and m.sender != SERVER
+        }
+
+    masked = by_sender(kind)
+    if not masked:
+        return None
+    advertised = by_sender(PUBLIC_KEY)
+    keys = [advertised[k] for k in sorted(advertised)]
+    revealed = by_sender(UNMASK_SHARES)
+    total = unmasked_sum(masked, keys, revealed, cfg.threshold_for(len(keys)))  # type: ignore[arg-type]
+    return decode(total, cfg)
 
 
 class MaskedAggregation:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.membership.observe import per_model_output
-from defenses.masked_aggregation import MaskedAggConfig, decode, ring_sum
+from defenses.masked_aggregation import MaskedAggConfig, server_sum
 from workbench.class_statistics import ClassStatistics, propagate
 from workbench.errors import NotApplicableError
 from workbench.targets.opfgl.statistics import Sums
@@ -59,13 +59,12 @@ def server_releases(view: ServerView, recipe, num_classes: int) -> Releases:
             stats = ClassStatistics.from_payload(payload)
             out[sender] = (stats.counts > 0, stats.means)
         return out
-    masked = [m.payload for m in received if m.kind == MASKED_STATISTICS]
-    if masked:
-        cfg = next(
-            (d.config for d in recipe.defenses if d.name == "masked-aggregation"),
-            MaskedAggConfig(),
-        )
-        total = decode(ring_sum(masked), cfg)
+    cfg = next(
+        (d.config for d in recipe.defenses if d.name == "masked-aggregation"),
+        MaskedAggConfig(),
+    )
+    total = server_sum(received, cfg, MASKED_STATISTICS)
+    if total is not None:
         return {"aggregate": pooled_means(total, num_classes)}
     if any(m.kind == CIPHERTEXT for m in view.received):
         raise NotApplicableError("encrypted (secure aggregation: the server sees only sums)")

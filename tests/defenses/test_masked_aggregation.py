@@ -1,46 +1,149 @@
-"""Mask-based secure aggregation: the pairwise masks cancel in the ring sum, one masked vector
-is uniform on the ring whatever it carries, and a sum that would wrap is refused."""
+"""SecAgg with pairwise masks: the masks cancel in the ring sum, one masked vector is uniform
+on the ring whatever it carries, the sum over survivors is exact with up to n − t dropouts and
+the round aborts beyond, the keys come from the OS, and the transcript carries every byte."""
 
 import numpy as np
 import pytest
+from cryptography.exceptions import InvalidTag
 from scipy.stats import kstest
 
 from defenses.masked_aggregation import (
+    KEY_SHARES,
+    UNMASK_SHARES,
+    AggregationAborted,
     MaskedAggConfig,
-    MaskingClient,
-    decode,
+    SecAggClient,
+    dropouts,
     encode,
-    ring_sum,
+    secure_sum,
+    server_sum,
+    shamir_join,
+    shamir_split,
 )
 from workbench.errors import ConfigError
+from workbench.transcript import MASKED_STATISTICS, SERVER, Transcript, client
 
 CFG = MaskedAggConfig(fraction_bits=24)
+STEP = 2.0**-24
 
 
-def parties(k, seed=0):
+def inputs(k, size=300, seed=1):
     rng = np.random.default_rng(seed)
-    clients = [MaskingClient(i, rng) for i in range(k)]
-    return clients, [c.public for c in clients]
+    return [rng.normal(0, 50, size) for _ in range(k)]
+
+
+def grid(v):
+    return np.round(v / STEP) * STEP
 
 
 def test_masks_cancel_in_the_sum():
-    clients, publics = parties(5)
-    rng = np.random.default_rng(1)
-    vectors = [rng.normal(0, 50, 1000) for _ in clients]
-    masked = [c.masked(encode(v, CFG, 5), publics) for c, v in zip(clients, vectors, strict=True)]
-    total = decode(ring_sum(masked), CFG)
-    assert np.abs(total - np.sum(vectors, 0)).max() <= 5 * 2.0**-25
+    vectors = inputs(5)
+    transcript = Transcript("all")
+    total, survivors = secure_sum(vectors, CFG, transcript)
+    assert survivors == (0, 1, 2, 3, 4)
+    np.testing.assert_array_equal(total, np.sum([grid(v) for v in vectors], 0))
+    masked = [m.payload for m in transcript.messages if m.kind == MASKED_STATISTICS]
     assert not np.array_equal(masked[0], encode(vectors[0], CFG, 5))
 
 
+def test_the_old_failure_one_dropout_is_recovered_exactly():
+    vectors = [np.array([1.0]), np.array([2.0]), np.array([0.5]), np.array([99.0])]
+    total, survivors = secure_sum(vectors, CFG, Transcript("all"), dropped={3})
+    assert survivors == (0, 1, 2)
+    assert total.tolist() == [3.5]
+
+
+@pytest.mark.parametrize("dropped", [0, 1, 2, 3])
+def test_the_sum_is_exact_with_up_to_n_minus_t_dropouts(dropped):
+    vectors = inputs(7)  # t = 4 by default: up to three may vanish
+    gone = set(range(7 - dropped, 7))
+    total, survivors = secure_sum(vectors, CFG, Transcript("all"), dropped=gone)
+    assert set(survivors) == set(range(7)) - gone
+    np.testing.assert_array_equal(total, np.sum([grid(vectors[k]) for k in survivors], 0))
+
+
+def test_beyond_the_threshold_the_round_aborts_with_a_clear_error():
+    with pytest.raises(AggregationAborted, match="3 of 7 clients survived.*t=4"):
+        secure_sum(inputs(7), CFG, Transcript("all"), dropped={0, 1, 2, 3})
+    with pytest.raises(ConfigError, match="masked-aggregation.threshold: expected at most"):
+        secure_sum(inputs(3), MaskedAggConfig(threshold=5), Transcript("all"))
+
+
+def test_a_raised_threshold_tolerates_fewer_dropouts():
+    cfg = MaskedAggConfig(threshold=6)
+    total, _ = secure_sum(inputs(7), cfg, Transcript("all"), dropped={2})
+    np.testing.assert_array_equal(
+        total, np.sum([grid(v) for k, v in enumerate(inputs(7)) if k != 2], 0)
+    )
+    with pytest.raises(AggregationAborted):
+        secure_sum(inputs(7), cfg, Transcript("all"), dropped={2, 5})
+
+
+def test_dropouts_pick_the_configured_fraction():
+    rng = np.random.default_rng(0)
+    assert len(dropouts(10, MaskedAggConfig(dropout=0.3), rng)) == 3
+    assert dropouts(10, MaskedAggConfig(), rng) == frozenset()
+
+
 def test_one_masked_vector_is_uniform_on_the_ring_whatever_it_carries():
-    clients, publics = parties(3)
+    parties = [SecAggClient(i) for i in range(3)]
+    keys = [p.advertise() for p in parties]
     for plain in (np.zeros(4000), np.full(4000, 7.0), np.arange(4000.0)):
-        masked = clients[1].masked(encode(plain, CFG, 3), publics)
-        share = masked.astype(np.float64) / 2.0**64
-        assert kstest(share, "uniform").pvalue > 1e-3
+        masked = parties[1].masked_input(encode(plain, CFG, 3), keys)
+        assert kstest(masked.astype(np.float64) / 2.0**64, "uniform").pvalue > 1e-3
 
 
-def test_a_sum_that_could_wrap_is_refused_naming_the_field():
-    with pytest.raises(ConfigError, match="fraction_bits"):
-        encode(np.array([2.0**40]), CFG, 10)
+def test_keys_come_from_the_os_so_equal_runs_mask_differently():
+    """Nothing seeds the masks: the server of one run cannot rebuild them from the run's seed."""
+    a, b = Transcript("all"), Transcript("all")
+    secure_sum(inputs(3), CFG, a)
+    secure_sum(inputs(3), CFG, b)
+    first = [m.payload for m in a.messages if m.kind == MASKED_STATISTICS]
+    second = [m.payload for m in b.messages if m.kind == MASKED_STATISTICS]
+    assert not any(np.array_equal(x, y) for x, y in zip(first, second, strict=True))
+
+
+def test_any_t_shares_rebuild_a_secret_and_fewer_do_not():
+    secret = bytes(range(32))
+    shares = shamir_split(secret, 7, 4)
+    assert shamir_join({x + 1: shares[x] for x in (6, 2, 4, 0)}, 4) == secret
+    try:  # three points fit a different polynomial: almost surely not even 32 bytes
+        fewer = shamir_join({x + 1: shares[x] for x in (6, 2, 4)}, 3)
+    except OverflowError:
+        fewer = None
+    assert fewer != secret
+
+
+def test_the_server_relays_shares_it_cannot_open():
+    parties = [SecAggClient(i) for i in range(3)]
+    keys = [p.advertise() for p in parties]
+    sealed = parties[0].share_keys(keys, 2)
+    with pytest.raises(InvalidTag):  # opened as if sent to client 2, or by the wrong party
+        parties[1].receive_shares({0: sealed[2]}, keys)
+
+
+def test_a_survivor_never_reveals_both_shares_of_one_client():
+    parties = [SecAggClient(i) for i in range(4)]
+    keys = [p.advertise() for p in parties]
+    sealed = {u: p.share_keys(keys, 3) for u, p in enumerate(parties)}
+    parties[1].receive_shares({u: sealed[u][1] for u in (0, 2, 3)}, keys)
+    revealed = parties[1].unmask([0, 1, 2])
+    assert set(revealed["seed"]) == {"0", "1", "2"} and set(revealed["key"]) == {"3"}
+
+
+def test_the_transcript_carries_every_byte_and_the_server_redoes_the_sum():
+    n, size = 5, 100
+    transcript = Transcript("all")
+    total, _ = secure_sum(inputs(n, size), CFG, transcript, dropped={4})
+    up = {k: 0 for k in range(n)}
+    for m in transcript.messages:
+        if m.receiver == SERVER:
+            up[int(m.sender.removeprefix("client:"))] += m.nbytes
+    sealed_share = 12 + 2 * 66 + 16  # nonce, two field elements, GCM tag
+    key_phase = 64 + (n - 1) * sealed_share
+    assert up[4] == key_phase  # dropped after sharing its keys
+    assert up[0] == key_phase + 8 * size + n * 66  # masked input, one share per client
+    assert {m.kind for m in transcript.messages} >= {KEY_SHARES, UNMASK_SHARES}
+    received = transcript.received_by(SERVER)
+    np.testing.assert_array_equal(server_sum(received, CFG, MASKED_STATISTICS), total)
+    assert not any(m.receiver == client(4) and m.round == 0 for m in transcript.messages)

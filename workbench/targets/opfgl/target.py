@@ -33,7 +33,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import degree, subgraph
 
 from accountants import PrivacyLedger
-from defenses.masked_aggregation import MaskedAggConfig, MaskingClient, decode, encode, ring_sum
+from defenses.masked_aggregation import MaskedAggConfig, dropouts, secure_sum
 from defenses.secure_aggregation import SecureAggConfig, Session
 from defenses.statistics_noise import StatisticsNoiseConfig, clipped_rows, ledger_event, noise
 from workbench.class_statistics import propagate
@@ -70,7 +70,6 @@ from workbench.targets.training import TrainingRecipe, node_logits, utility_scor
 from workbench.transcript import (
     CIPHERTEXT,
     CLASS_STATISTICS,
-    MASKED_STATISTICS,
     PUBLIC_KEY,
     SERVER,
     SURROGATE_GRAPH,
@@ -225,8 +224,9 @@ class OPFGL:
         if cfg.mode != "standalone":
             protocol = protocols[0] if protocols else "clear"
             config_of = {x.name: x.config for x in defenses}
+            churn = np.random.default_rng(derive_seed(seed, "opfgl/dropout"))
             total, original, keys = exchange(
-                preps, protocol, config_of.get(protocol), transcript, rng
+                preps, protocol, config_of.get(protocol), transcript, churn
             )
             pool = (
                 pooled_direct([statistics_from_sums(p.sums, d) for p in preps], cfg.denominator)
@@ -307,12 +307,13 @@ def exchange(
     protocol: str,
     config: Any,
     transcript: Transcript,
-    rng: np.random.Generator,
+    churn: np.random.Generator,
 ) -> tuple[Sums, np.ndarray, Any]:
     """The one upload (and, under CKKS, the encrypted aggregate's one download) recorded in
     the transcript; returns the pooled sums and original counts as their user learns them
     (the server in the clear and under masks, the clients under CKKS) and the clients' CKKS
-    key, if any."""
+    key, if any. ``churn`` picks the clients that drop out under masks; the sum is then the
+    survivors'."""
     classes, keys = preps[0].sums.s0.size, None
     vectors = [np.concatenate([p.sums.flat(), p.original_counts]) for p in preps]
     if protocol == "clear":
@@ -323,21 +324,8 @@ def exchange(
         total = np.sum(vectors, axis=0)
     elif protocol == "masked-aggregation":
         cfg = config or MaskedAggConfig()
-        parties = [MaskingClient(k, rng) for k in range(len(preps))]
-        publics = [p.public for p in parties]
-        for k, p in enumerate(parties):  # set-up: public values through the server
-            transcript.send(-1, client(k), SERVER, PUBLIC_KEY, p.public.to_bytes(256, "big"))
-        for k in range(len(parties)):
-            transcript.send(
-                -1, SERVER, client(k), PUBLIC_KEY, b"".join(x.to_bytes(256, "big") for x in publics)
-            )
-        masked = [
-            p.masked(encode(v, cfg, len(preps)), publics)
-            for p, v in zip(parties, vectors, strict=True)
-        ]
-        for k, m in enumerate(masked):
-            transcript.send(0, client(k), SERVER, MASKED_STATISTICS, m)
-        total = decode(ring_sum(masked), cfg)
+        dropped = dropouts(len(preps), cfg, churn)
+        total, _ = secure_sum(vectors, cfg, transcript, dropped)
     else:
         session = Session.start(config or SecureAggConfig())
         transcript.send(-1, client(0), SERVER, PUBLIC_KEY, session.keys.public_context)

@@ -10,6 +10,7 @@ import torch
 
 from accountants import epsilons_by_adversary
 from defenses.base import applied
+from defenses.masked_aggregation import KEY_SHARES, SURVIVORS, UNMASK_SHARES
 from defenses.secure_aggregation import Ciphertext
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
@@ -48,7 +49,8 @@ def fit(federation, defenses=(), **cfg):
 
 
 def data_messages(trained):
-    return [m for m in trained.transcript.messages if m.kind != PUBLIC_KEY]
+    protocol = (PUBLIC_KEY, KEY_SHARES, SURVIVORS, UNMASK_SHARES)
+    return [m for m in trained.transcript.messages if m.kind not in protocol]
 
 
 def test_one_upload_and_one_download_per_client_in_the_clear(federation):
@@ -88,6 +90,15 @@ def test_secure_protocols_hide_single_uploads_and_agree_with_the_clear(
     assert sealed.utility["surrogate_alignment"] == pytest.approx(
         clear.utility["surrogate_alignment"], rel=0.05, abs=1e-6
     )
+
+
+def test_masked_aggregation_survives_dropouts_up_to_its_threshold(federation):
+    """Four clients, t = 3: one may vanish after sharing its keys, two abort the upload."""
+    survived = fit(federation, [("masked-aggregation", {"dropout": 0.25})], mode="stage1")
+    uploads = [m for m in survived.transcript.messages if m.kind == MASKED_STATISTICS]
+    assert len(uploads) == 3 and survived.utility["surrogate_nodes"] == 4.0
+    with pytest.raises(ConfigError, match="aborted, 2 of 4 clients survived"):
+        fit(federation, [("masked-aggregation", {"dropout": 0.5})], mode="stage1")
 
 
 def test_two_protocols_at_once_are_refused(federation):
