@@ -72,6 +72,7 @@ def report_content(out_dir: Path) -> Report:
         cells, attacks = store.cells(), store.attacks()
         name = store.meta("suite_name") or out_dir.name
         suite = json.loads(store.meta("suite_json") or "{}")
+        reproducible = store.meta("reproducible") == "1"
         curves = roc_curves(store, cells, attacks, suite.get("delta", 1e-5))
     finally:
         store.close()
@@ -103,7 +104,14 @@ def report_content(out_dir: Path) -> Report:
     intro = Paragraph(
         f"{len(cells)} trained cell(s) in {len(configurations(cells))} configuration(s), "
         f"{len(attacks)} attack result(s); ε is reported at δ = {suite.get('delta', 1e-5):g}. "
-        "Everything shown is read from the results store."
+        "Everything shown is read from the results store. "
+        + (
+            "Reproducible run: every random stream (partition, training, DP noise, challenges, "
+            "attacks) derives from the public seed, so anyone holding the suite can rebuild them."
+            if reproducible
+            else "Random streams derive from a secret run key (OS entropy) kept in the folder: "
+            "no attack could rebuild the partition or the DP noise from the public seed."
+        )
     )
     sections[0].blocks.insert(0, intro)
     return Report(f"fgl-workbench report: {name}", sections)

@@ -28,6 +28,7 @@ from workbench.runner import (
     partition_cell,
     run_cell,
 )
+from workbench.seeding import Streams
 from workbench.store import BufferedResults, ResultsStore
 from workbench.suite import AttackEntry, Cell, config_hash
 
@@ -39,6 +40,7 @@ def run_on_ray(
     out_dir: str | Path,
     data_root: str | None,
     delta: float,
+    streams: Streams,
     address: str,
     jobs: int,
     progress: Progress,
@@ -65,8 +67,9 @@ def run_on_ray(
                 datasets[dkey] = ray.put(loaded)
             pkey = config_hash([dkey, cell.partition.model_dump(), cell.seed])
             if pkey not in partitions:
-                partitions[pkey] = partition_task.remote(cell, datasets[dkey])
-            ref = cell_task.remote(cell, pending, datasets[dkey], partitions[pkey], delta)
+                partitions[pkey] = partition_task.remote(cell, datasets[dkey], streams)
+            partitioned = partitions[pkey]
+            ref = cell_task.remote(cell, pending, datasets[dkey], partitioned, delta, streams)
             refs[ref] = cell
         store = ResultsStore(out_dir)
         cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -123,9 +126,9 @@ def _get(ray: Any, ref: Any) -> BufferedResults:
         raise
 
 
-def _partition(cell: Cell, dataset: Dataset) -> Partitioned:
+def _partition(cell: Cell, dataset: Dataset, streams: Streams) -> Partitioned:
     torch.set_num_threads(1)
-    return partition_cell(cell, dataset)
+    return partition_cell(cell, dataset, streams)
 
 
 def _cell(
@@ -134,8 +137,9 @@ def _cell(
     dataset: Dataset,
     partitioned: Partitioned,
     delta: float,
+    streams: Streams,
 ) -> BufferedResults:
     torch.set_num_threads(1)  # one CPU per task: Ray packs as many tasks as there are CPUs
     results = BufferedResults()
-    run_cell(cell, pending, dataset, results, delta, partitioned=partitioned)
+    run_cell(cell, pending, dataset, results, streams, delta, partitioned=partitioned)
     return results

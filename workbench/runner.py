@@ -63,7 +63,7 @@ from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.exchanged import ExchangedEmbeddings
 from workbench.registry import reading_untrusted
-from workbench.seeding import derive_seed, seed_everything
+from workbench.seeding import Streams, seed_everything
 from workbench.snapshot import SnapshotError, restore, snapshot
 from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore, writing
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
@@ -119,6 +119,7 @@ def run_suite(
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
     with writing(out_dir):
         store = ResultsStore(out_dir)
+        streams = store.streams(suite.reproducible)
         store.set_meta("suite_name", suite.name)
         store.set_meta("suite_json", suite.model_dump_json())
         cells = expand(suite)
@@ -134,13 +135,15 @@ def run_suite(
             if executor == "ray":
                 from workbench.ray_executor import run_on_ray
 
-                run_on_ray(todo, out_dir, root, suite.delta, address, jobs, progress)
+                run_on_ray(todo, out_dir, root, suite.delta, streams, address, jobs, progress)
             elif executor == "process" and jobs > 1 and len(todo) > 1:
-                _run_in_processes(todo, out_dir, root, suite.delta, jobs, progress)
+                _run_in_processes(todo, out_dir, root, suite.delta, streams, jobs, progress)
             else:
                 for cell, pending in todo:
                     stage = partial(progress.stage, cell.label)
-                    _cell_task(out_dir, cell, pending, root, suite.delta, None, jobs, stage)
+                    _cell_task(
+                        out_dir, cell, pending, root, suite.delta, streams, None, jobs, stage
+                    )
                     progress.finished(cell.label)
         return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
 
@@ -178,6 +181,7 @@ def _run_in_processes(
     out_dir: str | Path,
     root: str | None,
     delta: float,
+    streams: Streams,
     jobs: int,
     progress: Progress,
 ) -> None:
@@ -185,7 +189,10 @@ def _run_in_processes(
     # the parent's cores shared out: oversubscribed OpenMP pools slow every worker ~15×
     threads = max(1, torch.get_num_threads() // jobs)
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = {pool.submit(_cell_task, out_dir, c, p, root, delta, threads): c for c, p in todo}
+        futures = {
+            pool.submit(_cell_task, out_dir, c, p, root, delta, streams, threads): c
+            for c, p in todo
+        }
         for done, future in enumerate(as_completed(futures), start=1):
             future.result()
             progress.finished(futures[future].label, min(jobs, len(futures) - done))
@@ -204,6 +211,7 @@ def _cell_task(
     pending: list[AttackEntry],
     data_root: str | None,
     delta: float,
+    streams: Streams,
     threads: int | None,
     jobs: int = 1,
     on_stage: Callable[[str], None] | None = None,
@@ -216,7 +224,7 @@ def _cell_task(
         _DATASETS[key] = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
     store = ResultsStore(out_dir)
     try:
-        run_cell(cell, pending, _DATASETS[key], store, delta, jobs, on_stage=on_stage)
+        run_cell(cell, pending, _DATASETS[key], store, streams, delta, jobs, on_stage=on_stage)
     finally:
         store.close()
 
@@ -230,14 +238,14 @@ class Partitioned:
     seconds: float
 
 
-def partition_cell(cell: Cell, dataset: Dataset) -> Partitioned:
+def partition_cell(cell: Cell, dataset: Dataset, streams: Streams) -> Partitioned:
     p = cell.partition
     start = time.perf_counter()
     partition = make_partition(
         dataset,
         p.method,
         p.num_clients,
-        derive_seed(cell.seed, "partition"),
+        streams.seed(cell.seed, "partition"),
         params=p.params,
         split=p.split,
         aux_fraction=p.aux_fraction,
@@ -250,6 +258,7 @@ def run_cell(
     attacks: list[AttackEntry],
     dataset: Dataset,
     store: ResultSink,
+    streams: Streams,
     delta: float = 1e-5,
     jobs: int = 1,
     partitioned: Partitioned | None = None,
@@ -258,14 +267,15 @@ def run_cell(
     """Trains the cell's target, stores its row, then runs and stores each attack."""
     report = on_stage or (lambda stage: None)
     report("partition")
-    partitioned = partitioned or partition_cell(cell, dataset)
+    partitioned = partitioned or partition_cell(cell, dataset, streams)
     partition = partitioned.partition
     federation = build_federation(dataset, partition)
     report("train")
     t1 = time.perf_counter()
     target = TARGETS.get(cell.target.name)
     defenses = [applied(d.name, d.params) for d in cell.target.defenses]
-    trained = target.fit(federation, target.Config(**cell.target.params), defenses, cell.seed)
+    config = target.Config(**cell.target.params)
+    trained = target.fit(federation, config, defenses, streams.seed(cell.seed, "target"))
     t2 = time.perf_counter()
     if "metric_rho" in trained.utility:  # metric-DP: ε at the evaluator's ρ, same δ
         rho = trained.utility["metric_rho"]
@@ -278,7 +288,7 @@ def run_cell(
     audits = ()
     if auditable(cell):
         report("canary audit")
-        audits = canary_audit(cell, trained, defenses, delta)
+        audits = canary_audit(cell, trained, defenses, delta, streams)
     row = CellRow(
         cell.cell_id,
         cell.label,
@@ -295,7 +305,7 @@ def run_cell(
     with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
         store.save_target(cell.cell_id, snapshot(trained, cell.keep_secrets))
     store.put_cell(row, config_hash(cell.config()))
-    attack_cell(cell, attacks, trained, federation, store, delta, jobs, report)
+    attack_cell(cell, attacks, trained, federation, store, streams, delta, jobs, report)
 
 
 def auditable(cell: Cell) -> bool:
@@ -304,7 +314,7 @@ def auditable(cell: Cell) -> bool:
 
 
 def canary_audit(
-    cell: Cell, trained: TrainedTarget, defenses: list, delta: float
+    cell: Cell, trained: TrainedTarget, defenses: list, delta: float, streams: Streams
 ) -> tuple[dict[str, Any], ...]:
     """The canary audit of every DP mechanism the cell ran, at its parameters, as store rows."""
     results = audit_run(
@@ -312,7 +322,7 @@ def canary_audit(
         defenses,
         delta,
         cell.canaries,
-        derive_seed(cell.seed, "canary-audit"),
+        streams.seed(cell.seed, "canary-audit"),
     )
     return tuple(
         {
@@ -339,6 +349,7 @@ def attack_cell(
     trained: TrainedTarget,
     federation: Federation,
     store: ResultSink,
+    streams: Streams,
     delta: float,
     jobs: int,
     report: Callable[[str], None],
@@ -346,10 +357,11 @@ def attack_cell(
     """Runs and stores each attack against a trained cell (just trained, or restored)."""
     if not attacks:
         return
-    challenge = membership_challenge(federation, derive_seed(cell.seed, "challenge"))
+    seeds = partial(streams.seed, cell.seed)
+    challenge = membership_challenge(federation, seeds("challenge"))
     knowledge = background_knowledge(federation, trained)
-    with ReferencePool(jobs, derive_seed(cell.seed, "references")) as pool:
-        inputs = CellInputs(trained, federation, challenge, knowledge, pool, cell.seed, delta)
+    with ReferencePool(jobs, seeds("references")) as pool:
+        inputs = CellInputs(trained, federation, challenge, knowledge, pool, seeds, delta)
         for entry in attacks:
             report(f"attack {entry.key}")
             row, row_hash = run_attack(cell, entry, inputs, store)
@@ -380,6 +392,7 @@ def _attack_stored(
         if raw is None:
             raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
         suite = Suite.model_validate_json(raw)
+        streams = store.streams()
         cells = {c.cell_id: c for c in expand(suite)}
         attacked = missing = 0
         for row in store.cells():
@@ -391,12 +404,21 @@ def _attack_stored(
             if not pending:
                 continue
             dataset = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
-            federation = build_federation(dataset, partition_cell(cell, dataset).partition)
+            partitioned = partition_cell(cell, dataset, streams)
+            federation = build_federation(dataset, partitioned.partition)
             trained = restore(path, federation)
             if not quiet:
                 print(f"attacking {cell.label}: {', '.join(a.key for a in pending)}")
             attack_cell(
-                cell, pending, trained, federation, store, suite.delta, jobs, lambda stage: None
+                cell,
+                pending,
+                trained,
+                federation,
+                store,
+                streams,
+                suite.delta,
+                jobs,
+                lambda stage: None,
             )
             attacked += 1
         return attacked, missing
@@ -439,7 +461,7 @@ class CellInputs:
     challenge: Challenge
     knowledge: BackgroundKnowledge
     pool: ReferencePool
-    seed: int
+    seeds: Callable[..., int]  # the cell's role seeds (Streams.seed bound to its seed)
     delta: float = 1e-5
     _links: dict[str, LinkChallenge] = field(default_factory=dict)
 
@@ -448,7 +470,7 @@ class CellInputs:
         key = "challenge" if among is None else "among"
         if key not in self._links:
             self._links[key] = link_challenge(
-                self.federation, derive_seed(self.seed, "link-challenge"), among=among
+                self.federation, self.seeds("link-challenge"), among=among
             )
         return self._links[key]
 
@@ -470,7 +492,7 @@ def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
         task = attribute_challenge(
             inputs.federation,
             cfg.attribute,
-            derive_seed(inputs.seed, "attribute-challenge"),
+            inputs.seeds("attribute-challenge"),
             among=exchanged_nodes(view),
         )
         knowledge = attribute_knowledge(inputs.federation, inputs.trained, task.hidden)
@@ -590,7 +612,7 @@ def audit_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
         )
     if len({e.sigma0 for e in events}) != 1:
         raise NotApplicableError("reidentification-audit: releases at more than one σ0")
-    seed = derive_seed(inputs.seed, "reidentification")
+    seed = inputs.seeds("reidentification")
     task = reidentification_challenge(released, rho, cfg.trials, seed)
     view = ReleaseView(
         inputs.federation.dataset.level, task.releases, task.first, task.second, events[0].sigma0
@@ -619,17 +641,16 @@ def audit_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
 def feature_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
     """An insider inverting released embeddings of sampled client nodes; the scorer holds
     their features and the population's (for the nearest-neighbour yardstick)."""
-    seed = inputs.seed
     view = insider_view(inputs.trained, inputs.federation, cfg.source, cfg.combine)
     task = feature_challenge(
-        inputs.federation, derive_seed(seed, "feature-challenge"), among=exchanged_nodes(view)
+        inputs.federation, inputs.seeds("feature-challenge"), among=exchanged_nodes(view)
     )
     knowledge = feature_knowledge(
         inputs.federation,
         inputs.trained,
         task.nodes,
         cfg.known_edges,
-        derive_seed(seed, "feature-knowledge"),
+        inputs.seeds("feature-knowledge"),
     )
     assert knowledge.graph is not None
     prior = knowledge.aux_features().numpy().mean(0)
@@ -670,7 +691,7 @@ def run_attack(
     cfg = attack.Config(**entry.params)
     row_hash = config_hash({"cell": cell.config(), "attack": entry.model_dump()})
     start = time.perf_counter()
-    seed = derive_seed(cell.seed, entry.key)
+    seed = inputs.seeds("attack", entry.key)
     seed_everything(seed)
     try:
         family = family_inputs(attack.family, cfg, inputs)

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from workbench.errors import ConfigError
+from workbench.seeding import Streams
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -168,6 +169,28 @@ class ResultsStore:
     def meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
+
+    def streams(self, reproducible: bool | None = None) -> Streams:
+        """The folder's run key: made on the first run (OS entropy, or the public key when
+        ``reproducible``) and reused, so a resumed suite draws the same streams. ``None``:
+        read it (offline attacks), never make one."""
+        stored, marked = self.meta("run_key"), self.meta("reproducible")
+        if stored is None:
+            if reproducible is None or self.meta("suite_json") is not None:
+                raise ConfigError(
+                    f"{self.root}: no run key stored (a folder from an older version, whose "
+                    "streams derived from the public seed); run the suite into a new --out"
+                )
+            made = Streams.public() if reproducible else Streams.fresh()
+            self.set_meta("run_key", made.key.hex())
+            self.set_meta("reproducible", str(int(reproducible)))
+            return made
+        if reproducible is not None and marked != str(int(reproducible)):
+            raise ConfigError(
+                f"reproducible: {self.root} was made with reproducible: {marked == '1'}, the "
+                f"suite says {reproducible}; run it into a new --out"
+            )
+        return Streams(bytes.fromhex(stored))
 
     def has_cell(self, cell_id: str) -> bool:
         q = "SELECT 1 FROM cells WHERE cell_id = ?"

@@ -97,6 +97,12 @@ class Suite(_Strict):
     audit: AuditEntry | None = Field(
         None, description="{canaries: N}: canary-audit every cell with a DP defense"
     )
+    reproducible: bool = Field(
+        False,
+        description="derive every stream (partition, training, DP noise, challenges, attacks) "
+        "from the public seed, so another folder gives the same numbers; the store marks the "
+        "run. Default: from a secret run key (OS entropy) kept in the results folder",
+    )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from workbench.suite import parse_suite
 
 DP_SUITE = {
     "name": "dp",
+    "reproducible": True,
     "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
     "partitions": [{"method": "louvain", "num_clients": 3}],
     "targets": [

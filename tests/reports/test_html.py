@@ -116,6 +116,7 @@ def test_summary_across_seeds(tmp_path):
 
     raw = {
         "name": "seeds",
+        "reproducible": True,
         "seeds": [0, 1, 2],
         "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
         "partitions": [{"method": "metis", "num_clients": 2}],
@@ -137,6 +138,7 @@ def test_sweep_configurations_get_distinct_labels(tmp_path):
 
     raw = {
         "name": "sweep",
+        "reproducible": True,
         "seeds": [0],
         "datasets": [{"name": "csbm", "params": {"num_nodes": 200}}],
         "partitions": [{"method": "metis", "num_clients": 2}],

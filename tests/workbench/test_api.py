@@ -5,6 +5,7 @@ from workbench import api
 
 RAW = {
     "name": "api",
+    "reproducible": True,
     "seeds": [0],
     "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
     "partitions": [{"method": "metis", "num_clients": 3}],

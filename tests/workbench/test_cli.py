@@ -91,7 +91,8 @@ def test_python_dash_m_entry_point():
 def test_dry_run_lists_cells_and_what_is_done(tmp_path, capsys):
     suite = tmp_path / "s.yaml"
     suite.write_text(
-        "name: s\nseeds: [0, 1]\ndatasets: [{name: csbm, params: {num_nodes: 200}}]\n"
+        "name: s\nreproducible: true\nseeds: [0, 1]\n"
+        "datasets: [{name: csbm, params: {num_nodes: 200}}]\n"
         "partitions: [{method: metis, num_clients: 2}]\n"
         "targets:\n  - name: fedavg\n    params: {rounds: 2}\n"
         "    defenses: [{name: dp-fedavg}]\n"

@@ -24,6 +24,7 @@ from workbench.targets import TARGETS
 REPO = Path(__file__).resolve().parents[2]
 SUITE = {
     "name": "plugins",
+    "reproducible": True,
     "seeds": [0],
     "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
     "partitions": [{"method": "metis", "num_clients": 3}],

@@ -4,13 +4,16 @@ import sqlite3
 import pytest
 
 import workbench.runner as runner
+from reports.report import report_content
 from workbench.errors import ConfigError
 from workbench.runner import run_suite
+from workbench.seeding import Streams, public_seed
 from workbench.store import ResultsStore
 from workbench.suite import parse_suite
 
 RAW = {
     "name": "resume",
+    "reproducible": True,
     "seeds": [0, 1],
     "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
     "partitions": [{"method": "metis", "num_clients": 3}],
@@ -105,6 +108,7 @@ def test_cell_epsilon_comes_from_the_ledger(tmp_path, monkeypatch):
     monkeypatch.setitem(TARGETS._items, "dp-test", RecordsEvents())
     raw = {
         **RAW,
+        "reproducible": True,
         "seeds": [0],
         "delta": 1e-6,
         "attacks": [],
@@ -120,6 +124,7 @@ def test_every_attack_family_member_runs_from_a_suite_and_shares_references(tmp_
     RMIA, and the server's attack is scored per client on that client's records."""
     raw = {
         **RAW,
+        "reproducible": True,
         "seeds": [0],
         "partitions": [{"method": "metis", "num_clients": 3, "aux_fraction": 0.2}],
         "attacks": [
@@ -156,6 +161,7 @@ def test_a_defended_cell_stores_the_accountants_epsilon(tmp_path):
     dp = {"name": "dp-fedavg", "params": {"clip": 1.0, "noise_multiplier": 1.3}}
     raw = {
         **RAW,
+        "reproducible": True,
         "seeds": [0],
         "targets": [{"name": "fedavg", "params": {"rounds": 3}, "defenses": [dp]}],
     }
@@ -250,7 +256,8 @@ def test_a_cell_reports_each_stage_it_enters(tmp_path):
     stages: list[str] = []
     store = ResultsStore(tmp_path)
     dataset = load_dataset("csbm", {"num_nodes": 300}, None)
-    runner.run_cell(cell, list(cell.attacks), dataset, store, on_stage=stages.append)
+    streams = Streams.fresh()
+    runner.run_cell(cell, list(cell.attacks), dataset, store, streams, on_stage=stages.append)
     assert stages == ["partition", "train"] + [f"attack {a.key}" for a in cell.attacks]
 
 
@@ -260,6 +267,7 @@ def test_reconstruction_families_run_from_a_suite_and_say_what_does_not_apply(tm
     beyond the federation is a config error naming the field."""
     raw = {
         **RAW,
+        "reproducible": True,
         "seeds": [0],
         "targets": [{"name": "fedavg", "params": {"rounds": 2, "optimizer": "sgd", "lr": 0.5}}],
         "attacks": [
@@ -294,6 +302,7 @@ def test_audit_block_stores_lower_bounds_beside_the_claim_and_resumes(tmp_path, 
 
     raw = {
         **RAW,
+        "reproducible": True,
         "seeds": [0],
         "attacks": [],
         "targets": [
@@ -327,3 +336,29 @@ def test_audit_block_stores_lower_bounds_beside_the_claim_and_resumes(tmp_path, 
     assert "dp-fedavg vs clients/querier (client): ε ≥" in out
     html = api.build_report(tmp_path).read_text()
     assert "Canary audit: lower bound vs claimed ε" in html
+
+
+def test_an_attack_seed_leads_back_to_no_public_seed_unless_the_run_is_reproducible(
+    tmp_path, monkeypatch
+):
+    """The old exploit: brute force over suite seeds found the one an attack's seed derived
+    from, then rebuilt the partition and the DP noise. Under a run key no public seed explains
+    an attack's seed, and two folders partition and train differently; a reproducible run is
+    rebuilt from its seed, and the store and the report say so."""
+    seen: list[int] = []
+    real = runner.seed_everything
+    monkeypatch.setattr(runner, "seed_everything", lambda s: seen.append(s) or real(s))
+    raw = {**RAW, "seeds": [3], "attacks": RAW["attacks"][:1], "reproducible": False}
+    key = parse_suite(raw).attacks[0].key
+    for out in ("a", "b"):
+        run_suite(parse_suite(raw), tmp_path / out, quiet=True)
+    assert all(public_seed(s, "attack", key) not in seen for s in range(20_000))
+    assert rows(tmp_path / "a")[0] != rows(tmp_path / "b")[0]
+    seen.clear()
+    run_suite(parse_suite({**raw, "reproducible": True}), tmp_path / "public", quiet=True)
+    assert seen == [public_seed(3, "attack", key)]
+    marks = [ResultsStore(tmp_path / d).meta("reproducible") for d in ("a", "public")]
+    assert marks == ["0", "1"]
+    assert "Reproducible run" in report_content(tmp_path / "public").sections[0].blocks[0].text
+    with pytest.raises(ConfigError, match="reproducible: .* was made with reproducible: False"):
+        run_suite(parse_suite({**raw, "reproducible": True}), tmp_path / "a", quiet=True)

@@ -24,6 +24,7 @@ OPFGL = {
 }
 BASE = {
     "name": "offline",
+    "reproducible": True,
     "seeds": [0],
     "keep_client_secrets": True,  # the curious client's key, for its attacks offline
     "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],

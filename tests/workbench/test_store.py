@@ -53,3 +53,17 @@ def test_the_lock_file_is_never_followed_through_a_symlink(tmp_path):
     with pytest.raises(ConfigError, match="cannot be opened safely"):
         api.attack(tmp_path / "run", [{"name": "mia-threshold"}])
     assert victim.read_text() == "precious"
+
+
+def test_the_run_key_is_made_once_and_a_folder_without_one_is_refused(tmp_path):
+    store = ResultsStore(tmp_path / "new")
+    made = store.streams(reproducible=False)
+    assert not made.reproducible and len(made.key) == 32
+    store.close()
+    again = ResultsStore(tmp_path / "new", create=False)
+    assert again.streams() == made and again.streams(reproducible=False) == made
+    again.close()
+    old = ResultsStore(tmp_path / "old")
+    old.set_meta("suite_json", "{}")  # a run recorded before run keys existed
+    with pytest.raises(ConfigError, match="no run key stored .* new --out"):
+        old.streams(reproducible=False)

@@ -16,6 +16,7 @@ GENERATORS = {"epochs": 5, "steps": 5, "max_nodes": 20, "channels": [2, 2]}
 TARGET = {"name": "cefgc", "params": {"generator": GENERATORS, "epochs": 5, "label_channel": True}}
 SUITE = {
     "name": "cefgc-across-domains",
+    "reproducible": True,
     "seeds": [0],
     "datasets": [{"name": "graph-mixture", "params": {"members": ["MUTAG", "IMDB-BINARY"]}}],
     "partitions": [{"method": "cross-dataset", "num_clients": 4, "aux_fraction": 0.1}],

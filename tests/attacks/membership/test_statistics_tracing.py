@@ -78,6 +78,7 @@ def test_tracing_and_statistics_attacks_on_opfgl_over_cora_end_to_end(tmp_path, 
     attacks a curious server runs; every one is scored."""
     raw = {
         "name": "opfgl-cora",
+        "reproducible": True,
         "seeds": [0],
         "datasets": [{"name": "Cora"}],
         "partitions": [{"method": "louvain-plus", "num_clients": 5, "aux_fraction": 0.2}],

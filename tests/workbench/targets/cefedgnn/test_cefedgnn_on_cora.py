@@ -9,6 +9,7 @@ from workbench.suite import parse_suite
 
 SUITE = {
     "name": "ce-fedgnn-cora",
+    "reproducible": True,
     "seeds": [0],
     "datasets": [{"name": "Cora"}],
     "partitions": [{"method": "louvain", "num_clients": 8, "aux_fraction": 0.1}],

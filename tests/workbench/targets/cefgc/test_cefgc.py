@@ -188,6 +188,7 @@ def test_dp_sgd_noise_reaches_the_generator(federation):
 def test_cefgc_through_the_runner_with_a_membership_attack(data_root, tmp_path):
     suite = {
         "name": "cefgc-mutag",
+        "reproducible": True,
         "seeds": [0],
         "datasets": [{"name": "MUTAG"}],
         "partitions": [{"method": "iid", "num_clients": 3, "aux_fraction": 0.2}],

@@ -9,6 +9,7 @@ from workbench.suite import parse_suite
 
 SUITE = {
     "name": "fedgc-cora",
+    "reproducible": True,
     "seeds": [0],
     "datasets": [{"name": "Cora", "params": {"normalize_features": True}}],
     "partitions": [

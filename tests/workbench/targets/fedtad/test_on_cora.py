@@ -9,6 +9,7 @@ from workbench.suite import parse_suite
 
 SUITE = {
     "name": "fedtad-cora",
+    "reproducible": True,
     "seeds": [0],
     "datasets": [{"name": "Cora"}],
     "partitions": [
