@@ -104,16 +104,3 @@ def attack_plugin(loaded: Any, where: str) -> Attack:
 
 
 ATTACKS: Registry[Attack] = Registry("attack", "fgl_workbench.attacks", attack_plugin)
-
-
-def adversaries(attack: Attack) -> tuple[str, ...]:
-    """The parties an attack can be run as, read from its config's ``adversary`` field; a
-    link attack queries the clients' served posteriors."""
-    if attack.family == "link":
-        return ("served",)
-    if attack.family == "distribution":
-        return ("server",)
-    if attack.family in ("feature", "audit"):
-        return ("insider",)
-    field = attack.Config.model_fields.get("adversary")
-    return get_args(field.annotation) if field is not None else ("querier",)

@@ -77,3 +77,22 @@ def querier_input():
         return AttackInput(view, knowledge, challenge.candidates), challenge
 
     return build
+
+
+@pytest.fixture(scope="session")
+def cell_inputs():
+    """Builds what a cell's attack families share, for a target trained in a test (the
+    public streams of seed 0, no shared reference models)."""
+    from functools import partial
+
+    from attacks.family import CellInputs
+    from workbench.seeding import Streams
+    from workbench.threat import background_knowledge
+
+    def build(trained, federation, delta: float = 1e-5) -> CellInputs:
+        knowledge = background_knowledge(federation, trained)
+        return CellInputs(
+            trained, federation, knowledge, None, partial(Streams.public().seed, 0), delta
+        )
+
+    return build

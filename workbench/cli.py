@@ -238,7 +238,7 @@ def dry_run(suite, out: Path) -> int:
 def _listing(kind: str) -> list[str]:
     import workbench.data  # noqa: F401
     from attacks import ATTACKS
-    from attacks.base import adversaries
+    from attacks.families import adversaries
     from workbench.data.catalog import DATASETS
     from workbench.data.partition import PARTITIONERS
     from workbench.targets import TARGETS

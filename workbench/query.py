@@ -16,7 +16,10 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch, Data
 
+from workbench.errors import NotApplicableError
 from workbench.storable import storable
+
+_NO_NODES = np.zeros(0, dtype=np.int64)
 
 
 def khop_batch(
@@ -80,6 +83,14 @@ class NodeQueryAPI:
     def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         return self._answer(node_ids, hops, embed=True)
 
+    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+        """What a querier observes: this deployment's answers for every node at each of
+        ``hops`` (computed on the graph the deployment holds; the querier gets the rows)."""
+        every = np.arange(self._num_nodes)
+        logits = {h: self.logits(every, h) for h in hops}
+        embeddings = {h: self.embeddings(every, h) for h in hops}
+        return AnswerTable(logits, embeddings, self._model, known)
+
     def _answer(self, node_ids: np.ndarray, hops: int, embed: bool) -> torch.Tensor:
         node_ids = np.asarray(node_ids, dtype=np.int64)
         if hops < 0:
@@ -128,6 +139,62 @@ class OwnerRoutedQueryAPI:
             share = torch.from_numpy(np.where(held_by_none[pick], 1.0 / len(self._apis), 1.0))
             out[rows] += answer * share[:, None].float()
         return out if out is not None else torch.zeros(0)
+
+    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+        """The routed answers for every node at each of ``hops``: the querier sees whose
+        model answered only through the answers themselves, never the owner table."""
+        logits = {h: self.logits(np.arange(self._num_nodes), h) for h in hops}
+        refusal = "personalised deployments answer posteriors, not embeddings"
+        return AnswerTable(logits, None, None, known, refusal)
+
+
+class AnswerTable:
+    """A deployment's answers as its querier observed them: the logits and embeddings of every
+    node at the neighbourhood size the attack queries with, computed by the deployment on the
+    data it holds. It holds no features and no edges of that data, so an attack reading it
+    learns the answers and nothing else. ``model`` and the edges of ``known`` (the graph the
+    querier knows, from its background knowledge; its features are not kept) serve a querier
+    sending features of its own (``with_features``, the adaptive attacker)."""
+
+    def __init__(
+        self,
+        logits: dict[int, torch.Tensor] | None,
+        embeddings: dict[int, torch.Tensor] | None,
+        model: nn.Module | None,
+        known: Data | None,
+        refusal: str = "",
+    ) -> None:
+        self._logits = logits
+        self._embeddings = embeddings
+        self._model = model
+        self._known = None if known is None else (known.edge_index, int(known.num_nodes))
+        self._refusal = refusal
+
+    @property
+    def num_nodes(self) -> int:
+        tables = self._logits if self._logits is not None else self._embeddings
+        return int(next(iter(tables.values())).shape[0]) if tables else 0
+
+    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return table_rows(self._table(self._logits, hops), node_ids)
+
+    def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return table_rows(self._table(self._embeddings, hops), node_ids)
+
+    def with_features(self, x: torch.Tensor) -> NodeQueryAPI:
+        """The deployment's model queried with the querier's own features over the graph the
+        querier knows."""
+        if self._model is None or self._known is None:
+            raise NotApplicableError(f"querying with one's own features: {self._refusal}")
+        edge_index, num_nodes = self._known
+        return NodeQueryAPI(self._model, Data(x=x, edge_index=edge_index, num_nodes=num_nodes))
+
+    def _table(self, tables: dict[int, torch.Tensor] | None, hops: int) -> torch.Tensor:
+        if tables is None:
+            raise NotApplicableError(self._refusal)
+        if hops not in tables:
+            raise ValueError(f"hops: the deployment was queried at {sorted(tables)}, not {hops}")
+        return tables[hops]
 
 
 class GraphQueryAPI:
@@ -178,74 +245,108 @@ def table_rows(table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
     return table[torch.from_numpy(node_ids)]
 
 
-class ServedAPI:
-    """Answers as the clients' deployments serve them: each client runs the released model on
-    its own private subgraph and answers for its own nodes, by id, with posteriors (He et al.'s
-    link-stealing setting: the querier never sees the edges behind them) or embeddings. Nodes
-    held by no client are not served."""
+class ClientDeployments:
+    """The clients' deployments of the released model: each runs it on its own private
+    subgraph and answers for its own nodes, by id (He et al.'s link-stealing setting). This
+    object holds the clients' data, so it stays with the target; an adversary gets what it
+    answered (``observed``)."""
 
     def __init__(self, model: nn.Module, clients: list[tuple[np.ndarray, Data]], n: int) -> None:
         self._model = model
         self._clients = clients
-        self._table = self._answers(model, clients, n, embed=False)
-        self._embeddings = self._answers(model, clients, n, embed=True)
-        self._served = ~torch.isnan(self._table).any(dim=1).numpy()
-        self._owner = np.full(n, -1)
-        for k, (ids, _) in enumerate(clients):
-            self._owner[ids] = k
+        self._num_nodes = n
+
+    @property
+    def num_nodes(self) -> int:
+        return self._num_nodes
 
     @torch.no_grad()
-    def influence(self, node: int, step: float) -> tuple[np.ndarray, torch.Tensor]:
-        """LinkTeller's probe (Wu et al., S&P 2022), for an adversary who can change a node's
-        features (its own profile): every feature of ``node`` is raised by ``step`` and the
-        node's deployment answers again. Returns the ids of that client's nodes and how far
-        each one's posterior moved, per unit of ``step``."""
-        k = int(self._owner[node])
-        if k < 0:
-            raise ValueError("node: held by no client, so no one serves it")
+    def observed(self, probed: np.ndarray = _NO_NODES, step: float | None = None) -> ServedAPI:
+        """Every served node's posterior and embedding, and, for an adversary who changes a
+        node's features by ``step`` (LinkTeller), how the answers of each ``probed`` node's
+        client moved."""
+        self._model.eval()
+        logits = self._answers(embed=False)
+        owner = {int(i): k for k, (ids, _) in enumerate(self._clients) for i in ids}
+        probes = {}
+        if step is not None:
+            for node in np.unique(np.asarray(probed, dtype=np.int64)).tolist():
+                probes[node] = self._influence(node, owner.get(node), step, logits)
+        return ServedAPI(logits, self._answers(embed=True), probes, step)
+
+    def _influence(
+        self, node: int, k: int | None, step: float, logits: torch.Tensor
+    ) -> tuple[np.ndarray, torch.Tensor]:
+        if k is None:
+            return _NO_NODES, torch.zeros(0, logits.shape[1])
         ids, data = self._clients[k]
         x = data.x.clone()
         x[int(np.searchsorted(ids, node))] += step
-        self._model.eval()
-        before = torch.softmax(self._table[torch.from_numpy(ids)], dim=1)
+        before = torch.softmax(logits[torch.from_numpy(ids)], dim=1)
         after = torch.softmax(self._model(x, data.edge_index), dim=1)
         return ids, (after - before) / step
 
-    @staticmethod
-    @torch.no_grad()
-    def _answers(
-        model: nn.Module, clients: list[tuple[np.ndarray, Data]], n: int, embed: bool
-    ) -> torch.Tensor:
-        model.eval()
-        forward = model.embed if embed else model
-        outs = [(ids, forward(data.x, data.edge_index)) for ids, data in clients]
-        table = torch.full((n, outs[0][1].shape[1] if outs else 0), float("nan"))
+    def _answers(self, embed: bool) -> torch.Tensor:
+        forward = self._model.embed if embed else self._model
+        outs = [(ids, forward(data.x, data.edge_index)) for ids, data in self._clients]
+        table = torch.full((self._num_nodes, outs[0][1].shape[1] if outs else 0), float("nan"))
         for ids, out in outs:
             table[torch.from_numpy(ids)] = out
         return table
 
+
+class ServedAPI:
+    """What a querier of the clients' deployments observed: posteriors (logits) and
+    embeddings by node id, and the answers to its feature probes. A node no client serves
+    answers a row of NaN, the same shape as any other: the deployments refuse unknown ids,
+    and which ids they serve is observable (docs/design.md lists it)."""
+
+    def __init__(
+        self,
+        logits: torch.Tensor,
+        embeddings: torch.Tensor,
+        probes: dict[int, tuple[np.ndarray, torch.Tensor]],
+        step: float | None,
+    ) -> None:
+        self._logits = logits
+        self._embeddings = embeddings
+        self._probes = probes
+        self._step = step
+
     @property
     def num_nodes(self) -> int:
-        return int(self._table.shape[0])
+        return int(self._logits.shape[0])
 
     def logits(self, node_ids: np.ndarray) -> torch.Tensor:
-        return self._rows(self._table, node_ids)
+        return table_rows(self._logits, node_ids)
 
     def embeddings(self, node_ids: np.ndarray) -> torch.Tensor:
         """The model's penultimate layer, for deployments that answer with embeddings."""
-        return self._rows(self._embeddings, node_ids)
+        return table_rows(self._embeddings, node_ids)
 
-    def _rows(self, table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
-        node_ids = np.asarray(node_ids, dtype=np.int64)
-        rows = table_rows(table, node_ids)
-        if not self._served[node_ids].all():
-            raise ValueError("node_ids: some nodes are held by no client, so no one serves them")
-        return rows
+    def influence(self, node: int, step: float) -> tuple[np.ndarray, torch.Tensor]:
+        """LinkTeller's probe (Wu et al., S&P 2022): after every feature of ``node`` was raised
+        by ``step``, the ids of its client's nodes and how far each one's posterior moved, per
+        unit of ``step`` (no ids when no client serves ``node``)."""
+        if step != self._step or node not in self._probes:
+            raise ValueError(f"node {node}: not probed at step {step} (the attack declares both)")
+        return self._probes[node]
 
 
-def serve(model: nn.Module, clients: Sequence[Any], num_nodes: int) -> ServedAPI:
+def serve(model: nn.Module, clients: Sequence[Any], num_nodes: int) -> ClientDeployments:
     """The deployments of node-level ``clients`` (each with ``data.global_id``)."""
-    return ServedAPI(model, [(c.data.global_id.numpy(), c.data) for c in clients], num_nodes)
+    return ClientDeployments(
+        model, [(c.data.global_id.numpy(), c.data) for c in clients], num_nodes
+    )
 
 
-QueryAPI = NodeQueryAPI | GraphQueryAPI | TableQueryAPI
+def observed(api: Any, hops: Sequence[int], known: Data | None) -> Any:
+    """What a querier of ``api`` gets: the answers of a deployment that holds node data, or
+    the API itself where it holds none (published tables, graph queries the querier fills
+    with graphs of its own)."""
+    if isinstance(api, NodeQueryAPI | OwnerRoutedQueryAPI):
+        return api.answers(hops, known)
+    return api
+
+
+QueryAPI = NodeQueryAPI | GraphQueryAPI | TableQueryAPI | AnswerTable

@@ -96,7 +96,7 @@ def model_table(model: type[BaseModel]) -> list[str]:
 def reference() -> str:
     import workbench.data  # noqa: F401  (registers datasets and partitioners)
     from attacks import ATTACKS
-    from attacks.base import adversaries
+    from attacks.families import adversaries
     from defenses import DEFENSES
     from workbench.data.catalog import DATASETS
     from workbench.data.partition import PARTITIONERS

@@ -13,55 +13,27 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
-from accountants import MetricGaussian, PrivacyLedger, epsilon, epsilons_by_adversary
+from accountants import PrivacyLedger, epsilon, epsilons_by_adversary
 from accountants.accountant import OrderGridWarning
-from attacks import ATTACKS, AttackInput, AttackOutput, Candidates
-from attacks.attribute.inference import known_values
-from attacks.base import NodePairs
+from attacks import ATTACKS, AttackInput
+from attacks.families import FAMILIES
+from attacks.family import CellInputs
 from attacks.membership.reference import ReferencePool
-from attacks.metrics import (
-    ROC,
-    attribute_metrics,
-    distribution_metrics,
-    held_out_epsilon,
-    label_reconstruction_metrics,
-    link_metrics,
-    membership_metrics,
-    neighbour_mse,
-    reconstruction_metrics,
-    singleton_metrics,
-    value_fractions,
-)
 from audits import GAMES, audit_run, context_of
 from defenses import applied
-from workbench.challenges import (
-    Challenge,
-    LinkChallenge,
-    attribute_challenge,
-    client_data_challenge,
-    feature_challenge,
-    label_distribution_challenge,
-    link_challenge,
-    membership_challenge,
-    others_records,
-    reidentification_challenge,
-    source_challenge,
-)
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
-from workbench.exchanged import ExchangedEmbeddings
 from workbench.registry import reading_untrusted
 from workbench.seeding import Streams, seed_everything
 from workbench.snapshot import SnapshotError, restore, snapshot
@@ -69,20 +41,7 @@ from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore, writin
 from workbench.suite import AttackEntry, Cell, Suite, config_hash, expand
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import (
-    BackgroundKnowledge,
-    InsiderView,
-    ReleaseView,
-    View,
-    attribute_knowledge,
     background_knowledge,
-    client_data_knowledge,
-    client_view,
-    feature_knowledge,
-    insider_view,
-    link_knowledge,
-    querier_view,
-    served_view,
-    server_view,
 )
 
 
@@ -358,10 +317,9 @@ def attack_cell(
     if not attacks:
         return
     seeds = partial(streams.seed, cell.seed)
-    challenge = membership_challenge(federation, seeds("challenge"))
     knowledge = background_knowledge(federation, trained)
     with ReferencePool(jobs, seeds("references")) as pool:
-        inputs = CellInputs(trained, federation, challenge, knowledge, pool, seeds, delta)
+        inputs = CellInputs(trained, federation, knowledge, pool, seeds, delta)
         for entry in attacks:
             report(f"attack {entry.key}")
             row, row_hash = run_attack(cell, entry, inputs, store)
@@ -451,237 +409,6 @@ def communication(trained: TrainedTarget) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class CellInputs:
-    """What a cell's attacks share: built once per cell, reference models trained once; the
-    link challenge is built the first time a link attack asks for it."""
-
-    trained: TrainedTarget
-    federation: Federation
-    challenge: Challenge
-    knowledge: BackgroundKnowledge
-    pool: ReferencePool
-    seeds: Callable[..., int]  # the cell's role seeds (Streams.seed bound to its seed)
-    delta: float = 1e-5
-    _links: dict[str, LinkChallenge] = field(default_factory=dict)
-
-    def links(self, among: np.ndarray | None = None) -> LinkChallenge:
-        """The link challenge; ``among``: the one among those nodes (exchanged ones)."""
-        key = "challenge" if among is None else "among"
-        if key not in self._links:
-            self._links[key] = link_challenge(
-                self.federation, self.seeds("link-challenge"), among=among
-            )
-        return self._links[key]
-
-
-@dataclass(frozen=True)
-class FamilyInputs:
-    """An attack family's adversary view, knowledge and candidates, and how its output is
-    scored (with the ground truth that only the scorer holds)."""
-
-    view: View
-    knowledge: BackgroundKnowledge
-    candidates: Candidates | NodePairs | np.ndarray
-    score: Callable[[AttackOutput], tuple[dict[str, Any], ROC | None]]
-
-
-def family_inputs(family: str, cfg: Any, inputs: CellInputs) -> FamilyInputs:
-    if family == "attribute":
-        view = adversary_view(cfg, inputs.trained, inputs.federation)
-        task = attribute_challenge(
-            inputs.federation,
-            cfg.attribute,
-            inputs.seeds("attribute-challenge"),
-            among=exchanged_nodes(view),
-        )
-        knowledge = attribute_knowledge(inputs.federation, inputs.trained, task.hidden)
-        known = known_values(knowledge, cfg.attribute)
-        prior = value_fractions(known, task.num_values)
-        return FamilyInputs(
-            view,
-            knowledge,
-            task.nodes,
-            lambda out: (attribute_metrics(out.scores, task.truth, prior), None),
-        )
-    if family == "client-data":
-        return client_data_inputs(cfg, inputs)
-    if family == "source":
-        return source_inputs(cfg, inputs)
-    if family == "feature":
-        return feature_inputs(cfg, inputs)
-    if family == "audit":
-        return audit_inputs(cfg, inputs)
-    if family == "distribution":
-        truth = label_distribution_challenge(inputs.federation)
-        aux = inputs.knowledge.aux_labels
-        prior = value_fractions(aux, truth.truth.shape[1])
-        return FamilyInputs(
-            server_view(inputs.trained, inputs.federation),
-            inputs.knowledge,
-            truth.clients,
-            lambda out: (distribution_metrics(out.scores, truth.truth, prior), None),
-        )
-    if family == "link":
-        source = getattr(cfg, "source", "served")
-        if source == "exchanged":
-            view: View = insider_view(inputs.trained, inputs.federation, source)
-        elif source == "release":
-            view = querier_view(inputs.trained, inputs.federation)
-        else:
-            view = served_view(inputs.trained, inputs.federation)
-        links = inputs.links(exchanged_nodes(view))
-        return FamilyInputs(
-            view,
-            link_knowledge(inputs.federation, inputs.trained, links),
-            links.candidates,
-            lambda out: link_metrics(out.scores, links.is_edge, links.cut),
-        )
-    challenge = inputs.challenge
-    if getattr(cfg, "adversary", None) == "client":
-        challenge = others_records(challenge, cfg.client)
-
-    def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
-        metrics, curve = membership_metrics(
-            out.scores, challenge.is_member, out.threshold, delta=inputs.delta
-        )
-        metrics.update(per_client_metrics(out, challenge))
-        return metrics, curve
-
-    view = adversary_view(cfg, inputs.trained, inputs.federation)
-    return FamilyInputs(view, inputs.knowledge, challenge.candidates, score)
-
-
-def source_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
-    """A curious client naming the source dataset of each generator it received; the
-    senders (the server's shuffle) stay with the scorer. Its prior: the auxiliary pool's
-    source fractions."""
-    senders = inputs.trained.senders.get(cfg.client)
-    if senders is None:
-        raise NotApplicableError(f"the target shares no generators with client {cfg.client}")
-    task = source_challenge(inputs.federation, senders)
-    aux = np.array([int(getattr(g, "source", 0)) for g in inputs.knowledge.aux_graphs])
-    prior = value_fractions(aux, task.num_sources)
-
-    def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
-        metrics = attribute_metrics(out.scores, task.truth, prior)
-        metrics["generators"] = metrics.pop("nodes")
-        return metrics, None
-
-    view = adversary_view(cfg, inputs.trained, inputs.federation)
-    return FamilyInputs(view, inputs.knowledge, task.generators, score)
-
-
-def client_data_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
-    """The server reconstructing client ``cfg.client``'s training data from what it uploaded:
-    it knows that client's shape (and its structure if ``cfg.structure`` says so), not its
-    data; the scorer holds the client's training features and labels."""
-    task = client_data_challenge(inputs.federation, cfg.client)
-    structure = getattr(cfg, "structure", "none") == "known"
-    knowledge = client_data_knowledge(inputs.federation, inputs.trained, cfg.client, structure)
-    assert knowledge.graph is not None
-    prior_x = knowledge.aux_features().numpy().mean(0)
-    prior_y = value_fractions(knowledge.aux_labels, inputs.federation.dataset.num_classes)
-
-    def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
-        ordered = out.details.get("order") != "set"
-        metrics, match = reconstruction_metrics(out.scores, task.features, prior_x, ordered)
-        if "class_size" in out.details:
-            sizes = np.asarray(out.details["class_size"])
-            metrics.update(singleton_metrics(out.scores, task.features, match, sizes))
-        labels = np.asarray(out.details["labels"])[match]
-        return {**metrics, **label_reconstruction_metrics(labels, task.labels, prior_y)}, None
-
-    view = server_view(inputs.trained, inputs.federation)
-    return FamilyInputs(view, knowledge, np.array([cfg.client]), score)
-
-
-def audit_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
-    """The challenger shows, for disjoint pairs of released nodes within the reported ρ of
-    each other, the noisy vectors the target really released for one of them (its evaluator
-    record of the metric-DP releases); the scorer holds which, and compares the held-out ε
-    lower bound with the accountant's ε(ρ) at the cell's δ."""
-    trained = inputs.trained
-    events = [e for e in trained.ledger.metric().events if isinstance(e, MetricGaussian)]
-    rho = trained.utility.get("metric_rho")
-    released = trained.metric_releases
-    if not events or rho is None or released is None:
-        raise NotApplicableError(
-            "reidentification-audit: the target makes no metric-DP release of node vectors "
-            "(or its snapshot does not keep what was released)"
-        )
-    if len({e.sigma0 for e in events}) != 1:
-        raise NotApplicableError("reidentification-audit: releases at more than one σ0")
-    seed = inputs.seeds("reidentification")
-    task = reidentification_challenge(released, rho, cfg.trials, seed)
-    view = ReleaseView(
-        inputs.federation.dataset.level, task.releases, task.first, task.second, events[0].sigma0
-    )
-
-    def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
-        metrics, curve = membership_metrics(out.scores, task.chosen)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OrderGridWarning)
-            bound = epsilon(trained.ledger.metric(), inputs.delta, rho=rho).epsilon
-        found = held_out_epsilon(out.scores, task.chosen, inputs.delta, seed)
-        metrics.update(
-            {
-                "epsilon_held_out": found,
-                "epsilon_accountant": bound,
-                "bound_holds": float(found <= bound),
-                "rho": rho,
-                "pair_distance_mean": float(task.distance.mean()),
-            }
-        )
-        return metrics, curve
-
-    return FamilyInputs(view, inputs.knowledge, task.pairs, score)
-
-
-def feature_inputs(cfg: Any, inputs: CellInputs) -> FamilyInputs:
-    """An insider inverting released embeddings of sampled client nodes; the scorer holds
-    their features and the population's (for the nearest-neighbour yardstick)."""
-    view = insider_view(inputs.trained, inputs.federation, cfg.source, cfg.combine)
-    task = feature_challenge(
-        inputs.federation, inputs.seeds("feature-challenge"), among=exchanged_nodes(view)
-    )
-    knowledge = feature_knowledge(
-        inputs.federation,
-        inputs.trained,
-        task.nodes,
-        cfg.known_edges,
-        inputs.seeds("feature-knowledge"),
-    )
-    assert knowledge.graph is not None
-    prior = knowledge.aux_features().numpy().mean(0)
-
-    def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
-        metrics, _ = reconstruction_metrics(out.scores, task.features, prior)
-        metrics["mse_nearest_1pct"] = neighbour_mse(task.features, task.population)
-        return metrics, None
-
-    return FamilyInputs(view, knowledge, task.nodes, score)
-
-
-def exchanged_nodes(view: View) -> np.ndarray | None:
-    """The nodes whose embeddings the view holds, when it reads exchanged embeddings: what
-    the adversary is asked about must be among them (the released cohort is public)."""
-    if isinstance(view, InsiderView) and isinstance(view.api, ExchangedEmbeddings):
-        return view.api.nodes
-    return None
-
-
-def adversary_view(cfg: Any, trained: TrainedTarget, federation: Federation) -> View:
-    if getattr(cfg, "source", None) == "exchanged":
-        return insider_view(trained, federation, "exchanged")
-    adversary = getattr(cfg, "adversary", "querier")
-    if adversary == "server":
-        return server_view(trained, federation)
-    if adversary == "client":
-        return client_view(trained, federation, getattr(cfg, "client", 0))
-    return querier_view(trained, federation)
-
-
 def run_attack(
     cell: Cell, entry: AttackEntry, inputs: CellInputs, store: ResultSink
 ) -> tuple[AttackRow, str]:
@@ -694,7 +421,7 @@ def run_attack(
     seed = inputs.seeds("attack", entry.key)
     seed_everything(seed)
     try:
-        family = family_inputs(attack.family, cfg, inputs)
+        family = FAMILIES[attack.family].inputs(attack, cfg, inputs)
         inp = AttackInput(family.view, family.knowledge, family.candidates, inputs.pool)
         out = attack.run(inp, cfg, seed)
     except NotApplicableError as exc:
@@ -721,25 +448,3 @@ def run_attack(
         cell.cell_id, entry.key, entry.name, entry.params, "ok", None, metrics, artifact, seconds
     )
     return row, row_hash
-
-
-def per_client_metrics(out: AttackOutput, challenge: Challenge) -> dict[str, float | None]:
-    """When the adversary scored each client's own model (the server), AUC of client k's
-    model on client k's candidates, summarised over clients."""
-    per_model = out.details.get("per_model")
-    if not per_model:
-        return {}
-    aucs = []
-    for name, scores in per_model.items():
-        k = int(name.rsplit(":", 1)[-1])
-        mine = challenge.owner == k
-        truth = challenge.is_member[mine]
-        if truth.any() and not truth.all():
-            aucs.append(membership_metrics(scores[mine], truth)[0]["auc"])
-    if not aucs:
-        return {}
-    return {
-        "client_auc_mean": float(np.mean(aucs)),
-        "client_auc_min": float(np.min(aucs)),
-        "client_auc_max": float(np.max(aucs)),
-    }

@@ -35,10 +35,10 @@ from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.query import (
+    ClientDeployments,
     GraphQueryAPI,
     NodeQueryAPI,
     OwnerRoutedQueryAPI,
-    ServedAPI,
     TableQueryAPI,
 )
 from workbench.registry import reading_untrusted
@@ -355,7 +355,7 @@ class WithheldKey:
         )
 
 
-def served_data(served: ServedAPI, weights: Weights) -> dict[str, Any]:
+def served_data(served: ClientDeployments, weights: Weights) -> dict[str, Any]:
     """The clients' deployments: the model and, per client, its node ids and private edges
     (features are the dataset's, read again at restore)."""
     return {
@@ -367,12 +367,12 @@ def served_data(served: ServedAPI, weights: Weights) -> dict[str, Any]:
     }
 
 
-def rebuilt_served(s: dict, model, federation: Federation) -> ServedAPI:
+def rebuilt_served(s: dict, model, federation: Federation) -> ClientDeployments:
     x = federation.dataset.data.x
     clients = [
         (c["ids"].numpy(), Data(x=x[c["ids"]], edge_index=c["edge_index"])) for c in s["clients"]
     ]
-    return ServedAPI(model(s["model"]), clients, s["num_nodes"])
+    return ClientDeployments(model(s["model"]), clients, s["num_nodes"])
 
 
 def keys_data(keys: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ data. None of them holds membership labels or the partition."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.errors import NotApplicableError
 from workbench.exchanged import Combine, ExchangedEmbeddings, exchanged_embeddings
 from workbench.models import ModelSpec
-from workbench.query import QueryAPI, ServedAPI
+from workbench.query import QueryAPI, ServedAPI, observed
 from workbench.targets.base import TrainedTarget
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import SERVER, Message, client
@@ -108,27 +109,51 @@ class ReleaseView:
 View = QuerierView | ServerView | ClientView | ServedView | InsiderView | ReleaseView
 
 
-def querier_view(trained: TrainedTarget, federation: Federation) -> QuerierView:
-    return QuerierView(trained.level, federation.dataset.num_classes, trained.query)
+def querier_view(
+    trained: TrainedTarget,
+    federation: Federation,
+    knowledge: BackgroundKnowledge | None = None,
+    hops: Sequence[int] = (0, 1, 2),
+) -> QuerierView:
+    """The external querier: the released deployment's answers at each of ``hops``
+    (computed on the data the deployment holds), with the edges of the graph the querier
+    knows (default: the population's) for queries of its own."""
+    known = (knowledge or background_knowledge(federation, trained)).graph
+    api = observed(trained.query, hops, known)
+    return QuerierView(trained.level, federation.dataset.num_classes, api)
 
 
-def served_view(trained: TrainedTarget, federation: Federation) -> ServedView:
+def served_view(
+    trained: TrainedTarget,
+    federation: Federation,
+    probed: np.ndarray | None = None,
+    step: float | None = None,
+) -> ServedView:
+    """The querier of the clients' deployments: their answers by node id, and their answers
+    after it changed each ``probed`` node's features by ``step``."""
     if trained.served is None:
         raise NotApplicableError(
             f"target {trained.name} serves no per-client posteriors (graph level, or an "
             "embedding release)"
         )
-    return ServedView(trained.level, federation.dataset.num_classes, trained.served)
+    api = trained.served.observed(np.zeros(0) if probed is None else probed, step)
+    return ServedView(trained.level, federation.dataset.num_classes, api)
 
 
 def insider_view(
-    trained: TrainedTarget, federation: Federation, source: str, combine: Combine = "last"
+    trained: TrainedTarget,
+    federation: Federation,
+    source: str,
+    combine: Combine = "last",
+    known: Data | None = None,
+    hops: Sequence[int] = (0, 1, 2),
 ) -> InsiderView:
     """``source``: ``served`` (each client's deployment answers on its private subgraph),
     ``release`` (what an external querier gets: a published table, or the released model's
     answers on the population graph) or ``exchanged`` (the server reading the embeddings the
     clients exchanged through it, each node's last release or, ``combine: mean``, the mean of
-    its releases)."""
+    its releases). ``known`` and ``hops``: the graph the insider knows and the neighbourhood
+    size of its release queries."""
     api: QueryAPI | ServedAPI | ExchangedEmbeddings
     if source == "served":
         api = served_view(trained, federation).api
@@ -136,7 +161,7 @@ def insider_view(
         normalised = any(isinstance(e, MetricGaussian) for e in trained.ledger.metric().events)
         api = exchanged_embeddings(trained.transcript.received_by(SERVER), normalised, combine)
     else:
-        api = trained.query
+        api = observed(trained.query, hops, known)
     model = trained.spec.build()
     model.load_state_dict(trained.global_model.state_dict())
     return InsiderView(trained.level, federation.dataset.num_classes, model.eval(), api)

@@ -18,7 +18,7 @@ from workbench.data.datasets import Level
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError
 from workbench.models import ModelSpec
-from workbench.query import QueryAPI, ServedAPI
+from workbench.query import ClientDeployments, QueryAPI
 from workbench.registry import Registry, component
 from workbench.targets.training import TrainingRecipe
 from workbench.transcript import Transcript
@@ -39,7 +39,7 @@ class TrainedTarget:
     history: list[dict[str, float]] = field(default_factory=list)
     # node level: what the clients' deployments answer for their own nodes (link stealing's
     # view); None for targets that do not serve per-client posteriors
-    served: ServedAPI | None = None
+    served: ClientDeployments | None = None
     # parts of the released model beside the GNN (CE-FedGNN's edge head on its embeddings)
     heads: dict[str, nn.Module] = field(default_factory=dict)
     # secret key material every client holds (CeFGC+'s CKKS key), None without encryption

@@ -7,12 +7,13 @@ import torch
 from scipy.spatial import distance
 
 from attacks import ATTACKS, AttackInput
+from attacks.families import FAMILIES
 from attacks.reconstruction.link_stealing import DISTANCES, LinkStealingConfig, pair_distance
 from workbench.challenges import link_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import NotApplicableError
-from workbench.runner import family_inputs
+from workbench.seeding import public_seed
 from workbench.threat import ServedView, link_knowledge, served_view
 
 
@@ -96,35 +97,27 @@ def test_graph_level_and_embedding_releases_are_not_applicable(setting, small_gr
         trained.served = served
 
 
-def test_link_family_inputs_come_from_the_link_challenge(setting):
-    from types import SimpleNamespace
-
-    federation, trained, challenge = setting
-    cached = {"challenge": challenge}
-    inputs = SimpleNamespace(
-        trained=trained, federation=federation, links=lambda among=None: cached["challenge"]
+def test_link_family_inputs_come_from_the_link_challenge(setting, cell_inputs):
+    federation, trained, _ = setting
+    family = FAMILIES["link"].inputs(
+        ATTACKS.get("link-stealing"), LinkStealingConfig(), cell_inputs(trained, federation)
     )
-    family = family_inputs("link", LinkStealingConfig(), inputs)
-    assert family.candidates is challenge.candidates
+    challenge = link_challenge(federation, public_seed(0, "link-challenge"))
+    assert np.array_equal(family.candidates.src, challenge.candidates.src)
+    assert np.array_equal(family.candidates.dst, challenge.candidates.dst)
     assert isinstance(family.view, ServedView)
 
 
-def _exchanged_auc(federation, trained, **params):
-    from types import SimpleNamespace
-
+def _exchanged_auc(federation, trained, cell_inputs, **params):
     from sklearn.metrics import roc_auc_score
 
     cfg = LinkStealingConfig(source="exchanged", signal="embedding", distance="cosine", **params)
-    inputs = SimpleNamespace(
-        trained=trained,
-        federation=federation,
-        links=lambda among=None: link_challenge(federation, 0, among=among),
-    )
-    family = family_inputs("link", cfg, inputs)
+    attack = ATTACKS.get("link-stealing")
+    family = FAMILIES["link"].inputs(attack, cfg, cell_inputs(trained, federation))
     pairs = family.candidates
     nodes = family.view.api.nodes
     assert np.isin(pairs.src, nodes).all() and np.isin(pairs.dst, nodes).all()
-    truth = link_challenge(federation, 0, among=nodes)
+    truth = link_challenge(federation, public_seed(0, "link-challenge"), among=nodes)
     edges = {tuple(e) for e in family.knowledge.graph.edge_index.numpy().T}
     assert not any((u, v) in edges for u, v in zip(pairs.src, pairs.dst, strict=True))
     out = ATTACKS.get("link-stealing").run(
@@ -134,13 +127,15 @@ def _exchanged_auc(federation, trained, **params):
 
 
 def test_exchanged_embeddings_give_links_away_and_averaging_beats_their_noise(
-    exchanged_setting,
+    exchanged_setting, cell_inputs
 ):
     federation, clean, noisy = exchanged_setting
-    assert _exchanged_auc(federation, clean) > 0.6
+    assert _exchanged_auc(federation, clean, cell_inputs) > 0.6
     # the MLP learns from the few known pairs among exchanged nodes: weaker (0.59-0.64 seen;
     # chance 0.5 ± 0.02 on these 866 pairs)
-    assert _exchanged_auc(federation, clean, mode="supervised") > 0.55
-    assert _exchanged_auc(federation, noisy) < 0.56  # one release at σ0 = 0.3: near chance
+    assert _exchanged_auc(federation, clean, cell_inputs, mode="supervised") > 0.55
+    assert (
+        _exchanged_auc(federation, noisy, cell_inputs) < 0.56
+    )  # one release at σ0 = 0.3: near chance
     with pytest.raises(ValueError, match="carries embeddings, not posteriors"):
         LinkStealingConfig(source="exchanged")

@@ -10,8 +10,10 @@ from workbench.threat import link_knowledge, served_view
 
 
 def _metrics(federation, trained, challenge):
+    """The view holds the deployments' answers to the probes the attack declares (its step,
+    at the candidate pairs' first nodes), not the deployments."""
     inp = AttackInput(
-        served_view(trained, federation),
+        served_view(trained, federation, challenge.candidates.src, LinkTellerConfig().step),
         link_knowledge(federation, trained, challenge),
         challenge.candidates,
     )

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
+from torch_geometric.data import Data
 
 from accountants import (
     Gaussian,
@@ -41,7 +42,7 @@ from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.models import ModelConfig, ModelSpec
-from workbench.query import NodeQueryAPI
+from workbench.query import AnswerTable, NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.storable import storable
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
@@ -408,15 +409,22 @@ def gnn_of(model: nn.Module) -> nn.Module:
     return model.gnn if isinstance(model, EdgeModel) else model
 
 
+NO_POSTERIORS = (
+    "ce-fedgnn on an edge task releases node embeddings and an edge head, no node posteriors"
+)
+
+
 @storable
 class EncoderAPI(NodeQueryAPI):
     """An edge-classification target's GNN answers node embeddings; it has no node classes."""
 
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
-        raise NotApplicableError(
-            "ce-fedgnn on an edge task releases node embeddings and an edge head, no node "
-            "posteriors"
-        )
+        raise NotApplicableError(NO_POSTERIORS)
+
+    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+        every = np.arange(self.num_nodes)
+        embeddings = {h: self.embeddings(every, h) for h in hops}
+        return AnswerTable(None, embeddings, None, known, NO_POSTERIORS)
 
 
 def noisy_mean(

@@ -1,0 +1,65 @@
+"""The membership family: which records trained the target. Its challenge is the cell's
+balanced set of members and non-members (a curious client is asked only about the other
+clients' records); the scorer holds who is a member and each record's owner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from attacks.base import Attack, AttackOutput
+from attacks.family import (
+    CellInputs,
+    FamilyInputs,
+    adversary_view,
+    configured_adversaries,
+)
+from attacks.metrics import ROC, membership_metrics
+from workbench.challenges import Challenge, membership_challenge, others_records
+
+
+class Membership:
+    name = "membership"
+
+    def adversaries(self, config: type) -> tuple[str, ...]:
+        return configured_adversaries(config)
+
+    def inputs(self, attack: Attack, config: Any, cell: CellInputs) -> FamilyInputs:
+        challenge = cell.shared(
+            "membership", lambda: membership_challenge(cell.federation, cell.seeds("challenge"))
+        )
+        if getattr(config, "adversary", None) == "client":
+            challenge = others_records(challenge, config.client)
+
+        def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
+            metrics, curve = membership_metrics(
+                out.scores, challenge.is_member, out.threshold, delta=cell.delta
+            )
+            metrics.update(per_client_metrics(out, challenge))
+            return metrics, curve
+
+        view = adversary_view(config, cell, cell.knowledge)
+        return FamilyInputs(view, cell.knowledge, challenge.candidates, score)
+
+
+def per_client_metrics(out: AttackOutput, challenge: Challenge) -> dict[str, float | None]:
+    """When the adversary scored each client's own model (the server), AUC of client k's
+    model on client k's candidates, summarised over clients."""
+    per_model = out.details.get("per_model")
+    if not per_model:
+        return {}
+    aucs = []
+    for name, scores in per_model.items():
+        k = int(name.rsplit(":", 1)[-1])
+        mine = challenge.owner == k
+        truth = challenge.is_member[mine]
+        if truth.any() and not truth.all():
+            aucs.append(membership_metrics(scores[mine], truth)[0]["auc"])
+    if not aucs:
+        return {}
+    return {
+        "client_auc_mean": float(np.mean(aucs)),
+        "client_auc_min": float(np.min(aucs)),
+        "client_auc_max": float(np.max(aucs)),
+    }

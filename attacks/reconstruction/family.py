@@ -1,0 +1,148 @@
+"""The reconstruction families: edges between nodes (``link``), the features of sampled
+client nodes from released embeddings (``feature``), and a client's training data from what
+it uploaded (``client-data``). The edges, features and labels asked about stay in the
+scorers; the knowledge each adversary gets leaves them out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from attacks.base import Attack, AttackOutput
+from attacks.family import CellInputs, FamilyInputs, exchanged_nodes, hops_of
+from attacks.metrics import (
+    label_reconstruction_metrics,
+    link_metrics,
+    neighbour_mse,
+    reconstruction_metrics,
+    singleton_metrics,
+    value_fractions,
+)
+from workbench.challenges import (
+    LinkChallenge,
+    client_data_challenge,
+    feature_challenge,
+    link_challenge,
+)
+from workbench.threat import (
+    View,
+    client_data_knowledge,
+    feature_knowledge,
+    insider_view,
+    link_knowledge,
+    querier_view,
+    served_view,
+    server_view,
+)
+
+
+class Link:
+    """Is there an edge between two nodes? Asked about node pairs of the population graph
+    (among the exchanged nodes when the adversary reads exchanged embeddings); the adversary
+    knows a share of the challenge's edges and as many non-edges. An attack that changes a
+    node's features declares the change as its config's ``step``: the deployments' answers
+    to those probes, for the candidate pairs' first nodes, are part of its view."""
+
+    name = "link"
+
+    def adversaries(self, config: type) -> tuple[str, ...]:
+        return ("served",)
+
+    def inputs(self, attack: Attack, config: Any, cell: CellInputs) -> FamilyInputs:
+        trained, federation = cell.trained, cell.federation
+        source = getattr(config, "source", "served")
+        among = None
+        if source == "exchanged":
+            exchanged = insider_view(trained, federation, source)
+            among = exchanged_nodes(exchanged)
+        links: LinkChallenge = cell.shared(
+            ("links", source == "exchanged"),
+            lambda: link_challenge(federation, cell.seeds("link-challenge"), among=among),
+        )
+        knowledge = link_knowledge(federation, trained, links)
+        view: View
+        if source == "exchanged":
+            view = exchanged
+        elif source == "release":
+            view = querier_view(trained, federation, knowledge, (hops_of(config),))
+        else:
+            step = getattr(config, "step", None)
+            view = served_view(trained, federation, links.candidates.src, step)
+        return FamilyInputs(
+            view,
+            knowledge,
+            links.candidates,
+            lambda out: link_metrics(out.scores, links.is_edge, links.cut),
+        )
+
+
+class Feature:
+    """An insider inverting released embeddings of sampled client nodes; the scorer holds
+    their features and the population's (for the nearest-neighbour yardstick)."""
+
+    name = "feature"
+
+    def adversaries(self, config: type) -> tuple[str, ...]:
+        return ("insider",)
+
+    def inputs(self, attack: Attack, config: Any, cell: CellInputs) -> FamilyInputs:
+        trained, federation = cell.trained, cell.federation
+        among, view = None, None
+        if config.source == "exchanged":
+            view = insider_view(trained, federation, "exchanged", config.combine)
+            among = exchanged_nodes(view)
+        task = feature_challenge(federation, cell.seeds("feature-challenge"), among=among)
+        knowledge = feature_knowledge(
+            federation,
+            trained,
+            task.nodes,
+            config.known_edges,
+            cell.seeds("feature-knowledge"),
+        )
+        if view is None:
+            view = insider_view(
+                trained, federation, config.source, config.combine, knowledge.graph, (config.hops,)
+            )
+        assert knowledge.graph is not None
+        prior = knowledge.aux_features().numpy().mean(0)
+
+        def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
+            metrics, _ = reconstruction_metrics(out.scores, task.features, prior)
+            metrics["mse_nearest_1pct"] = neighbour_mse(task.features, task.population)
+            return metrics, None
+
+        return FamilyInputs(view, knowledge, task.nodes, score)
+
+
+class ClientData:
+    """The server reconstructing client ``config.client``'s training data from what it
+    uploaded: it knows that client's shape (and its structure if ``config.structure`` says
+    so), not its data; the scorer holds the client's training features and labels."""
+
+    name = "client-data"
+
+    def adversaries(self, config: type) -> tuple[str, ...]:
+        return ("server",)
+
+    def inputs(self, attack: Attack, config: Any, cell: CellInputs) -> FamilyInputs:
+        federation = cell.federation
+        task = client_data_challenge(federation, config.client)
+        structure = getattr(config, "structure", "none") == "known"
+        knowledge = client_data_knowledge(federation, cell.trained, config.client, structure)
+        assert knowledge.graph is not None
+        prior_x = knowledge.aux_features().numpy().mean(0)
+        prior_y = value_fractions(knowledge.aux_labels, federation.dataset.num_classes)
+
+        def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
+            ordered = out.details.get("order") != "set"
+            metrics, match = reconstruction_metrics(out.scores, task.features, prior_x, ordered)
+            if "class_size" in out.details:
+                sizes = np.asarray(out.details["class_size"])
+                metrics.update(singleton_metrics(out.scores, task.features, match, sizes))
+            labels = np.asarray(out.details["labels"])[match]
+            metrics.update(label_reconstruction_metrics(labels, task.labels, prior_y))
+            return metrics, None
+
+        view = server_view(cell.trained, federation)
+        return FamilyInputs(view, knowledge, np.array([config.client]), score)
