@@ -34,6 +34,7 @@ from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import Partition, make_partition
 from workbench.errors import ConfigError, NotApplicableError
+from workbench.isolated import isolated, run_isolated
 from workbench.registry import reading_untrusted
 from workbench.seeding import Streams, seed_everything
 from workbench.snapshot import SnapshotError, restore, snapshot
@@ -423,7 +424,10 @@ def run_attack(
     try:
         family = FAMILIES[attack.family].inputs(attack, cfg, inputs)
         inp = AttackInput(family.view, family.knowledge, family.candidates, inputs.pool)
-        out = attack.run(inp, cfg, seed)
+        if isolated(entry.name):
+            out = run_isolated(entry.name, inp, cfg, seed)
+        else:
+            out = attack.run(inp, cfg, seed)
     except NotApplicableError as exc:
         row = AttackRow(
             cell.cell_id,

@@ -5,13 +5,11 @@ defense."""
 
 import os
 import sys
-import types
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 import yaml
-from pydantic import BaseModel
 
 from attacks import ATTACKS
 from workbench.cli import main
@@ -32,43 +30,50 @@ SUITE = {
 }
 
 
+PLUGINS = """
+import numpy as np
+from pydantic import BaseModel
+
+from attacks import AttackOutput
+from workbench.targets.fedavg import FedAvg
+
+
+class EchoConfig(BaseModel):
+    pass
+
+
+class Echo(FedAvg):  # a valid target: FedAvg under another name
+    name = "echo-fedavg"
+
+
+class NoFit:  # an invalid one
+    name = "nofit"
+    level = "node"
+    Config = dict
+
+
+class Constant:  # a valid attack: every candidate scores the same
+    name = "constant-attack"
+    family = "membership"
+    Config = EchoConfig
+
+    def run(self, inp, config, seed):
+        return AttackOutput(np.zeros(len(inp.candidates.ids)))
+"""
+
+
 @pytest.fixture
-def plugin_module(monkeypatch):
-    """A module of third-party components, importable as ``my_plugins``."""
-    from workbench.targets.fedavg import FedAvg
-
-    module = types.ModuleType("my_plugins")
-
-    class EchoConfig(BaseModel):
-        pass
-
-    class Echo(FedAvg):  # a valid target: FedAvg under another name
-        name = "echo-fedavg"
-
-    class NoFit:  # an invalid one
-        name = "nofit"
-        level = "node"
-        Config = dict
-
-    class Constant:  # a valid attack: every candidate scores the same
-        name = "constant-attack"
-        family = "membership"
-        Config = EchoConfig
-
-        def run(self, inp, config, seed):
-            import numpy as np
-
-            from attacks import AttackOutput
-
-            return AttackOutput(np.zeros(len(inp.candidates.ids)))
-
-    module.Echo, module.NoFit, module.Constant = Echo, NoFit, Constant
-    monkeypatch.setitem(sys.modules, "my_plugins", module)
+def plugin_module(monkeypatch, tmp_path_factory):
+    """A module of third-party components, importable as ``my_plugins`` (from a file, as a
+    plug-in attack's worker process imports it again)."""
+    folder = tmp_path_factory.mktemp("plugins")
+    (folder / "my_plugins.py").write_text(PLUGINS)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "my_plugins", raising=False)
     for registry in (TARGETS, ATTACKS):  # what the test registers is gone after it
         registry.names()  # entry points loaded first: they stay
         monkeypatch.setattr(registry, "_items", dict(registry._items))
         monkeypatch.setattr(registry, "_origins", dict(registry._origins))
-    return module
 
 
 def test_a_module_reference_in_a_suite_loads_and_runs(plugin_module, tmp_path):

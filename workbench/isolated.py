@@ -1,0 +1,54 @@
+"""Third-party attacks run in a worker process of their own.
+
+A plug-in attack is code the workbench did not write. In the runner's process it could walk
+up the stack or through the garbage collector to the trained target, the federation and the
+scorers' ground truth; in a spawned worker it holds exactly what was sent: the pickled view,
+knowledge and candidates, its config and seed. Reference models are trained afresh in the
+worker from the same stream. (A worker still runs as the user: it can read files the user
+can. Run plug-ins you trust with data you would show them.)"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+
+from pydantic import BaseModel
+
+from attacks import ATTACKS, AttackInput, AttackOutput
+from attacks.membership.reference import ReferencePool
+from workbench.errors import NotApplicableError
+from workbench.registry import BUILT_IN
+from workbench.seeding import seed_everything
+
+
+def isolated(name: str) -> bool:
+    """Whether attack ``name`` runs in a worker: every attack not built in."""
+    return ATTACKS.origin(name) != BUILT_IN
+
+
+def run_isolated(name: str, inp: AttackInput, config: BaseModel, seed: int) -> AttackOutput:
+    """``ATTACKS.get(name).run(inp, config, seed)`` in a spawned worker process."""
+    pool_seed = None if inp.references is None else inp.references.seed
+    sent = replace(inp, references=None)
+    try:
+        pickle.dumps(sent)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise NotApplicableError(
+            f"{name}: its view cannot be sent to a plug-in's worker process ({exc})"
+        ) from None
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as worker:
+        job = worker.submit(_run, name, sent, config.model_dump(), seed, pool_seed)
+        return job.result()
+
+
+def _run(
+    name: str, inp: AttackInput, params: dict, seed: int, pool_seed: int | None
+) -> AttackOutput:
+    attack = ATTACKS.get(name)
+    seed_everything(seed)
+    with ReferencePool(1, pool_seed or 0) as pool:
+        given = inp if pool_seed is None else replace(inp, references=pool)
+        return attack.run(given, attack.Config(**params), seed)
