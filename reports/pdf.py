@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import BinaryIO
 
 import matplotlib.pyplot as plt
 from matplotlib.backends.backend_pdf import PdfPages
@@ -19,7 +20,7 @@ LINE = 1.45  # line height in font sizes
 CHAR = 0.52  # mean glyph width in font sizes (DejaVu Sans)
 
 
-def render_pdf(report: Report, path: Path) -> None:
+def render_pdf(report: Report, path: Path | BinaryIO) -> None:
     # TrueType fonts embedded: the PDF's text can be searched and copied
     with plt.rc_context({"pdf.fonttype": 42}), PdfPages(path) as pdf:
         pages = _Pages(pdf)

@@ -38,7 +38,7 @@ from reports.summary import (
 from reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from workbench.errors import WorkbenchError
 from workbench.registry import reading_untrusted
-from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore
+from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore, written
 
 HTML_FILE = "report.html"
 PDF_FILE = "report.pdf"
@@ -53,8 +53,10 @@ def build_report(out_dir: str | Path) -> Path:
     with reading_untrusted(f"the results folder {out_dir}"):
         report = report_content(out_dir)
     try:
-        (out_dir / HTML_FILE).write_text(render_html(report))
-        render_pdf(report, out_dir / PDF_FILE)
+        with written(out_dir, HTML_FILE) as f:
+            f.write(render_html(report).encode())
+        with written(out_dir, PDF_FILE) as f:
+            render_pdf(report, f)
     finally:
         for fig in report.figures():
             plt.close(fig)

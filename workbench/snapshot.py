@@ -186,6 +186,25 @@ def spec_from(data: dict[str, Any]) -> Any:
     return _built(cls, fields)
 
 
+def fits_weights(spec: Any, state: Any) -> None:
+    """The stored architecture has exactly as many weights as stored with it: checked on
+    the meta device (nothing allocated) before the model is built, so stored dimensions
+    cannot make restoring allocate more than the snapshot holds."""
+    if not isinstance(state, dict):
+        raise SnapshotError("global_model: stored weights are not a mapping")
+    stored = sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor))
+    try:
+        with torch.device("meta"):
+            wanted = sum(t.numel() for t in spec.build().state_dict().values())
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise SnapshotError(f"{type_ref(type(spec))}: cannot be built ({exc})") from None
+    if wanted != stored:
+        raise SnapshotError(
+            f"{type_ref(type(spec))}: the stored architecture has {wanted:,} weights, the "
+            f"snapshot stores {stored:,}"
+        )
+
+
 def _built(cls: type, fields: Any) -> Any:
     """An allow-listed class built from stored fields; fields that do not fit it are one
     line, not a traceback."""
@@ -266,6 +285,7 @@ def _restored(path: Path, federation: Federation) -> TrainedTarget:
         raise SnapshotError(f"{path}: snapshot format {data.get('format')} (expected {FORMAT})")
     TARGETS.get(data["recipe"]["target"], "snapshot recipe.target")  # loads its plug-in
     spec = spec_from(data["spec"])
+    fits_weights(spec, data["global_model"])
 
     def build(state: dict) -> torch.nn.Module:
         net = spec.build()

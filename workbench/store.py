@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -143,6 +143,37 @@ class AttackRow:
         return f"{self.attack}({args})" if args else self.attack
 
 
+def target_file(cell_id: str) -> str:
+    return f"targets/{cell_id}.pt"
+
+
+def inside(root: Path, rel: str | Path) -> Path:
+    """``root / rel``, refused when it would leave ``root``: an absolute or ``..`` path (read
+    from a database someone else wrote), or a symbolic link on the way, which could redirect
+    a read or a write onto the user's own files."""
+    rel = Path(rel)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise ConfigError(f"{root}: the stored path '{rel}' leaves the results folder")
+    here = root
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink():
+            raise ConfigError(f"{here}: a symbolic link in the results folder; not followed")
+    return here
+
+
+@contextmanager
+def written(root: Path, rel: str | Path) -> Iterator[BinaryIO]:
+    """A file inside ``root`` opened for writing, created or truncated, never through a
+    symbolic link (``inside`` for its folders, ``O_NOFOLLOW`` for the file itself)."""
+    path = inside(root, rel)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path = inside(root, rel)  # a folder made meanwhile is checked again
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        yield f
+
+
 class ResultsStore:
     def __init__(self, out_dir: str | Path, create: bool = True) -> None:
         """``create``: make the folder and an empty store if absent (a run); else the folder
@@ -257,22 +288,22 @@ class ResultsStore:
 
     def save_roc(self, cell_id: str, attack_key: str, fpr: np.ndarray, tpr: np.ndarray) -> str:
         rel = roc_artifact(cell_id, attack_key)
-        (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(self.root / rel, fpr=fpr, tpr=tpr)
+        with written(self.root, rel) as f:
+            np.savez_compressed(f, fpr=fpr, tpr=tpr)
         return rel
 
     def load_roc(self, rel: str) -> tuple[np.ndarray, np.ndarray]:
-        with np.load(self.root / rel, allow_pickle=False) as z:
+        """A stored ROC curve; ``rel`` (read from the database) must stay in the folder."""
+        with np.load(inside(self.root, rel), allow_pickle=False) as z:
             return z["fpr"], z["tpr"]
 
     def save_target(self, cell_id: str, data: bytes) -> None:
         """A trained target's snapshot (workbench.snapshot), for attacks run later."""
-        path = self.target_path(cell_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        with written(self.root, target_file(cell_id)) as f:
+            f.write(data)
 
     def target_path(self, cell_id: str) -> Path:
-        return self.root / "targets" / f"{cell_id}.pt"
+        return inside(self.root, target_file(cell_id))
 
     def cells(self) -> list[CellRow]:
         q = (

@@ -253,3 +253,34 @@ def test_the_clients_secret_key_is_kept_only_when_asked(tmp_path):
     api.attack(tmp_path / "later", [tracing])
     (row,) = ResultsStore(tmp_path / "later").attacks()
     assert row.status == "not_applicable" and "--keep-client-secrets" in row.reason
+
+
+def test_stored_dimensions_cannot_make_restoring_allocate_more_than_stored(tmp_path):
+    """A snapshot whose architecture claims 10^9 input features (some 64 GB of weights)
+    is refused in one line before anything is built."""
+    api.run_suite(BASE, tmp_path)
+    path = next((tmp_path / "targets").glob("*.pt"))
+    data = torch.load(path, weights_only=True)
+    data["spec"]["fields"]["in_dim"] = 10**9
+    torch.save(data, path)
+    with pytest.raises(SnapshotError, match="has 64,000,[0-9,]+ weights, the snapshot stores"):
+        restore(path, None)
+
+
+def test_stored_paths_and_links_cannot_lead_out_of_the_folder(tmp_path):
+    """An artifact path read from the database may not leave the folder, and nothing is
+    read or written through a symbolic link planted in it (the report would have overwritten
+    the file the link names)."""
+
+    api.run_suite(BASE, tmp_path / "run")
+    store = ResultsStore(tmp_path / "run", create=False)
+    secret = tmp_path / "users-file"
+    secret.write_text("keep me")
+    for rel in ("/etc/passwd", "../users-file"):
+        with pytest.raises(ConfigError, match="leaves the results folder"):
+            store.load_roc(rel)
+    (tmp_path / "run" / "report.html").symlink_to(secret)
+    with pytest.raises(ConfigError, match="symbolic link in the results folder"):
+        api.build_report(tmp_path / "run")
+    assert secret.read_text() == "keep me"
+    store.close()

@@ -46,6 +46,18 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else _USER_CACHE / "processed"
 
 
+def private_cache(folder: Path) -> None:
+    """Make the processing cache private to the user (0700), or check that an existing one
+    is: files in it are loaded, so a cache another user can write to is refused."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise UnsafeDataError(
+            f"{folder}: the dataset cache is owned by uid {info.st_uid} or writable by others "
+            f"(mode {info.st_mode & 0o777:o}); make it yours with mode 700, or set FGLWB_CACHE"
+        )
+
+
 class NodeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     normalize_features: bool = Field(
@@ -86,7 +98,7 @@ def load_dataset(name: str, params: dict | None = None, root: str | Path | None 
     # Two processes (parallel suites, Ray workers) processing the same dataset at once would
     # read each other's half-written processed/ files: one processes, the other waits.
     key = hashlib.sha256(str((base / spec.folder).resolve()).encode()).hexdigest()[:12]
-    cache_root().mkdir(mode=0o700, parents=True, exist_ok=True)  # private to the user
+    private_cache(cache_root())
     locks = cache_root() / "locks"
     locks.mkdir(parents=True, exist_ok=True)
     with FileLock(locks / f"{key}.lock"), data_files_only():

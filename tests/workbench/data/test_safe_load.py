@@ -61,6 +61,16 @@ def test_the_processing_cache_is_private(cora_copy, tmp_path):
     assert (tmp_path / "cache").stat().st_mode & 0o077 == 0
 
 
+def test_a_cache_others_can_write_is_refused(cora_copy, tmp_path):
+    """A co-tenant able to write the cache could plant processed files: such a cache is
+    refused, not trusted."""
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache").chmod(0o777)
+    with pytest.raises(UnsafeDataError, match="writable by others \\(mode 777\\)") as info:
+        load_dataset("Cora", root=cora_copy)
+    assert "\n" not in str(info.value)
+
+
 def test_a_planted_pre_transform_file_is_refused(cora_copy, tmp_path):
     """PyG reads processed/pre_transform.pt with weights_only=False itself."""
     load_dataset("Cora", root=cora_copy)
