@@ -21,6 +21,7 @@ from torch import nn
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
 from workbench.runner import partition_cell
+from workbench.seeding import Streams
 from workbench.suite import expand, load_suite
 from workbench.targets.fedtad.reliability import reliability_weights
 from workbench.targets.fedtad.target import Distiller, FedTAD
@@ -80,7 +81,7 @@ def main() -> None:
         == (args.dataset, args.clients, args.seed, "fedtad")
     )
     ds = load_dataset(cell.dataset.name, cell.dataset.params)
-    federation = build_federation(ds, partition_cell(cell, ds).partition)
+    federation = build_federation(ds, partition_cell(cell, ds, Streams.public()).partition)
     probe = ProbedFedTAD(federation.clients)
     params = dict(cell.target.params)
     for item in args.param:

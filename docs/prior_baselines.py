@@ -19,7 +19,7 @@ from workbench.challenges import client_data_challenge, feature_challenge
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
 from workbench.runner import partition_cell
-from workbench.seeding import derive_seed
+from workbench.seeding import Streams
 from workbench.suite import expand, load_suite
 
 
@@ -36,9 +36,10 @@ def prior_auc(path: str) -> dict[tuple[str, int], list[float]]:
         if cell.dataset.name not in datasets:
             datasets[cell.dataset.name] = load_dataset(cell.dataset.name, cell.dataset.params)
         ds = datasets[cell.dataset.name]
-        federation = build_federation(ds, partition_cell(cell, ds).partition)
+        streams = Streams.public()  # the example suites are reproducible
+        federation = build_federation(ds, partition_cell(cell, ds, streams).partition)
         if any(a.name == "feature-inversion" for a in cell.attacks):
-            truth = feature_challenge(federation, derive_seed(cell.seed, "feature-challenge"))
+            truth = feature_challenge(federation, streams.seed(cell.seed, "feature-challenge"))
         else:
             truth = client_data_challenge(federation, 0)
         prior = ds.data.x.numpy()[federation.partition.aux_ids].mean(0)
