@@ -61,6 +61,9 @@ class FamilyInputs:
     knowledge: BackgroundKnowledge
     candidates: Candidates | NodePairs | np.ndarray
     score: Score
+    # the cell's shared reference models: only for attacks whose knowledge is the cell's base
+    # knowledge (the pool caches datasets built from it, which other families must not reach)
+    references: Any = None
 
 
 class AttackFamily(Protocol):
@@ -94,7 +97,12 @@ def adversary_view(config: Any, cell: CellInputs, knowledge: BackgroundKnowledge
         return server_view(trained, federation)
     if adversary == "client":
         return client_view(trained, federation, getattr(config, "client", 0))
-    return querier_view(trained, federation, knowledge, (hops_of(config),))
+    hops = (hops_of(config),)
+    if knowledge is not cell.knowledge:
+        return querier_view(trained, federation, knowledge, hops)
+    return cell.shared(  # every querier attack of the cell at these hops sees the same answers
+        ("querier", hops), lambda: querier_view(trained, federation, knowledge, hops)
+    )
 
 
 def exchanged_nodes(view: View) -> np.ndarray | None:

@@ -24,8 +24,11 @@ from workbench.seeding import seed_everything
 
 
 def isolated(name: str) -> bool:
-    """Whether attack ``name`` runs in a worker: every attack not built in."""
-    return ATTACKS.origin(name) != BUILT_IN
+    """Whether attack ``name`` runs in a worker: every attack not built in (registered as
+    built-in and defined in the workbench's own ``attacks`` package). A plug-in's import-time
+    code runs in the runner when the registry loads it; only its ``run`` is isolated."""
+    own = type(ATTACKS.get(name)).__module__.split(".")[0] == "attacks"
+    return ATTACKS.origin(name) != BUILT_IN or not own
 
 
 def run_isolated(name: str, inp: AttackInput, config: BaseModel, seed: int) -> AttackOutput:

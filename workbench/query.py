@@ -283,8 +283,9 @@ class ClientDeployments:
         x = data.x.clone()
         x[int(np.searchsorted(ids, node))] += step
         before = torch.softmax(logits[torch.from_numpy(ids)], dim=1)
-        after = torch.softmax(self._model(x, data.edge_index), dim=1)
-        return ids, (after - before) / step
+        moved = (torch.softmax(self._model(x, data.edge_index), dim=1) - before) / step
+        reached = (moved != 0).any(dim=1)  # what the querier sees change: not the client
+        return ids[reached.numpy()], moved[reached]
 
     def _answers(self, embed: bool) -> torch.Tensor:
         forward = self._model.embed if embed else self._model
@@ -326,8 +327,8 @@ class ServedAPI:
 
     def influence(self, node: int, step: float) -> tuple[np.ndarray, torch.Tensor]:
         """LinkTeller's probe (Wu et al., S&P 2022): after every feature of ``node`` was raised
-        by ``step``, the ids of its client's nodes and how far each one's posterior moved, per
-        unit of ``step`` (no ids when no client serves ``node``)."""
+        by ``step``, the ids of the nodes whose posterior moved and how far, per unit of
+        ``step`` (the rest of the client stays unseen; no ids when no client serves ``node``)."""
         if step != self._step or node not in self._probes:
             raise ValueError(f"node {node}: not probed at step {step} (the attack declares both)")
         return self._probes[node]

@@ -423,7 +423,7 @@ def run_attack(
     seed_everything(seed)
     try:
         family = FAMILIES[attack.family].inputs(attack, cfg, inputs)
-        inp = AttackInput(family.view, family.knowledge, family.candidates, inputs.pool)
+        inp = AttackInput(family.view, family.knowledge, family.candidates, family.references)
         if isolated(entry.name):
             out = run_isolated(entry.name, inp, cfg, seed)
         else:

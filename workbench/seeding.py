@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import random
 import secrets
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ class Streams:
         """A 63-bit seed for ``role`` of the cell with public seed ``seed``."""
         if self.reproducible:
             return public_seed(seed, role, *labels)
-        message = "/".join(str(x) for x in (seed, role, *labels)).encode()
+        message = json.dumps([seed, role, *labels]).encode()  # unambiguous, unlike a join
         digest = hmac.new(self.key, message, hashlib.sha256).digest()
         return int.from_bytes(digest[:8], "little") >> 1
 

@@ -143,6 +143,10 @@ class AttackRow:
         return f"{self.attack}({args})" if args else self.attack
 
 
+RUN_KEY = "run.key"
+KEY_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+
+
 def target_file(cell_id: str) -> str:
     return f"targets/{cell_id}.pt"
 
@@ -182,6 +186,8 @@ class ResultsStore:
         self.path = self.root / STORE_FILE
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"--out {self.root}: a file, not a folder")
+        if self.path.is_symlink():
+            raise ConfigError(f"{self.path}: a symbolic link in the results folder; not followed")
         if not create and not self.path.is_file():
             raise ConfigError(f"{self.root}: not a results folder (no {STORE_FILE})")
         self.root.mkdir(parents=True, exist_ok=True)
@@ -202,18 +208,22 @@ class ResultsStore:
         return row[0] if row else None
 
     def streams(self, reproducible: bool | None = None) -> Streams:
-        """The folder's run key: made on the first run (OS entropy, or the public key when
-        ``reproducible``) and reused, so a resumed suite draws the same streams. ``None``:
-        read it (offline attacks), never make one."""
-        stored, marked = self.meta("run_key"), self.meta("reproducible")
-        if stored is None:
+        """The folder's run key: made on the first run (OS entropy, kept in ``run.key``,
+        readable by the owner only and never in the database; none when ``reproducible``)
+        and reused, so a resumed suite draws the same streams. ``None``: read it (offline
+        attacks), never make one."""
+        marked = self.meta("reproducible")
+        if marked is None:
             if reproducible is None or self.meta("suite_json") is not None:
                 raise ConfigError(
                     f"{self.root}: no run key stored (a folder from an older version, whose "
                     "streams derived from the public seed); run the suite into a new --out"
                 )
             made = Streams.public() if reproducible else Streams.fresh()
-            self.set_meta("run_key", made.key.hex())
+            if not reproducible:
+                fd = os.open(inside(self.root, RUN_KEY), KEY_FLAGS, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(made.key)
             self.set_meta("reproducible", str(int(reproducible)))
             return made
         if reproducible is not None and marked != str(int(reproducible)):
@@ -221,7 +231,12 @@ class ResultsStore:
                 f"reproducible: {self.root} was made with reproducible: {marked == '1'}, the "
                 f"suite says {reproducible}; run it into a new --out"
             )
-        return Streams(bytes.fromhex(stored))
+        if marked == "1":
+            return Streams.public()
+        path = inside(self.root, RUN_KEY)
+        if not path.is_file():
+            raise ConfigError(f"{path}: the folder's secret run key is missing")
+        return Streams(path.read_bytes())
 
     def has_cell(self, cell_id: str) -> bool:
         q = "SELECT 1 FROM cells WHERE cell_id = ?"

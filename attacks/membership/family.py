@@ -40,7 +40,7 @@ class Membership:
             return metrics, curve
 
         view = adversary_view(config, cell, cell.knowledge)
-        return FamilyInputs(view, cell.knowledge, challenge.candidates, score)
+        return FamilyInputs(view, cell.knowledge, challenge.candidates, score, cell.pool)
 
 
 def per_client_metrics(out: AttackOutput, challenge: Challenge) -> dict[str, float | None]:

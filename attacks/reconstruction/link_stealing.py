@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
 from workbench.errors import NotApplicableError
-from workbench.query import NodeQueryAPI
+from workbench.query import AnswerTable, NodeQueryAPI
 from workbench.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
 
 Distance = Literal[
@@ -102,7 +102,7 @@ def node_signal(
     """One row per population node, filled for ``nodes``: what the pairs are judged on."""
     if config.signal == "features":
         return knowledge.graph.x.numpy().astype(float)
-    hops = (config.hops,) if isinstance(api, NodeQueryAPI) else ()
+    hops = (config.hops,) if isinstance(api, NodeQueryAPI | AnswerTable) else ()
     if config.signal == "posterior":
         rows = torch.softmax(api.logits(nodes, *hops).float(), dim=1).numpy()
     elif hasattr(api, "embeddings"):

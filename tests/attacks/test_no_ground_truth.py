@@ -169,7 +169,7 @@ def test_nothing_an_attack_receives_reaches_ground_truth(name, params, cells, ce
             family = FAMILIES[attack.family].inputs(attack, cfg, cell)
         except (NotApplicableError, ConfigError):
             continue
-        inp = AttackInput(family.view, family.knowledge, family.candidates)
+        inp = AttackInput(family.view, family.knowledge, family.candidates, family.references)
         received.append(check(inp, fed, trained, asked(attack.family, cfg, fed, inp)))
     if not received:
         pytest.skip("not applicable to FedAvg at node or graph level, nor to O-pFGL")

@@ -147,3 +147,8 @@ def test_the_transcript_carries_every_byte_and_the_server_redoes_the_sum():
     received = transcript.received_by(SERVER)
     np.testing.assert_array_equal(server_sum(received, CFG, MASKED_STATISTICS), total)
     assert not any(m.receiver == client(4) and m.round == 0 for m in transcript.messages)
+
+
+def test_a_sum_that_could_wrap_is_refused_naming_the_field():
+    with pytest.raises(ConfigError, match="fraction_bits"):
+        encode(np.array([2.0**40]), CFG, 10)

@@ -59,6 +59,8 @@ def test_the_run_key_is_made_once_and_a_folder_without_one_is_refused(tmp_path):
     store = ResultsStore(tmp_path / "new")
     made = store.streams(reproducible=False)
     assert not made.reproducible and len(made.key) == 32
+    assert (tmp_path / "new" / "run.key").stat().st_mode & 0o077 == 0  # the owner's only
+    assert made.key not in (tmp_path / "new" / "results.sqlite").read_bytes()
     store.close()
     again = ResultsStore(tmp_path / "new", create=False)
     assert again.streams() == made and again.streams(reproducible=False) == made

@@ -139,3 +139,13 @@ def test_exchanged_embeddings_give_links_away_and_averaging_beats_their_noise(
     )  # one release at σ0 = 0.3: near chance
     with pytest.raises(ValueError, match="carries embeddings, not posteriors"):
         LinkStealingConfig(source="exchanged")
+
+
+def test_links_from_the_release_run_through_the_family(setting, cell_inputs):
+    """The querier of the released model reads the deployment's answers at the attack's hops
+    (the answer table holds no other), and the population's links still show."""
+    federation, trained, _ = setting
+    attack, cfg = ATTACKS.get("link-stealing"), LinkStealingConfig(source="release")
+    family = FAMILIES["link"].inputs(attack, cfg, cell_inputs(trained, federation))
+    out = attack.run(AttackInput(family.view, family.knowledge, family.candidates), cfg, 0)
+    assert family.score(out)[0]["auc"] > 0.6

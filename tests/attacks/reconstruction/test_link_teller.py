@@ -1,6 +1,8 @@
 """LinkTeller: a feature probe finds the edges inside a client almost perfectly, never a cut
 edge, and nothing at all against a model that does not pass messages."""
 
+import numpy as np
+
 from attacks import ATTACKS, AttackInput
 from attacks.metrics import link_metrics
 from attacks.reconstruction.link_teller import LinkTellerConfig
@@ -32,3 +34,13 @@ def test_a_model_without_message_passing_moves_no_other_node(setting):
     fedavg = TARGETS.get("fedavg")
     mlp = fedavg.fit(federation, fedavg.Config(rounds=5, model=ModelConfig(arch="mlp")), [], 0)
     assert _metrics(federation, mlp, challenge)["auc"] == 0.5
+
+
+def test_a_probe_answers_only_for_nodes_that_moved(setting):
+    """The querier sees whose posterior changed, not which nodes share the probed client."""
+    federation, trained, challenge = setting
+    node = int(challenge.candidates.src[0])
+    api = served_view(trained, federation, np.array([node]), 0.01).api
+    ids, moved = api.influence(node, 0.01)
+    owner = next(c for c in federation.clients if node in set(c.data.global_id.tolist()))
+    assert 0 < ids.size < owner.num_nodes and bool((moved.norm(dim=1) > 0).all())
