@@ -3,6 +3,9 @@ embeddings, δ = 1e-4, Opacus's order grid, no refinement. R′ = 200 (Table 6, 
 100 (Table 7, HI-Medium) are not printed in the paper: they are inferred from the tables
 (../shared/methods/ce-fedgnn.md §2.6), and no neighbouring integer matches a single cell."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -72,3 +75,24 @@ def test_rho_percentile_reflects_the_spread():
     assert low < 0.05 < high
     with pytest.raises(ValueError, match="more than k"):
         rho_knn_percentile(x[:5], k=10)
+
+
+def test_kth_neighbour_distances_equal_scikit_learns():
+    from sklearn.neighbors import NearestNeighbors
+
+    from accountants.metric import kth_neighbour_distance
+
+    x = np.random.default_rng(0).normal(size=(1500, 24))  # two blocks of rows
+    ours = kth_neighbour_distance(x, 50)
+    theirs = NearestNeighbors(n_neighbors=51).fit(x).kneighbors(x)[0][:, 50]
+    np.testing.assert_allclose(ours, theirs, atol=1e-9)
+
+
+def test_importing_the_accountant_imports_neither_torch_nor_scikit_learn():
+    """`fgl-workbench epsilon` must start fast: the accountant is numpy and scipy only."""
+    code = (
+        "import sys, accountants; "
+        "print(sorted(m for m in ('torch', 'sklearn') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
