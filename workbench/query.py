@@ -263,13 +263,13 @@ class ClientDeployments:
     @torch.no_grad()
     def observed(self, probed: np.ndarray = _NO_NODES, step: float | None = None) -> ServedAPI:
         """Every served node's posterior and embedding, and, for an adversary who changes a
-        node's features by ``step`` (LinkTeller), how the answers of each ``probed`` node's
-        client moved."""
+        node's features by ``step`` (LinkTeller), which answers moved after it changed each
+        ``probed`` node, and how far."""
         self._model.eval()
         logits = self._answers(embed=False)
-        owner = {int(i): k for k, (ids, _) in enumerate(self._clients) for i in ids}
         probes = {}
         if step is not None:
+            owner = {int(i): k for k, (ids, _) in enumerate(self._clients) for i in ids}
             for node in np.unique(np.asarray(probed, dtype=np.int64)).tolist():
                 probes[node] = self._influence(node, owner.get(node), step, logits)
         return ServedAPI(logits, self._answers(embed=True), probes, step)
