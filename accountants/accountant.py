@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from accountants.analysis import conversion
 from accountants.analysis import rdp as analysis
@@ -242,28 +241,27 @@ def _minimise_over_orders(
     if math.isfinite(value):
         _warn_edge(int(idx), grid.size, order)
         if refine:
-            value, order = _refine(
-                lambda a: float(fn(np.array([a]))[0]), grid, int(idx), value, order
-            )
+            value, order = _refine(fn, grid, int(idx), value, order)
     return value, order
 
 
 def _refine(
-    value_at: Callable[[float], float], grid: np.ndarray, idx: int, value: float, order: float
+    fn: Callable[[np.ndarray], np.ndarray], grid: np.ndarray, idx: int, value: float, order: float
 ) -> tuple[float, float]:
-    """Continuous minimisation between the grid neighbours of the best order; never worse
-    than the grid value."""
-    lo = grid[idx - 1] if idx > 0 else 1 + (grid[0] - 1) / 2
-    hi = grid[idx + 1] if idx < grid.size - 1 else grid[-1] * 2
-    with np.errstate(all="ignore"):
-        res = minimize_scalar(
-            value_at,
-            bounds=(float(lo), float(hi)),
-            method="bounded",
-            options={"xatol": 1e-6 * float(hi)},
-        )
-    if res.success and math.isfinite(res.fun) and res.fun < value:
-        return float(res.fun), float(res.x)
+    """Continuous minimisation between the grid neighbours of the best order: a vectorised
+    zoom (fn evaluated on 33 orders, then on 33 around the best of them, five times, so the
+    bracket shrinks ~10^6-fold); never worse than the grid value."""
+    lo = float(grid[idx - 1] if idx > 0 else 1 + (grid[0] - 1) / 2)
+    hi = float(grid[idx + 1] if idx < grid.size - 1 else grid[-1] * 2)
+    for _ in range(5):
+        orders = np.linspace(lo, hi, 33)
+        with np.errstate(all="ignore"):
+            values = fn(orders)
+        values = np.where(np.isnan(values), np.inf, values)
+        best = int(np.argmin(values))
+        if math.isfinite(values[best]) and values[best] < value:
+            value, order = float(values[best]), float(orders[best])
+        lo, hi = orders[max(best - 1, 0)], orders[min(best + 1, 32)]
     return value, order
 
 

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from workbench import cli_epsilon
+from workbench.components import KINDS, listing
 from workbench.errors import WorkbenchError
-
-LIST_KINDS = ("targets", "attacks", "defenses", "datasets", "partitioners")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,7 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
     lst = sub.add_parser("list", help="list registered components")
-    lst.add_argument("kind", nargs="?", choices=LIST_KINDS)
+    lst.add_argument("kind", nargs="?", choices=KINDS)
+    lst.add_argument(
+        "--import",
+        dest="imported",
+        action="store_true",
+        help="import every component and plug-in and list what the registries hold (slow: "
+        "loads torch; checks that each plug-in loads and satisfies its interface)",
+    )
     cli_epsilon.add_parser(sub)
     args = parser.parse_args(argv)
     try:
@@ -153,9 +159,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         with reading_untrusted(f"the results folder {args.out}"):
             return _report(args)
-    for kind in [args.kind] if args.kind else LIST_KINDS:
+    for kind in [args.kind] if args.kind else KINDS:
         print(f"{kind}:")
-        for line in _listing(kind):
+        for line in listing(kind, args.imported):
             print(f"  {line}")
     return 0
 
@@ -234,26 +240,3 @@ def dry_run(suite, out: Path) -> int:
     )
     return 0
 
-
-def _listing(kind: str) -> list[str]:
-    import workbench.data  # noqa: F401
-    from attacks import ATTACKS
-    from attacks.families import adversaries
-    from workbench.data.catalog import DATASETS
-    from workbench.data.partition import PARTITIONERS
-    from workbench.targets import TARGETS
-
-    if kind == "targets":
-        return [f"{n} ({TARGETS.get(n).level}) [{TARGETS.origin(n)}]" for n in TARGETS]
-    if kind == "attacks":
-        return [
-            f"{n} (adversary: {', '.join(adversaries(ATTACKS.get(n)))}) [{ATTACKS.origin(n)}]"
-            for n in ATTACKS
-        ]
-    if kind == "defenses":
-        from defenses import DEFENSES
-
-        return [f"{n} (stage: {DEFENSES.get(n).stage}) [{DEFENSES.origin(n)}]" for n in DEFENSES]
-    if kind == "datasets":
-        return [f"{n} ({DATASETS.get(n).level})" for n in DATASETS]
-    return [f"{n} ({PARTITIONERS.get(n).level})" for n in PARTITIONERS]

@@ -15,12 +15,16 @@ e^-30, which for large α·log(1/(1−q)) is the very first term: it then return
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from scipy.special import binom, gammaln, log_ndtr
 
 _STOP = -30.0  # Opacus stops the fractional series after the first term below e^-30
 _MAX_TERMS = 10_000_000
-_FIRST_BLOCK = 8  # most series end within ~10 terms; the long tail gets doubling blocks
+_FIRST_BLOCK = 8
+_CHUNK = 1024  # configurations per block of work  # most series end within ~10 terms; the long tail gets doubling blocks
 
 
 def gaussian(noise_multiplier: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -57,35 +61,49 @@ def subsampled_gaussian(
     out[(z == 0) & (q > 0)] = np.inf
     sub = (q > 0) & (q < 1) & (z > 0)
     if sub.any():
-        is_int = orders == np.round(orders)
-        log_a = np.empty((int(sub.sum()), orders.size))
-        if is_int.any():
-            log_a[:, is_int] = _log_a_int(q[sub], z[sub], orders[is_int].astype(np.int64))
-        if (~is_int).any():
-            log_a[:, ~is_int] = _log_a_frac_checked(q[sub], z[sub], orders[~is_int])
-        out[sub] = log_a / (orders - 1)
+        out[sub] = _log_a_chunked(q[sub], z[sub], orders) / (orders - 1)
     return out
 
 
-def _log_a_frac_checked(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
-    """The fractional series where it lies in its bracket from the integer orders, else the
-    bracket's upper end (the chord of the convex log A between ⌊α⌋ and ⌈α⌉)."""
-    lo_order, hi_order = np.floor(orders), np.ceil(orders)
-    ints = np.unique(np.concatenate([lo_order, hi_order]))
+def _log_a_chunked(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """``_log_a`` over blocks of configurations, on threads: blocks keep the working arrays in
+    cache, and numpy releases the GIL inside each operation, so the cores share the work."""
+    starts = range(0, q.size, _CHUNK)
+    if len(starts) == 1:
+        return _log_a(q, z, orders)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        blocks = pool.map(lambda s: _log_a(q[s : s + _CHUNK], z[s : s + _CHUNK], orders), starts)
+        return np.concatenate(list(blocks))
+
+
+def _log_a(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """log A_α for every order: the exact sum at integer orders; at fractional ones the series
+    where it lies in its bracket from the neighbouring integer orders, else the bracket's upper
+    end (the chord of the convex log A between ⌊α⌋ and ⌈α⌉). Every integer order needed,
+    listed or bracketing, is summed once."""
+    is_int = orders == np.round(orders)
+    frac = orders[~is_int]
+    lo_order, hi_order = np.floor(frac), np.ceil(frac)
+    ints = np.unique(np.concatenate([orders[is_int], lo_order, hi_order]))
     ints = ints[ints >= 2].astype(np.int64)
     at = {1: np.zeros(q.size)}  # log A_1 = 0
     if ints.size:
         table = _log_a_int(q, z, ints)
         at.update({int(a): table[:, j] for j, a in enumerate(ints.tolist())})
-    floor = np.stack([at[int(a)] for a in lo_order], 1)
-    ceil = np.stack([at[int(a)] for a in hi_order], 1)
-    chord = floor + (orders - lo_order) * (ceil - floor)
-    series = _log_a_frac(q, z, orders)
-    # within rounding of the two sums above the chord; never below the integer order's value
-    # (log A grows with α), where a series lost in rounding would understate the RDP
-    slack = 1e-9 * np.maximum(1.0, np.abs(chord))
-    sound = np.isfinite(series) & (series >= floor) & (series <= chord + slack)
-    return np.where(sound, np.minimum(series, chord), chord)
+    out = np.empty((q.size, orders.size))
+    if is_int.any():
+        out[:, is_int] = np.stack([at[int(a)] for a in orders[is_int]], 1)
+    if frac.size:
+        floor = np.stack([at[int(a)] for a in lo_order], 1)
+        ceil = np.stack([at[int(a)] for a in hi_order], 1)
+        chord = floor + (frac - lo_order) * (ceil - floor)
+        series = _log_a_frac(q, z, frac)
+        # within rounding of the two sums above the chord; never below the integer order's
+        # value (log A grows with α), where a series lost in rounding would understate the RDP
+        slack = 1e-9 * np.maximum(1.0, np.abs(chord))
+        sound = np.isfinite(series) & (series >= floor) & (series <= chord + slack)
+        out[:, ~is_int] = np.where(sound, np.minimum(series, chord), chord)
+    return out
 
 
 def _log_a_int(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -95,13 +113,16 @@ def _log_a_int(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
     sum would round to a negative value. One order at a time so memory stays (B × α)."""
     lq, l1q = np.log(q)[:, None], np.log1p(-q)[:, None]
     inv = 1.0 / (2 * z[:, None] ** 2)
+    i = np.arange(2, int(orders.max(initial=2)) + 1, dtype=float)
+    # the part of each term that does not depend on α: i·log(q/(1−q)) + log(e^{(i²−i)/2z²} − 1)
+    shared = i * (lq - l1q) + _log_expm1((i * i - i) * inv)
     out = np.empty((q.size, orders.size))
     for k, a in enumerate(orders.tolist()):
-        i = np.arange(2, a + 1, dtype=float)
-        log_c = gammaln(a + 1) - gammaln(i + 1) - gammaln(a - i + 1)
-        terms = log_c + i * lq + (a - i) * l1q + _log_expm1((i * i - i) * inv)
+        n = a - 1  # terms i = 2..a
+        log_c = gammaln(a + 1) - gammaln(i[:n] + 1) - gammaln(a - i[:n] + 1)
+        terms = log_c + shared[:, :n]
         top = terms.max(axis=1, keepdims=True)
-        excess = top[:, 0] + np.log(np.exp(terms - top).sum(axis=1))
+        excess = a * l1q[:, 0] + top[:, 0] + np.log(np.exp(terms - top).sum(axis=1))
         out[:, k] = np.logaddexp(0.0, excess)
     return out
 
@@ -124,10 +145,9 @@ def _log_a_frac(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
     b, k = q.size, orders.size
     order_of = np.tile(np.arange(k), b)
     pa = orders[order_of]
-    lq, l1q = np.repeat(np.log(q), k), np.repeat(np.log1p(-q), k)
-    half_inv_var = np.repeat(1 / (2 * z**2), k)
-    scale = np.repeat(np.sqrt(2) * z, k)
-    z0 = np.repeat(z**2 * np.log(1 / q - 1) + 0.5, k)
+    lq, l1q = np.log(q), np.log1p(-q)
+    half_inv_var, scale = 1 / (2 * z**2), np.sqrt(2) * z
+    z0 = z**2 * np.log(1 / q - 1) + 0.5
     sums = {key: np.full(b * k, -np.inf) for key in ("p0", "n0", "p1", "n1")}
     peaks = np.full(b * k, -np.inf)
     active = np.arange(b * k)
@@ -137,12 +157,19 @@ def _log_a_frac(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
             raise ArithmeticError("fractional-order RDP series did not converge")
         i = np.arange(start, start + width, dtype=float)
         coef = binom(orders[:, None], i[None, :])  # (K, width), shared by all configurations
-        log_c, pos = np.log(np.abs(coef))[order_of[active]], (coef > 0)[order_of[active]]
-        aa, lqa, l1qa = pa[active, None], lq[active, None], l1q[active, None]
-        hv, sc, z0a = half_inv_var[active, None], scale[active, None], z0[active, None]
-        j = aa - i
-        s0 = log_c + i * lqa + j * l1qa + (i * i - i) * hv + _log_erfc((i - z0a) / sc)
-        s1 = log_c + j * lqa + i * l1qa + (j * j - j) * hv + _log_erfc((z0a - j) / sc)
+        kk = order_of[active]
+        log_c, pos = np.log(np.abs(coef))[kk], (coef > 0).astype(float)[kk]
+        aa = pa[active, None]
+        # what depends on the configuration and i (side 0) or j = α − i (side 1) only, not on
+        # α itself, is computed once per configuration and gathered: the erfc terms dominate
+        pairs, row = np.unique(active // k, return_inverse=True)
+        lqu, l1qu = lq[pairs, None], l1q[pairs, None]
+        hv, sc, z0u = half_inv_var[pairs, None], scale[pairs, None], z0[pairs, None]
+        js, j_at = np.unique(orders[:, None] - i[None, :], return_inverse=True)
+        side0 = i * (lqu - l1qu) + (i * i - i) * hv + _log_erfc((i - z0u) / sc)
+        side1 = js * lqu + (js * js - js) * hv + _log_erfc((z0u - js) / sc)
+        s0 = log_c + side0[row] + aa * l1qu[row]
+        s1 = log_c + side1[row[:, None], j_at.reshape(k, width)[kk]] + i * l1qu[row]
         top = np.maximum(s0, s1)
         peak = np.maximum.accumulate(np.maximum(top, peaks[active, None]), axis=1)
         below = (top < peak + _STOP) & (i[None, :] >= aa)
@@ -155,8 +182,8 @@ def _log_a_frac(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
             shift = np.where(np.isfinite(shift), shift, 0.0)
             e = np.exp(s - shift[:, None])
             with np.errstate(divide="ignore"):
-                for key, w in (("p" + side, pos), ("n" + side, ~pos)):
-                    block = np.log(np.where(w, e, 0.0).sum(axis=1)) + shift
+                for key, w in (("p" + side, pos), ("n" + side, 1.0 - pos)):
+                    block = np.log(np.einsum("ij,ij->i", e, w)) + shift
                     sums[key][active] = np.logaddexp(sums[key][active], block)
         peaks[active] = np.where(np.isfinite(peak[:, -1]), peak[:, -1], peaks[active])
         active = active[~done]
