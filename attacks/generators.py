@@ -13,6 +13,7 @@ import torch
 from torch_geometric.data import Data
 
 from attacks.base import AttackInput, Candidates
+from workbench.device import seeded_generator
 from workbench.errors import NotApplicableError
 from workbench.targets.cefgc.diffusion import symmetric_noise
 from workbench.targets.cefgc.generator import (
@@ -158,11 +159,11 @@ def level_losses(net, graphs, cfg: GeneratorConfig, scale: float, draws: int, se
         s = sigma * scale
         level = torch.full((len(graphs),), li, dtype=torch.long)
         for d in range(draws):
-            gen = torch.Generator().manual_seed(seed + 1000 * li + d)
+            gen = seeded_generator(seed + 1000 * li + d)
             noise = symmetric_noise(tuple(adj.shape), mask, gen) * s
             err = (net(adj + noise, x, mask, level) + noise / s**2) * pairs
             out[li] += 0.5 * s**2 * (err**2).sum((1, 2)) / count
-    return (out / draws).numpy()
+    return (out / draws).numpy(force=True)
 
 
 def scored_by_class(

@@ -8,13 +8,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from audits.canary import CanaryAudit, Context, Game, Trial, judged
 from audits.clients import DPFedAvgGame, GaussianUploadGame
 from audits.message_passing import APGame
 from audits.records import DPSGDGame
 from audits.release import MetricDPGame
+from workbench.device import seeded_generator
 from workbench.seeding import derive_seed
 
 GAMES: dict[str, Game] = {
@@ -56,7 +55,7 @@ def audit_run(
         game = GAMES.get(d.name)
         if game is None:
             continue
-        generator = torch.Generator().manual_seed(derive_seed(seed, f"canary-{d.name}"))
+        generator = seeded_generator(derive_seed(seed, f"canary-{d.name}"))
         mechanism = game.broken(d.config) if broken else d.config
         start = time.perf_counter()
         trials = game.play(d.config, context, mechanism, canaries, generator)

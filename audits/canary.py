@@ -50,8 +50,8 @@ def trial(
 ) -> Trial:
     """A trial whose claim is ``events`` (all stating the same adversaries)."""
     return Trial(
-        scores.numpy(),
-        included.numpy(),
+        scores.numpy(force=True),
+        included.numpy(force=True),
         PrivacyLedger(tuple(events)),
         events[0].scope.adversaries,
         unit,

@@ -38,7 +38,9 @@ def main() -> None:
     start = time.perf_counter()
     for c in fed.clients:
         d = c.data
-        class_reliability(d.x, d.edge_index, d.y.numpy(), d.train_mask.numpy(), ds.num_classes)
+        class_reliability(
+            d.x, d.edge_index, d.y.numpy(force=True), d.train_mask.numpy(force=True), ds.num_classes
+        )
     once = time.perf_counter() - start
     print(
         f"{'setting':<10}{'FedAvg s/round':>16}{'FedTAD s/round':>16}{'ratio':>8}{'φ once s':>10}"

@@ -197,12 +197,12 @@ def surrogate_features(
     (γ, the head's public seed), so it trains its own encoder with the same loss on the
     subgraph of its labelled auxiliary nodes (half to fit, half to select), then encodes every
     node of the population graph with one sample, as a client does."""
-    aux = torch.from_numpy(np.sort(aux_ids))
+    aux = torch.as_tensor(np.sort(aux_ids))
     y = torch.full((int(graph.num_nodes),), -1, dtype=torch.long)
-    y[torch.from_numpy(aux_ids)] = torch.from_numpy(np.asarray(aux_labels, dtype=np.int64))
+    y[torch.as_tensor(aux_ids)] = torch.as_tensor(np.asarray(aux_labels, dtype=np.int64))
     edge_index, _ = subgraph(aux, graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes)
     data = Data(x=graph.x[aux], edge_index=edge_index, y=y[aux], num_nodes=aux.numel())
-    fit_half = torch.from_numpy(np.random.default_rng(seed).random(aux.numel()) < 0.5)
+    fit_half = torch.as_tensor(np.random.default_rng(seed).random(aux.numel()) < 0.5)
     head = shared_head(cfg, graph.num_features, num_classes)
     encoder = fit_transform(data, fit_half, ~fit_half, head, cfg, seed).encoder
     with torch.random.fork_rng(), torch.no_grad():

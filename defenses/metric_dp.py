@@ -28,6 +28,7 @@ from accountants import ADVERSARIES, MetricGaussian, Scope, rho_knn_percentile
 from defenses.base import DEFENSES, PrivacyUnit
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
+from workbench.device import seeded_generator
 from workbench.errors import NotApplicableError
 from workbench.query import table_rows
 from workbench.storable import storable
@@ -107,7 +108,7 @@ class MetricReleases:
     @cached_property
     def _filled(self) -> torch.Tensor:
         """The clean vectors with padding as zeros (the same on both sides of a pair)."""
-        return torch.from_numpy(np.nan_to_num(self.clean))
+        return torch.as_tensor(np.nan_to_num(self.clean))
 
     def distances(self, rows: np.ndarray) -> np.ndarray:
         """[len(rows), n]: for each pair the largest distance between their clean vectors at
@@ -118,7 +119,7 @@ class MetricReleases:
         for r in range(clean.shape[1]):
             out = torch.maximum(out, torch.cdist(clean[rows, r], clean[:, r]))
         differ = self.counts[rows][:, None] != self.counts[None, :]
-        return np.where(differ, np.inf, out.numpy())
+        return np.where(differ, np.inf, out.numpy(force=True))
 
     def rho(self, k: int, percentile: float) -> float:
         """The ``percentile`` over released nodes of the distance to their k-th nearest other
@@ -174,11 +175,13 @@ def audit(
     """Evaluator-side figures of one release (``labels``, ``train``, ``test`` are ground truth,
     never shown to an attack)."""
     k = min(cfg.k, clean.shape[0] - 1)
-    rho = rho_knn_percentile(clean.numpy(), k=k, q=cfg.percentile, normalize=False)
-    noisy = published.embeddings(np.arange(published.num_nodes)).double().numpy()
+    rho = rho_knn_percentile(clean.numpy(force=True), k=k, q=cfg.percentile, normalize=False)
+    noisy = published.embeddings(np.arange(published.num_nodes)).double().numpy(force=True)
     probe = LogisticRegression(max_iter=2000).fit(noisy[train], labels[train])
     accuracy = float((probe.predict(noisy[test]) == labels[test]).mean())
-    nearest = NearestNeighbors(n_neighbors=1).fit(clean.numpy()).kneighbors(noisy)[1][:, 0]
+    nearest = (
+        NearestNeighbors(n_neighbors=1).fit(clean.numpy(force=True)).kneighbors(noisy)[1][:, 0]
+    )
     linkage = float((nearest == np.arange(noisy.shape[0])).mean())
     return ReleaseAudit(rho, accuracy, linkage)
 
@@ -194,7 +197,7 @@ def publish_embeddings(
     evaluator's figures of it and what was released from what (for the evaluator's audit)."""
     ds = federation.dataset
     assert isinstance(ds, NodeDataset)
-    published, clean = release(model, ds.data, cfg, torch.Generator().manual_seed(seed))
+    published, clean = release(model, ds.data, cfg, seeded_generator(seed))
     # published with the last round's index: a new round would drop the kept payloads of
     # the last one (keep_payloads: last_round), which the server's view still needs
     last = max((m.round for m in transcript.messages), default=0)
@@ -202,11 +205,11 @@ def publish_embeddings(
     parts = federation.partition.clients
     train = np.concatenate([c.train for c in parts])
     test = np.concatenate([c.test for c in parts])
-    labels = ds.data.y.numpy()
+    labels = ds.data.y.numpy(force=True)
     figures = audit(published, clean, labels, train, test, cfg).as_utility()
     ids = np.arange(ds.num_items)
-    noisy = published.embeddings(ids).double().numpy()
-    return published, figures, MetricReleases.of([(ids, clean.numpy(), noisy)])
+    noisy = published.embeddings(ids).double().numpy(force=True)
+    return published, figures, MetricReleases.of([(ids, clean.numpy(force=True), noisy)])
 
 
 METRIC_SCOPE = Scope(

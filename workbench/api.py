@@ -57,12 +57,15 @@ def run_suite(
     executor: Executor = "serial",
     address: str = "local",
     keep_client_secrets: bool = False,
+    device: str | None = None,
 ) -> RunSummary:
     """Runs a suite (a YAML path, its parsed mapping, or a ``Suite``) into ``out``: every
     cell not stored there yet is trained and attacked; finished cells are skipped, so an
     interrupted run resumes. ``executor``/``jobs``/``address`` as ``fgl-workbench run``;
-    ``keep_client_secrets`` as the suite's field of that name."""
+    ``keep_client_secrets`` and ``device`` (None: the suite's) as the suite's fields."""
     suite = _with_secrets(_as_suite(suite), keep_client_secrets)
+    if device is not None:
+        suite = suite.model_copy(update={"device": device})
     return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address)
 
 
@@ -77,6 +80,7 @@ def audit(
     executor: Executor = "serial",
     address: str = "local",
     keep_client_secrets: bool = False,
+    device: str | None = None,
 ) -> RunSummary:
     """``run_suite`` with the canary audit on (the suite's ``audit:`` block, or ``canaries``
     per audited claim): every cell with a DP defense gets its lower bounds on ε beside the
@@ -96,6 +100,7 @@ def audit(
         executor=executor,
         address=address,
         keep_client_secrets=keep_client_secrets,
+        device=device,
     )
 
 
@@ -130,10 +135,11 @@ def attack(
     data_root: str | None = None,
     *,
     jobs: int = 1,
+    device: str = "auto",
 ) -> tuple[int, int]:
     """Runs attacks (``[{"name": ..., "params": {...}}]``) against the trained targets a
-    finished run stored, without retraining; their rows join the results folder. Returns
-    (cells attacked, cells without a stored target)."""
+    finished run stored, without retraining, on ``device``; their rows join the results
+    folder. Returns (cells attacked, cells without a stored target)."""
     entries = []
     for i, raw in enumerate(attacks):
         try:
@@ -142,7 +148,7 @@ def attack(
         except ValidationError as exc:
             raise ConfigError(f"invalid attack\n{format_errors(exc, f'attacks[{i}]')}") from None
         entries.append(entry)
-    return attack_stored(out, entries, data_root, jobs)
+    return attack_stored(out, entries, data_root, jobs, device=device)
 
 
 def build_report(out: str | Path) -> Path:

@@ -76,7 +76,9 @@ def client_data_challenge(federation: Federation, k: int) -> ClientDataChallenge
     if not isinstance(c, NodeClient):
         raise NotApplicableError("reconstructing a client's training nodes needs node-level data")
     mask = c.data.train_mask
-    return ClientDataChallenge(k, c.data.x[mask].numpy(), c.data.y[mask].numpy())
+    return ClientDataChallenge(
+        k, c.data.x[mask].numpy(force=True), c.data.y[mask].numpy(force=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def feature_challenge(
     held = np.flatnonzero(held_owner(federation, among) >= 0)
     rng = np.random.default_rng(seed)
     nodes = np.sort(rng.choice(held, min(max_nodes, held.size), replace=False))
-    x = ds.data.x.numpy()
+    x = ds.data.x.numpy(force=True)
     return FeatureChallenge(nodes, x[nodes], x)
 
 
@@ -143,7 +145,7 @@ def link_challenge(
     rng = np.random.default_rng(seed)
     n = ds.num_items
     owner = held_owner(federation, among)
-    src, dst = ds.data.edge_index.numpy()
+    src, dst = ds.data.edge_index.numpy(force=True)
     keep = (src < dst) & (owner[src] >= 0) & (owner[dst] >= 0)
     edges = np.unique(np.stack([src[keep], dst[keep]]), axis=1)
     edges = edges[:, rng.permutation(edges.shape[1])]
@@ -266,7 +268,7 @@ def attribute_challenge(
             f"attacks[].params.attribute: feature column {column} does not exist "
             f"({ds.name} has {ds.num_features} features, 0 to {ds.num_features - 1})"
         )
-    values = attribute_values(ds.data.x[:, column].numpy())
+    values = attribute_values(ds.data.x[:, column].numpy(force=True))
     return AttributeChallenge(nodes, values[nodes], column, 2)
 
 

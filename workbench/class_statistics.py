@@ -32,18 +32,18 @@ class ClassStatistics:
 
     def as_payload(self) -> dict[str, torch.Tensor]:
         return {
-            "counts": torch.from_numpy(self.counts),
-            "means": torch.from_numpy(self.means),
-            "stds": torch.from_numpy(self.stds),
+            "counts": torch.as_tensor(self.counts),
+            "means": torch.as_tensor(self.means),
+            "stds": torch.as_tensor(self.stds),
             "num_features": torch.tensor(self.num_features),
         }
 
     @classmethod
     def from_payload(cls, payload: dict[str, torch.Tensor]) -> ClassStatistics:
         return cls(
-            payload["counts"].numpy(),
-            payload["means"].numpy(),
-            payload["stds"].numpy(),
+            payload["counts"].numpy(force=True),
+            payload["means"].numpy(force=True),
+            payload["stds"].numpy(force=True),
             int(payload["num_features"]),
         )
 
@@ -69,7 +69,7 @@ def class_statistics(
     min_count: int = 2,
 ) -> ClassStatistics:
     """Statistics of the ``labelled`` nodes' propagated features, one row per class."""
-    h = propagate(x.double(), edge_index, hops).numpy()
+    h = propagate(x.double(), edge_index, hops).numpy(force=True)
     counts = np.zeros(num_classes, dtype=np.int64)
     means = np.zeros((num_classes, h.shape[1]))
     stds = np.zeros((num_classes, h.shape[1]))

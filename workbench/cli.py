@@ -49,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
+    _device_argument(att, "auto")
     lst = sub.add_parser("list", help="list registered components")
     lst.add_argument("kind", nargs="?", choices=KINDS)
     lst.add_argument(
@@ -75,6 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+
+
+def _device_argument(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument(
+        "--device",
+        default=default,
+        help="auto (a GPU when one is visible), cpu, cuda or cuda:N"
+        + (" (default: the suite's device:, itself auto)" if default is None else ""),
+    )
 
 
 def _suite_arguments(p: argparse.ArgumentParser) -> None:
@@ -109,6 +119,7 @@ def _suite_arguments(p: argparse.ArgumentParser) -> None:
         help="with --executor ray: 'local' starts a private Ray instance with --jobs CPUs, "
         "'auto' joins the running cluster, or a Ray address",
     )
+    _device_argument(p, None)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -123,6 +134,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         how = {"quiet": args.quiet, "jobs": args.jobs, "executor": args.executor}
         how |= {"address": args.address, "keep_client_secrets": args.keep_client_secrets}
+        how |= {"device": args.device}
         if args.command == "run":
             summary = api.run_suite(args.suite, args.out, args.data_root, **how)
         else:
@@ -150,7 +162,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             except json.JSONDecodeError as exc:
                 raise WorkbenchError(f"--params {text!r}: not JSON ({exc})") from None
             attacks.append({"name": name, "params": params})
-        done, missing = api.attack(args.out, attacks, args.data_root, jobs=args.jobs)
+        done, missing = api.attack(
+            args.out, attacks, args.data_root, jobs=args.jobs, device=args.device
+        )
         print(f"{done} cell(s) attacked, {missing} without a stored target")
         print(f"report: {api.build_report(args.out)}")
         return 0
@@ -239,4 +253,3 @@ def dry_run(suite, out: Path) -> int:
         f"{len(cells) - todo} already in {out}"
     )
     return 0
-

@@ -47,11 +47,11 @@ class ExchangedEmbeddings:
         if self.combine == "last":
             last = {int(v): i for i, v in enumerate(self.ids)}  # later releases overwrite
             return self.h[torch.tensor([last[int(v)] for v in node_ids])]
-        index = torch.from_numpy(np.searchsorted(self.nodes, self.ids))
+        index = torch.as_tensor(np.searchsorted(self.nodes, self.ids))
         sums = torch.zeros(self.nodes.size, self.h.shape[1], dtype=self.h.dtype)
         sums.index_add_(0, index, self.h)
         mean = sums / torch.bincount(index, minlength=self.nodes.size).unsqueeze(1)
-        return mean[torch.from_numpy(np.searchsorted(self.nodes, node_ids))]
+        return mean[torch.as_tensor(np.searchsorted(self.nodes, node_ids))]
 
 
 def exchanged_embeddings(
@@ -62,6 +62,6 @@ def exchanged_embeddings(
     kept = [m.payload for m in received if m.kind == EMBEDDINGS and m.payload is not None]
     if not kept:
         raise NotApplicableError("the target exchanges no node embeddings (or kept none)")
-    ids = torch.cat([p["global_id"] for p in kept]).numpy()
+    ids = torch.cat([p["global_id"] for p in kept]).numpy(force=True)
     h = torch.cat([p["h"] for p in kept]).float()
     return ExchangedEmbeddings(ids, h, normalised, combine)

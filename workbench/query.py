@@ -30,7 +30,7 @@ def khop_batch(
     Returns (global id of every batch node, batch edge_index [2, E'], batch position of each
     center). Reachability is a sparse boolean product; edge membership of subgraph q is
     R[q, u] · R[q, v], so no Python loop runs over queries."""
-    src, dst = edge_index.numpy()
+    src, dst = edge_index.numpy(force=True)
     q = centers.size
     adj = sp.csr_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(num_nodes,) * 2)
     reach = sp.csr_matrix(
@@ -102,9 +102,9 @@ class NodeQueryAPI:
         for start in range(0, node_ids.size, self._chunk):
             centers = node_ids[start : start + self._chunk]
             nodes, ei, pos = khop_batch(self._edge_index, self._num_nodes, centers, hops)
-            x, ei_t = self._x[torch.from_numpy(nodes)], torch.from_numpy(ei)
+            x, ei_t = self._x[torch.as_tensor(nodes)], torch.as_tensor(ei)
             h = self._model.embed(x, ei_t) if embed else self._model(x, ei_t)
-            out.append(h[torch.from_numpy(pos)])
+            out.append(h[torch.as_tensor(pos)])
         return torch.cat(out) if out else torch.zeros(0)
 
 
@@ -135,8 +135,8 @@ class OwnerRoutedQueryAPI:
             answer = api.logits(node_ids[pick], hops)
             if out is None:
                 out = torch.zeros(node_ids.size, answer.shape[1])
-            rows = torch.from_numpy(np.flatnonzero(pick))
-            share = torch.from_numpy(np.where(held_by_none[pick], 1.0 / len(self._apis), 1.0))
+            rows = torch.as_tensor(np.flatnonzero(pick))
+            share = torch.as_tensor(np.where(held_by_none[pick], 1.0 / len(self._apis), 1.0))
             out[rows] += answer * share[:, None].float()
         return out if out is not None else torch.zeros(0)
 
@@ -242,7 +242,7 @@ def table_rows(table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
     node_ids = np.asarray(node_ids, dtype=np.int64)
     if node_ids.size and (node_ids.min() < 0 or node_ids.max() >= table.shape[0]):
         raise ValueError(f"node_ids: must lie in [0, {table.shape[0]})")
-    return table[torch.from_numpy(node_ids)]
+    return table[torch.as_tensor(node_ids)]
 
 
 class ClientDeployments:
@@ -282,17 +282,17 @@ class ClientDeployments:
         ids, data = self._clients[k]
         x = data.x.clone()
         x[int(np.searchsorted(ids, node))] += step
-        before = torch.softmax(logits[torch.from_numpy(ids)], dim=1)
+        before = torch.softmax(logits[torch.as_tensor(ids)], dim=1)
         moved = (torch.softmax(self._model(x, data.edge_index), dim=1) - before) / step
         reached = (moved != 0).any(dim=1)  # what the querier sees change: not the client
-        return ids[reached.numpy()], moved[reached]
+        return ids[reached.numpy(force=True)], moved[reached]
 
     def _answers(self, embed: bool) -> torch.Tensor:
         forward = self._model.embed if embed else self._model
         outs = [(ids, forward(data.x, data.edge_index)) for ids, data in self._clients]
         table = torch.full((self._num_nodes, outs[0][1].shape[1] if outs else 0), float("nan"))
         for ids, out in outs:
-            table[torch.from_numpy(ids)] = out
+            table[torch.as_tensor(ids)] = out
         return table
 
 
@@ -337,7 +337,7 @@ class ServedAPI:
 def serve(model: nn.Module, clients: Sequence[Any], num_nodes: int) -> ClientDeployments:
     """The deployments of node-level ``clients`` (each with ``data.global_id``)."""
     return ClientDeployments(
-        model, [(c.data.global_id.numpy(), c.data) for c in clients], num_nodes
+        model, [(c.data.global_id.numpy(force=True), c.data) for c in clients], num_nodes
     )
 
 

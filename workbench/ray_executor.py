@@ -19,6 +19,7 @@ import torch
 
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
+from workbench.device import on_device, to_device
 from workbench.errors import ConfigError, WorkbenchError
 from workbench.runner import (
     Partitioned,
@@ -41,6 +42,7 @@ def run_on_ray(
     data_root: str | None,
     delta: float,
     streams: Streams,
+    device: str,
     address: str,
     jobs: int,
     progress: Progress,
@@ -69,7 +71,9 @@ def run_on_ray(
             if pkey not in partitions:
                 partitions[pkey] = partition_task.remote(cell, datasets[dkey], streams)
             partitioned = partitions[pkey]
-            ref = cell_task.remote(cell, pending, datasets[dkey], partitioned, delta, streams)
+            ref = cell_task.remote(
+                cell, pending, datasets[dkey], partitioned, delta, streams, device
+            )
             refs[ref] = cell
         store = ResultsStore(out_dir)
         cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -138,8 +142,19 @@ def _cell(
     partitioned: Partitioned,
     delta: float,
     streams: Streams,
+    device: str,
 ) -> BufferedResults:
     torch.set_num_threads(1)  # one CPU per task: Ray packs as many tasks as there are CPUs
     results = BufferedResults()
-    run_cell(cell, pending, dataset, results, streams, delta, partitioned=partitioned)
+    where = torch.device(device)
+    with on_device(where):
+        run_cell(
+            cell,
+            pending,
+            to_device(dataset, where),
+            results,
+            streams,
+            delta,
+            partitioned=partitioned,
+        )
     return results

@@ -33,6 +33,7 @@ from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import Partition, make_partition
+from workbench.device import on_device, resolve_device, to_device
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.isolated import isolated, run_isolated
 from workbench.registry import reading_untrusted
@@ -68,20 +69,22 @@ def run_suite(
     executor: Executor = "serial",
     address: str = "local",
 ) -> RunSummary:
-    """Runs every pending cell. ``serial``: cells one after another, ``jobs`` worker processes
-    training each cell's shadow and reference models. ``process``: ``jobs`` worker processes
-    each running whole cells (references in-process). ``ray``: every cell a Ray task on the
-    instance at ``address`` (``local`` starts one with ``jobs`` CPUs). The numbers depend on
-    none of these."""
+    """Runs every pending cell on the suite's device. ``serial``: cells one after another,
+    ``jobs`` worker processes training each cell's shadow and reference models.
+    ``process``: ``jobs`` worker processes each running whole cells (references in-process).
+    ``ray``: every cell a Ray task on the instance at ``address`` (``local`` starts one with
+    ``jobs`` CPUs). The numbers depend on none of these."""
     if jobs < 1:
         raise ConfigError(f"--jobs: expected a whole number >= 1 (got {jobs})")
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
+    device = str(resolve_device(suite.device, "device"))
     with writing(out_dir):
         store = ResultsStore(out_dir)
         streams = store.streams(suite.reproducible)
         store.set_meta("suite_name", suite.name)
         store.set_meta("suite_json", suite.model_dump_json())
+        store.set_meta("device", device)
         cells = expand(suite)
         todo: Pending = []
         for cell in cells:
@@ -95,14 +98,25 @@ def run_suite(
             if executor == "ray":
                 from workbench.ray_executor import run_on_ray
 
-                run_on_ray(todo, out_dir, root, suite.delta, streams, address, jobs, progress)
+                run_on_ray(
+                    todo, out_dir, root, suite.delta, streams, device, address, jobs, progress
+                )
             elif executor == "process" and jobs > 1 and len(todo) > 1:
-                _run_in_processes(todo, out_dir, root, suite.delta, streams, jobs, progress)
+                _run_in_processes(todo, out_dir, root, suite.delta, streams, device, jobs, progress)
             else:
                 for cell, pending in todo:
                     stage = partial(progress.stage, cell.label)
                     _cell_task(
-                        out_dir, cell, pending, root, suite.delta, streams, None, jobs, stage
+                        out_dir,
+                        cell,
+                        pending,
+                        root,
+                        suite.delta,
+                        streams,
+                        device,
+                        None,
+                        jobs,
+                        stage,
                     )
                     progress.finished(cell.label)
         return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
@@ -142,6 +156,7 @@ def _run_in_processes(
     root: str | None,
     delta: float,
     streams: Streams,
+    device: str,
     jobs: int,
     progress: Progress,
 ) -> None:
@@ -150,7 +165,7 @@ def _run_in_processes(
     threads = max(1, torch.get_num_threads() // jobs)
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         futures = {
-            pool.submit(_cell_task, out_dir, c, p, root, delta, streams, threads): c
+            pool.submit(_cell_task, out_dir, c, p, root, delta, streams, device, threads): c
             for c, p in todo
         }
         for done, future in enumerate(as_completed(futures), start=1):
@@ -165,6 +180,15 @@ def dataset_key(cell: Cell, data_root: str | None) -> str:
     return config_hash([cell.dataset.model_dump(), data_root])
 
 
+def cell_dataset(cell: Cell, data_root: str | None, device: torch.device) -> Dataset:
+    """The cell's dataset on ``device``, loaded and moved once per process."""
+    key = f"{dataset_key(cell, data_root)}@{device}"
+    if key not in _DATASETS:
+        loaded = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
+        _DATASETS[key] = to_device(loaded, device)
+    return _DATASETS[key]
+
+
 def _cell_task(
     out_dir: str | Path,
     cell: Cell,
@@ -172,19 +196,20 @@ def _cell_task(
     data_root: str | None,
     delta: float,
     streams: Streams,
+    device: str,
     threads: int | None,
     jobs: int = 1,
     on_stage: Callable[[str], None] | None = None,
 ) -> None:
-    """One cell, start to finish, with its own connection to the store."""
+    """One cell, start to finish, on ``device``, with its own connection to the store."""
     if threads is not None:
         torch.set_num_threads(threads)
-    key = dataset_key(cell, data_root)
-    if key not in _DATASETS:
-        _DATASETS[key] = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
+    where = torch.device(device)
+    dataset = cell_dataset(cell, data_root, where)
     store = ResultsStore(out_dir)
     try:
-        run_cell(cell, pending, _DATASETS[key], store, streams, delta, jobs, on_stage=on_stage)
+        with on_device(where):
+            run_cell(cell, pending, dataset, store, streams, delta, jobs, on_stage=on_stage)
     finally:
         store.close()
 
@@ -333,18 +358,25 @@ def attack_stored(
     data_root: str | None = None,
     jobs: int = 1,
     quiet: bool = True,
+    device: str = "auto",
 ) -> tuple[int, int]:
     """Runs ``attacks`` against every trained target a results folder stored, without
     retraining: the cell's federation is rebuilt from its seed, the target read back from
     its snapshot (``weights_only``). Attacks stored already are skipped. Returns (cells
     attacked, cells without a snapshot)."""
     with writing(out_dir, create=False), reading_untrusted(f"the results folder {out_dir}"):
-        return _attack_stored(out_dir, attacks, data_root, jobs, quiet)
+        return _attack_stored(out_dir, attacks, data_root, jobs, quiet, device)
 
 
 def _attack_stored(
-    out_dir: str | Path, attacks: list[AttackEntry], data_root: str | None, jobs: int, quiet: bool
+    out_dir: str | Path,
+    attacks: list[AttackEntry],
+    data_root: str | None,
+    jobs: int,
+    quiet: bool,
+    device: str,
 ) -> tuple[int, int]:
+    where = resolve_device(device)
     store = ResultsStore(out_dir, create=False)
     try:
         raw = store.meta("suite_json")
@@ -362,23 +394,24 @@ def _attack_stored(
             pending = [a for a in attacks if a.key not in store.done_attacks(cell.cell_id)]
             if not pending:
                 continue
-            dataset = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
-            partitioned = partition_cell(cell, dataset, streams)
-            federation = build_federation(dataset, partitioned.partition)
-            trained = restore(path, federation)
+            dataset = cell_dataset(cell, data_root, where)
             if not quiet:
                 print(f"attacking {cell.label}: {', '.join(a.key for a in pending)}")
-            attack_cell(
-                cell,
-                pending,
-                trained,
-                federation,
-                store,
-                streams,
-                suite.delta,
-                jobs,
-                lambda stage: None,
-            )
+            with on_device(where):
+                partitioned = partition_cell(cell, dataset, streams)
+                federation = build_federation(dataset, partitioned.partition)
+                trained = restore(path, federation)
+                attack_cell(
+                    cell,
+                    pending,
+                    trained,
+                    federation,
+                    store,
+                    streams,
+                    suite.delta,
+                    jobs,
+                    lambda stage: None,
+                )
             attacked += 1
         return attacked, missing
     finally:

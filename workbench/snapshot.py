@@ -59,7 +59,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     if isinstance(value, np.ndarray):
-        return {"__numpy__": torch.from_numpy(np.ascontiguousarray(value))}
+        return {"__numpy__": torch.as_tensor(np.ascontiguousarray(value))}
     if isinstance(value, Ciphertext):
         return {"__ciphertext__": list(value.chunks), "size": value.size}
     if isinstance(value, dict):
@@ -74,7 +74,7 @@ def plain(value: Any) -> Any:
 def unplain(value: Any) -> Any:
     if isinstance(value, dict):
         if "__numpy__" in value:
-            return value["__numpy__"].numpy()
+            return value["__numpy__"].numpy(force=True)
         if "__ciphertext__" in value:
             return Ciphertext(tuple(value["__ciphertext__"]), int(value["size"]))
         return {k: unplain(v) for k, v in value.items()}
@@ -144,7 +144,7 @@ def query_data(query: Any, weights: Weights) -> dict[str, Any]:
     if isinstance(query, EmbeddingRelease):
         return {"kind": "table", "type": type_ref(EmbeddingRelease), "table": query._table.clone()}
     if isinstance(query, OwnerRoutedQueryAPI):
-        return {"kind": "owner-routed", "owner": torch.from_numpy(query._owner.copy())}
+        return {"kind": "owner-routed", "owner": torch.as_tensor(query._owner.copy())}
     return {"kind": "unsupported", "type": type(query).__name__}
 
 
@@ -261,7 +261,7 @@ def snapshot(trained: TrainedTarget, keep_secrets: bool = False) -> bytes:
         "senders": {int(k): list(v) for k, v in trained.senders.items()},
         "metric_releases": None
         if trained.metric_releases is None
-        else {f: torch.from_numpy(getattr(trained.metric_releases, f)) for f in RELEASE_FIELDS},
+        else {f: torch.as_tensor(getattr(trained.metric_releases, f)) for f in RELEASE_FIELDS},
     }
     buffer = io.BytesIO()
     torch.save(data, buffer)
@@ -358,7 +358,7 @@ def released_from(raw: Any) -> MetricReleases | None:
         raise SnapshotError(f"metric_releases: expected the fields {', '.join(RELEASE_FIELDS)}")
     if not all(isinstance(raw[f], torch.Tensor) for f in RELEASE_FIELDS):
         raise SnapshotError("metric_releases: every field must be a tensor")
-    return MetricReleases(*(raw[f].numpy() for f in RELEASE_FIELDS))
+    return MetricReleases(*(raw[f].numpy(force=True) for f in RELEASE_FIELDS))
 
 
 class WithheldKey:
@@ -381,7 +381,7 @@ def served_data(served: ClientDeployments, weights: Weights) -> dict[str, Any]:
     return {
         "model": weights(served._model),
         "clients": [
-            {"ids": torch.from_numpy(ids), "edge_index": d.edge_index} for ids, d in served._clients
+            {"ids": torch.as_tensor(ids), "edge_index": d.edge_index} for ids, d in served._clients
         ],
         "num_nodes": served.num_nodes,
     }
@@ -390,7 +390,8 @@ def served_data(served: ClientDeployments, weights: Weights) -> dict[str, Any]:
 def rebuilt_served(s: dict, model, federation: Federation) -> ClientDeployments:
     x = federation.dataset.data.x
     clients = [
-        (c["ids"].numpy(), Data(x=x[c["ids"]], edge_index=c["edge_index"])) for c in s["clients"]
+        (c["ids"].numpy(force=True), Data(x=x[c["ids"]], edge_index=c["edge_index"]))
+        for c in s["clients"]
     ]
     return ClientDeployments(model(s["model"]), clients, s["num_nodes"])
 
@@ -410,7 +411,7 @@ def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
     if q["kind"] == "table":
         return subclass(q["type"], TableQueryAPI, EmbeddingRelease)(q["table"])
     if q["kind"] == "owner-routed" and isinstance(ds, NodeDataset):
-        return OwnerRoutedQueryAPI(clients, ds.data, q["owner"].numpy())
+        return OwnerRoutedQueryAPI(clients, ds.data, q["owner"].numpy(force=True))
     return UnavailableQuery(q.get("type", q["kind"]))
 
 

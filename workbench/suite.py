@@ -97,6 +97,12 @@ class Suite(_Strict):
     audit: AuditEntry | None = Field(
         None, description="{canaries: N}: canary-audit every cell with a DP defense"
     )
+    device: str = Field(
+        "auto",
+        pattern=r"^(auto|cpu|cuda(:\d+)?)$",
+        description="where cells run: auto (a GPU when one is visible), cpu, cuda or cuda:N; "
+        "`--device` overrides it. CKKS always runs on the CPU",
+    )
     reproducible: bool = Field(
         False,
         description="derive every stream (partition, training, DP noise, challenges, attacks) "

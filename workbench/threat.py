@@ -227,7 +227,7 @@ class BackgroundKnowledge:
         """The auxiliary pool's feature rows (node level): the adversary's prior over what a
         node looks like."""
         assert self.graph is not None
-        return self.graph.x[torch.from_numpy(self.aux_ids)]
+        return self.graph.x[torch.as_tensor(self.aux_ids)]
 
     def aux_feature_range(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-feature minimum, maximum and mean over the pool (float64): the box a
@@ -252,7 +252,7 @@ def link_knowledge(
     with as many known non-edges. The edges it is asked about are nowhere in it."""
     base = background_knowledge(federation, trained)
     assert base.graph is not None
-    known = torch.from_numpy(challenge.known_edges)
+    known = torch.as_tensor(challenge.known_edges)
     graph = Data(
         x=base.graph.x,
         edge_index=torch.cat([known, known.flip(0)], 1),
@@ -270,9 +270,9 @@ def attribute_knowledge(
     if hidden is None or base.graph is None:
         return base
     x = base.graph.x.clone()
-    keep = x[torch.from_numpy(base.aux_ids), hidden].clone()
+    keep = x[torch.as_tensor(base.aux_ids), hidden].clone()
     x[:, hidden] = 0.0
-    x[torch.from_numpy(base.aux_ids), hidden] = keep
+    x[torch.as_tensor(base.aux_ids), hidden] = keep
     return replace(base, graph=Data(x=x, edge_index=base.graph.edge_index, num_nodes=x.shape[0]))
 
 
@@ -293,8 +293,8 @@ def client_data_knowledge(
     shape = ClientShape(
         c.num_nodes,
         int(mask.sum()),
-        c.data.edge_index.numpy() if structure else None,
-        mask.numpy() if structure else None,
+        c.data.edge_index.numpy(force=True) if structure else None,
+        mask.numpy(force=True) if structure else None,
     )
     return replace(base, graph=graph, client_shape=shape)
 
@@ -308,9 +308,9 @@ def feature_knowledge(
     base = background_knowledge(federation, trained)
     assert base.graph is not None
     x = base.graph.x.clone()
-    x[torch.from_numpy(nodes)] = 0.0
+    x[torch.as_tensor(nodes)] = 0.0
     src, dst = base.graph.edge_index
-    keep = torch.from_numpy(np.random.default_rng(seed).random(src.numel()) < known_edges)
+    keep = torch.as_tensor(np.random.default_rng(seed).random(src.numel()) < known_edges)
     keep &= src < dst
     edges = torch.stack([src[keep], dst[keep]])
     graph = Data(x=x, edge_index=torch.cat([edges, edges.flip(0)], 1), num_nodes=x.shape[0])

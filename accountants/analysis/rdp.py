@@ -23,8 +23,8 @@ from scipy.special import binom, gammaln, log_ndtr
 
 _STOP = -30.0  # Opacus stops the fractional series after the first term below e^-30
 _MAX_TERMS = 10_000_000
-_FIRST_BLOCK = 8
-_CHUNK = 1024  # configurations per block of work  # most series end within ~10 terms; the long tail gets doubling blocks
+_FIRST_BLOCK = 8  # most series end within ~10 terms; the long tail gets doubling blocks
+_CHUNK = 1024  # configurations per block of work (cache-sized)
 
 
 def gaussian(noise_multiplier: np.ndarray, orders: np.ndarray) -> np.ndarray:

@@ -56,7 +56,7 @@ def known_values(knowledge: BackgroundKnowledge, attribute: str) -> np.ndarray:
     if attribute == "label":
         return knowledge.aux_labels
     column = int(attribute.split(":", 1)[1])
-    return attribute_values(knowledge.graph.x[:, column].numpy())[knowledge.aux_ids]
+    return attribute_values(knowledge.graph.x[:, column].numpy(force=True))[knowledge.aux_ids]
 
 
 class AttributeInference:
@@ -94,17 +94,17 @@ class AttributeInference:
         config: AttributeInferenceConfig,
     ) -> np.ndarray:
         if config.signal == "features":
-            return knowledge.graph.x[torch.from_numpy(ids)].numpy()
+            return knowledge.graph.x[torch.as_tensor(ids)].numpy(force=True)
         api = view.api
         if isinstance(api, ExchangedEmbeddings):
             return exchanged_signal(view, api, knowledge, ids)
         if config.signal == "embedding":
             if not hasattr(api, "embeddings"):
                 raise NotApplicableError("the target's release gives no node embeddings")
-            return api.embeddings(ids, config.hops).float().numpy()
+            return api.embeddings(ids, config.hops).float().numpy(force=True)
         if not hasattr(api, "logits"):
             raise NotApplicableError("the target's release gives no posteriors")
-        return torch.softmax(api.logits(ids, config.hops).float(), dim=1).numpy()
+        return torch.softmax(api.logits(ids, config.hops).float(), dim=1).numpy(force=True)
 
 
 def exchanged_signal(
@@ -114,14 +114,14 @@ def exchanged_signal(
     the released model's hidden layer on what it knows, normalised as the releases are."""
     exchanged = np.isin(ids, api.nodes)
     if exchanged.all():
-        return api.embeddings(ids).numpy()
+        return api.embeddings(ids).numpy(force=True)
     with torch.no_grad():
         own = view.model.embed(knowledge.graph.x, knowledge.graph.edge_index)
     own = normalise(own) if api.normalised else own
-    rows = own[torch.from_numpy(ids)].clone()
+    rows = own[torch.as_tensor(ids)].clone()
     if exchanged.any():
-        rows[torch.from_numpy(exchanged)] = api.embeddings(ids[exchanged])
-    return rows.numpy()
+        rows[torch.as_tensor(exchanged)] = api.embeddings(ids[exchanged])
+    return rows.numpy(force=True)
 
 
 ATTACKS.register("attribute-inference")(AttributeInference())

@@ -26,6 +26,7 @@ from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.metrics import value_fractions
 from defenses.dp_fedavg import apply_update, client_update, update_vector
 from defenses.gaussian_upload import privatize
+from workbench.device import seeded_generator
 from workbench.errors import NotApplicableError
 from workbench.targets.training import make_optimizer, train_node_epochs
 from workbench.threat import BackgroundKnowledge, ServerView
@@ -81,14 +82,14 @@ def update_features(
     """What the attack reads of one update: the output bias's change, and with
     ``output-layer`` each class's row sum of the output weight's change (the last matrix
     with one row per class: ``convs.1.lin.weight`` beside ``convs.1.bias`` in PyG's GCN)."""
-    bias = (new[key] - old[key]).numpy()
+    bias = (new[key] - old[key]).numpy(force=True)
     if reads == "bias":
         return bias
     weights = [k for k, v in new.items() if v.dim() == 2 and v.shape[0] == bias.size]
     if not weights:
         return bias
     w = weights[-1]
-    return np.concatenate([bias, (new[w] - old[w]).sum(1).numpy()])
+    return np.concatenate([bias, (new[w] - old[w]).sum(1).numpy(force=True)])
 
 
 UPLOAD_DEFENSES = ("gaussian-upload", "dp-fedavg")  # those that can change what is uploaded
@@ -180,11 +181,11 @@ def _simulate(
     ids = np.unique(ids)
     graph = knowledge.graph
     edge_index, _ = subgraph(
-        torch.from_numpy(ids), graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes
+        torch.as_tensor(ids), graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes
     )
-    y = torch.from_numpy(labels[ids])
+    y = torch.as_tensor(labels[ids])
     data = Data(
-        x=graph.x[torch.from_numpy(ids)],
+        x=graph.x[torch.as_tensor(ids)],
         edge_index=edge_index,
         y=y,
         train_mask=torch.ones(ids.size, dtype=torch.bool),
@@ -197,10 +198,10 @@ def _simulate(
     state = model.state_dict()
     uploads = [d for d in recipe.defenses if d.name in UPLOAD_DEFENSES]
     if config.adaptive and uploads:
-        noise = torch.Generator().manual_seed(int(rng.integers(2**31)))
+        noise = seeded_generator(int(rng.integers(2**31)))
         state = defended_upload(state, global_state, tuple(uploads), noise)
     delta = update_features(state, global_state, key, config.reads)
-    return delta, value_fractions(y.numpy(), c)
+    return delta, value_fractions(y.numpy(force=True), c)
 
 
 ATTACKS.register("label-distribution")(LabelDistribution())

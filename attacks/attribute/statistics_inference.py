@@ -71,13 +71,13 @@ class StatisticsAttributeInference:
         counts, mean, var = pool.counts, pool.means[:, :d], pool.variances[:, :d]
         var = var + config.smoothing * var.max()
         nodes = np.asarray(inp.candidates)
-        x = knowledge.graph.x[torch.from_numpy(nodes)].numpy()
+        x = knowledge.graph.x[torch.as_tensor(nodes)].numpy(force=True)
         columns = np.arange(x.shape[1])
         if config.attribute == "label":
             return AttackOutput(class_posterior(x, counts, mean, var, columns))
         j = int(config.attribute.split(":", 1)[1])
         post = class_posterior(x, counts, mean, var, columns[columns != j])
-        known = knowledge.graph.x[torch.from_numpy(knowledge.aux_ids), j].numpy()
+        known = knowledge.graph.x[torch.as_tensor(knowledge.aux_ids), j].numpy(force=True)
         if np.isin(known, (0.0, 1.0)).all():  # a binary column: its class means are rates
             given_class = mean[:, j]
         else:  # above the median (read off the pool), under each class's Gaussian

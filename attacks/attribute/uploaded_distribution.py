@@ -36,9 +36,9 @@ def uploaded_vector(view: ServerView, sender: str, reads: str) -> np.ndarray | N
         if stats is not None:
             return stats.counts.astype(float)
         counts = view.last_payload(sender, CLASS_COUNTS)
-        return None if counts is None else torch.as_tensor(counts).double().numpy()
+        return None if counts is None else torch.as_tensor(counts).double().numpy(force=True)
     vector = view.last_payload(sender, RELIABILITY)
-    return None if vector is None else torch.as_tensor(vector).double().numpy()
+    return None if vector is None else torch.as_tensor(vector).double().numpy(force=True)
 
 
 class UploadedDistribution:

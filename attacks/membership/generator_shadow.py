@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 from sklearn.linear_model import LogisticRegression
 from torch_geometric.data import Data
@@ -32,6 +31,7 @@ from attacks.generators import (
     standardised_levels,
 )
 from attacks.membership.generator_loss import CuriousClientConfig, scored_levels
+from workbench.device import seeded_generator
 from workbench.errors import NotApplicableError
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.cefgc.generator import (
@@ -98,7 +98,7 @@ class GeneratorShadowAttack:
             inside = halves(labels, rng)
             shadow_seed = derive_seed(seed, f"{self.name}/shadow{s}")
             seed_everything(shadow_seed)  # the networks' initial weights
-            gen = torch.Generator().manual_seed(shadow_seed)
+            gen = seeded_generator(shadow_seed)
             members = [g for g, m in zip(pool, inside, strict=True) if m]
             payload = client_generators(members, cfg, label_channel, gen)
             sources = generator_sources([payload], cfg, features)

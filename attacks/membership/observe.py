@@ -107,12 +107,12 @@ def per_model_output(
 def true_label_logit_margin(logits: torch.Tensor, labels: np.ndarray) -> np.ndarray:
     """log p_y − log(1 − p_y), computed stably from logits (Carlini et al.'s scaled confidence)."""
     z = logits.double()
-    y = torch.from_numpy(np.asarray(labels, dtype=np.int64))[:, None]
+    y = torch.as_tensor(np.asarray(labels, dtype=np.int64))[:, None]
     zy = z.gather(1, y).squeeze(1)
     rest = z.scatter(1, y, float("-inf")).logsumexp(1)
-    return (zy - rest).numpy()
+    return (zy - rest).numpy(force=True)
 
 
 def true_label_prob(logits: torch.Tensor, labels: np.ndarray) -> np.ndarray:
-    y = torch.from_numpy(np.asarray(labels, dtype=np.int64))[:, None]
-    return logits.double().softmax(1).gather(1, y).squeeze(1).numpy()
+    y = torch.as_tensor(np.asarray(labels, dtype=np.int64))[:, None]
+    return logits.double().softmax(1).gather(1, y).squeeze(1).numpy(force=True)

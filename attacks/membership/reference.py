@@ -91,11 +91,11 @@ def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.
 def adversary_dataset(records: Candidates, graph: Data | None, num_classes: int) -> Dataset:
     """The adversary's records as a dataset, item i being ``records`` entry i. Node level:
     the subgraph of the population graph they induce."""
-    labels = torch.from_numpy(np.asarray(records.labels, dtype=np.int64))
+    labels = torch.as_tensor(np.asarray(records.labels, dtype=np.int64))
     if records.level == "graph":
         return GraphDataset("adversary", list(records.graphs), num_classes)
     assert graph is not None, "node-level shadow and reference models need the population graph"
-    idx = torch.from_numpy(np.asarray(records.ids, dtype=np.int64))
+    idx = torch.as_tensor(np.asarray(records.ids, dtype=np.int64))
     edge_index, _ = subgraph(idx, graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes)
     return NodeDataset(
         "adversary", Data(x=graph.x[idx], edge_index=edge_index, y=labels), num_classes
@@ -104,7 +104,7 @@ def adversary_dataset(records: Candidates, graph: Data | None, num_classes: int)
 
 def induced_subgraph(graph: Data, ids: np.ndarray) -> Data:
     """The subgraph of ``graph`` induced by node ``ids``, node i being ``ids[i]``."""
-    idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+    idx = torch.as_tensor(np.asarray(ids, dtype=np.int64))
     edge_index, _ = subgraph(idx, graph.edge_index, relabel_nodes=True, num_nodes=graph.num_nodes)
     return Data(x=graph.x[idx], edge_index=edge_index, num_nodes=idx.numel())
 
@@ -355,8 +355,8 @@ def features_digest(records: Candidates, graph: Data | None) -> str:
     them with its own encoding); empty at graph level, where the records carry them."""
     if records.level == "graph" or graph is None:
         return ""
-    rows = graph.x[torch.from_numpy(np.asarray(records.ids, dtype=np.int64))]
-    return hashlib.sha256(rows.contiguous().numpy().tobytes()).hexdigest()[:16]
+    rows = graph.x[torch.as_tensor(np.asarray(records.ids, dtype=np.int64))]
+    return hashlib.sha256(rows.contiguous().numpy(force=True).tobytes()).hexdigest()[:16]
 
 
 def federation_of(level: str, shards: list[np.ndarray], members: np.ndarray) -> Partition:

@@ -53,7 +53,7 @@ class ShadowConfig(TrainedModelsConfig):
 
 def sorted_posteriors(logits: torch.Tensor) -> np.ndarray:
     """Class probabilities in decreasing order: label-agnostic attack features."""
-    return logits.double().softmax(1).sort(1, descending=True).values.numpy()
+    return logits.double().softmax(1).sort(1, descending=True).values.numpy(force=True)
 
 
 def random_subsets(n_models: int, n_records: int, size: int, seed: int) -> np.ndarray:

@@ -26,7 +26,7 @@ class ThresholdConfig(QueryConfig):
 
 def signal_scores(logits: torch.Tensor, labels: np.ndarray, signal: str) -> np.ndarray:
     """Membership scores, oriented so that higher means 'more likely a member'."""
-    y = torch.from_numpy(np.asarray(labels, dtype=np.int64))
+    y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
     logp = F.log_softmax(logits.double(), dim=1)
     p = logp.exp()
     if signal == "loss":
@@ -41,7 +41,7 @@ def signal_scores(logits: torch.Tensor, labels: np.ndarray, signal: str) -> np.n
         other = p.clone().scatter_(1, y[:, None], 0.0)
         mentr = -(1 - py) * torch.log(py + eps) - (other * torch.log(1 - other + eps)).sum(1)
         s = -mentr
-    return s.numpy()
+    return s.numpy(force=True)
 
 
 class ThresholdAttack:

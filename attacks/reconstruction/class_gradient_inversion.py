@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from workbench.device import seeded_generator
 from workbench.errors import NotApplicableError
 from workbench.targets.fedgc.condensation import class_gradients, receptive_field
 from workbench.threat import ServerView
@@ -102,7 +103,7 @@ class ClassGradientInversion:
         theta, grads, counts = observed_class_round(view, config.client, config.round)
         theta = [p.double() for p in theta]
         lo, hi, _ = knowledge.aux_feature_range()
-        gen = torch.Generator().manual_seed(seed)
+        gen = seeded_generator(seed)
         rows, labels, sizes, losses = [], [], [], []
         for c in sorted(grads):
             n = int(counts[c])
@@ -121,7 +122,7 @@ class ClassGradientInversion:
         }
         if losses:
             details["final_loss"] = float(np.mean(losses))
-        return AttackOutput(torch.cat(rows).float().numpy(), details=details)
+        return AttackOutput(torch.cat(rows).float().numpy(force=True), details=details)
 
     @staticmethod
     def _optimise(theta, grad, start, c, config, lo, hi, gen) -> tuple[torch.Tensor, float]:

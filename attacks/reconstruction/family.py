@@ -105,7 +105,7 @@ class Feature:
                 trained, federation, config.source, config.combine, knowledge.graph, (config.hops,)
             )
         assert knowledge.graph is not None
-        prior = knowledge.aux_features().numpy().mean(0)
+        prior = knowledge.aux_features().numpy(force=True).mean(0)
 
         def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
             metrics, _ = reconstruction_metrics(out.scores, task.features, prior)
@@ -131,7 +131,7 @@ class ClientData:
         structure = getattr(config, "structure", "none") == "known"
         knowledge = client_data_knowledge(federation, cell.trained, config.client, structure)
         assert knowledge.graph is not None
-        prior_x = knowledge.aux_features().numpy().mean(0)
+        prior_x = knowledge.aux_features().numpy(force=True).mean(0)
         prior_y = value_fractions(knowledge.aux_labels, federation.dataset.num_classes)
 
         def score(out: AttackOutput) -> tuple[dict[str, Any], None]:

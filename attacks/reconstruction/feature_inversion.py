@@ -26,6 +26,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from defenses.metric_dp import EmbeddingRelease, normalise
+from workbench.device import seeded_generator
 from workbench.errors import NotApplicableError
 from workbench.exchanged import Combine, ExchangedEmbeddings
 from workbench.query import ServedAPI
@@ -79,13 +80,19 @@ class FeatureInversion:
         x, edges = knowledge.graph.x.double(), knowledge.graph.edge_index
         if config.method == "nearest-neighbour":
             with torch.no_grad():
-                pool = model.embed(x, edges)[torch.from_numpy(knowledge.aux_ids)]
+                pool = model.embed(x, edges)[torch.as_tensor(knowledge.aux_ids)]
             pool = normalise(pool) if unit else pool
-            found = NearestNeighbors(n_neighbors=1).fit(pool.numpy()).kneighbors(target.numpy())
-            return AttackOutput(x[torch.from_numpy(knowledge.aux_ids[found[1][:, 0]])].numpy())
+            found = (
+                NearestNeighbors(n_neighbors=1)
+                .fit(pool.numpy(force=True))
+                .kneighbors(target.numpy(force=True))
+            )
+            return AttackOutput(
+                x[torch.as_tensor(knowledge.aux_ids[found[1][:, 0]])].numpy(force=True)
+            )
         lo, hi, mean = knowledge.aux_feature_range()
-        index = torch.from_numpy(nodes)
-        gen = torch.Generator().manual_seed(seed)
+        index = torch.as_tensor(nodes)
+        gen = seeded_generator(seed)
         guess = mean + 0.01 * torch.randn(nodes.size, mean.numel(), generator=gen, dtype=x.dtype)
         guess = guess.clamp(lo, hi).requires_grad_(True)
         opt = torch.optim.Adam([guess], lr=config.lr)
@@ -98,7 +105,9 @@ class FeatureInversion:
             opt.step()
             with torch.no_grad():
                 guess.clamp_(lo, hi)
-        return AttackOutput(guess.detach().float().numpy(), details={"loss": float(loss.detach())})
+        return AttackOutput(
+            guess.detach().float().numpy(force=True), details={"loss": float(loss.detach())}
+        )
 
 
 ATTACKS.register("feature-inversion")(FeatureInversion())

@@ -17,11 +17,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from attacks.generators import received_generators
+from workbench.device import seeded_generator
 from workbench.graph_match import COPY, NEAR_COPY, copy_similarity
 from workbench.targets.cefgc.generator import sample_graphs
 
@@ -56,7 +56,7 @@ class GeneratorSamplingAttack:
         if config.steps is not None:
             cfg = cfg.model_copy(update={"steps": config.steps})
         cands = inp.candidates
-        gen = torch.Generator().manual_seed(seed)
+        gen = seeded_generator(seed)
         scores = np.zeros(len(cands.graphs))
         small = np.array([g.num_nodes <= cfg.max_nodes for g in cands.graphs])
         for k in np.unique(cands.labels):

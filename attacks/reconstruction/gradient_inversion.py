@@ -27,6 +27,7 @@ from torch import nn
 from torch.func import functional_call
 
 from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from workbench.device import seeded_generator
 from workbench.errors import NotApplicableError
 from workbench.threat import ServerView
 from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
@@ -156,13 +157,13 @@ class GradientInversion:
         )
         target = target - decay
         if config.structure == "known":
-            n, edge_index = shape.num_nodes, torch.from_numpy(shape.edge_index)
-            train = torch.from_numpy(shape.train_mask)
+            n, edge_index = shape.num_nodes, torch.as_tensor(shape.edge_index)
+            train = torch.as_tensor(shape.train_mask)
         else:
             n, edge_index = shape.num_train, torch.zeros(2, 0, dtype=torch.long)
             train = torch.ones(n, dtype=torch.bool)
         lo, hi, mean = knowledge.aux_feature_range()
-        gen = torch.Generator().manual_seed(seed)
+        gen = seeded_generator(seed)
         x = mean + 0.1 * torch.randn(n, mean.numel(), generator=gen, dtype=torch.float64)
         x = x.clamp(lo, hi).requires_grad_(True)
         y = torch.zeros(int(train.sum()), view.num_classes, dtype=torch.float64)
@@ -183,9 +184,9 @@ class GradientInversion:
         rows = x.detach()[train] if config.structure == "known" else x.detach()
         order = "set" if config.structure == "none" else "local"
         return AttackOutput(
-            rows.float().numpy(),
+            rows.float().numpy(force=True),
             details={
-                "labels": y.detach().argmax(1).numpy(),
+                "labels": y.detach().argmax(1).numpy(force=True),
                 "order": order,
                 "final_loss": float(loss.detach()),
             },

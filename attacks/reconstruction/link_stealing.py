@@ -101,12 +101,12 @@ def node_signal(
 ) -> np.ndarray:
     """One row per population node, filled for ``nodes``: what the pairs are judged on."""
     if config.signal == "features":
-        return knowledge.graph.x.numpy().astype(float)
+        return knowledge.graph.x.numpy(force=True).astype(float)
     hops = (config.hops,) if isinstance(api, NodeQueryAPI | AnswerTable) else ()
     if config.signal == "posterior":
-        rows = torch.softmax(api.logits(nodes, *hops).float(), dim=1).numpy()
+        rows = torch.softmax(api.logits(nodes, *hops).float(), dim=1).numpy(force=True)
     elif hasattr(api, "embeddings"):
-        rows = api.embeddings(nodes, *hops).float().numpy()
+        rows = api.embeddings(nodes, *hops).float().numpy(force=True)
     else:
         raise NotApplicableError("link stealing: the target gives out no node embeddings")
     signal = np.zeros((knowledge.graph.num_nodes, rows.shape[1]))
@@ -152,7 +152,7 @@ def known_pairs(
     knowledge: BackgroundKnowledge,
 ) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
     """The adversary's known edges (one direction each) and known non-edges, with labels."""
-    ei = knowledge.graph.edge_index.numpy()
+    ei = knowledge.graph.edge_index.numpy(force=True)
     edges = ei[:, ei[0] < ei[1]]
     non = knowledge.known_non_edges if knowledge.known_non_edges is not None else np.zeros((2, 0))
     src = np.concatenate([edges[0], non[0]]).astype(np.int64)

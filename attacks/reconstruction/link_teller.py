@@ -43,7 +43,7 @@ class LinkTeller:
             ids, moved = api.influence(u, config.step)
             dst = pairs.dst[mine]
             inside = np.isin(dst, ids)
-            norms = moved.norm(dim=1).numpy()
+            norms = moved.norm(dim=1).numpy(force=True)
             scores[mine[inside]] = norms[np.searchsorted(ids, dst[inside])]
         return AttackOutput(scores, details={"probes": int(nodes.size)})
 

@@ -50,7 +50,7 @@ class StatisticsInversion:
             raise NotApplicableError(
                 f"statistics-inversion: client {config.client} uploaded no class statistics"
             )
-        lo, hi, mean = (t.numpy() for t in knowledge.aux_feature_range())
+        lo, hi, mean = (t.numpy(force=True) for t in knowledge.aux_feature_range())
         d = stats.num_features
         rows = [np.clip(stats.means[c, :d], lo, hi) for c in range(stats.counts.size)]
         labels = np.repeat(np.arange(stats.counts.size), stats.counts)

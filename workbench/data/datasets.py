@@ -49,7 +49,7 @@ class NodeDataset:
 
     @property
     def labels(self) -> np.ndarray:
-        return self.data.y.numpy()
+        return self.data.y.numpy(force=True)
 
 
 @dataclass(frozen=True)

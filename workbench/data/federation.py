@@ -58,7 +58,7 @@ def build_federation(dataset: Dataset, partition: Partition) -> Federation:
 
 
 def node_client(dataset: NodeDataset, part: ClientPart) -> NodeClient:
-    ids = torch.from_numpy(part.ids)
+    ids = torch.as_tensor(part.ids)
     edge_index, _ = subgraph(
         ids, dataset.data.edge_index, relabel_nodes=True, num_nodes=dataset.num_items
     )
@@ -66,7 +66,7 @@ def node_client(dataset: NodeDataset, part: ClientPart) -> NodeClient:
 
     def mask(sub: np.ndarray) -> torch.Tensor:
         m = torch.zeros(n, dtype=torch.bool)
-        m[torch.from_numpy(np.searchsorted(part.ids, sub))] = True
+        m[torch.as_tensor(np.searchsorted(part.ids, sub))] = True
         return m
 
     data = Data(

@@ -84,19 +84,19 @@ def interbank(params: InterbankParams) -> NodeDataset:
         ],
         1,
     )
-    edge_index, _ = remove_self_loops(torch.from_numpy(np.stack([src, dst])))
+    edge_index, _ = remove_self_loops(torch.as_tensor(np.stack([src, dst])))
     edge_index = to_undirected(coalesce(edge_index), num_nodes=n)
     data = Data(
-        x=torch.from_numpy(x).float(),
+        x=torch.as_tensor(x).float(),
         edge_index=edge_index,
-        y=torch.from_numpy(involved.astype(np.int64)),
-        group=torch.from_numpy(bank),
+        y=torch.as_tensor(involved.astype(np.int64)),
+        group=torch.as_tensor(bank),
     )
     task = EdgeTask(
-        index=torch.from_numpy(np.stack([src, dst])),
-        attr=torch.from_numpy(attr).float(),
-        y=torch.from_numpy(illicit.astype(np.int64)),
-        split=torch.from_numpy(split),
+        index=torch.as_tensor(np.stack([src, dst])),
+        attr=torch.as_tensor(attr).float(),
+        y=torch.as_tensor(illicit.astype(np.int64)),
+        split=torch.as_tensor(split),
     )
     return NodeDataset("interbank", data, 2, edge_task=task)
 

@@ -193,7 +193,7 @@ def given(
             f"partition.method: 'given' needs a dataset that assigns its nodes to clients "
             f"(data.group, e.g. interbank's banks); '{dataset.name}' does not"
         )
-    g = group.numpy()
+    g = group.numpy(force=True)
     count = int(g.max()) + 1
     if k != count:
         raise ConfigError(

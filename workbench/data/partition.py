@@ -86,7 +86,7 @@ class Partition:
 
 def local_edges(dataset: NodeDataset, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Directed edge list (global ids) of the subgraph induced by ``ids``."""
-    ei = dataset.data.edge_index.numpy()
+    ei = dataset.data.edge_index.numpy(force=True)
     inside = np.zeros(dataset.num_items, dtype=bool)
     inside[ids] = True
     keep = inside[ei[0]] & inside[ei[1]]
@@ -196,6 +196,6 @@ def stratified_split(
 def _cut_edges(dataset: NodeDataset, part: Partition) -> np.ndarray:
     """Undirected edges (u < v) whose endpoints belong to two different clients."""
     owner = part.owner(dataset.num_items)
-    src, dst = dataset.data.edge_index.numpy()
+    src, dst = dataset.data.edge_index.numpy(force=True)
     cut = (owner[src] >= 0) & (owner[dst] >= 0) & (owner[src] != owner[dst]) & (src < dst)
     return np.stack([src[cut], dst[cut]]).astype(np.int64)

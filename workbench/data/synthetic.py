@@ -44,10 +44,10 @@ def csbm(params: CSBMParams) -> NodeDataset:
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     dst = np.concatenate(members)[offsets[dst_class] + pick]
 
-    edge_index = torch.from_numpy(np.stack([src, dst]))
+    edge_index = torch.as_tensor(np.stack([src, dst]))
     edge_index, _ = remove_self_loops(edge_index)
     edge_index = to_undirected(coalesce(edge_index), num_nodes=n)
-    data = Data(x=torch.from_numpy(x).float(), edge_index=edge_index, y=torch.from_numpy(y))
+    data = Data(x=torch.as_tensor(x).float(), edge_index=edge_index, y=torch.as_tensor(y))
     return NodeDataset(name="csbm", data=data, num_classes=c)
 
 
@@ -77,7 +77,7 @@ def synthetic_graphs(params: SyntheticGraphsParams) -> GraphDataset:
         density = 0.15 + 0.05 * label / (c - 1)
         upper = np.triu(rng.random((n, n)) < density, k=1)
         src, dst = np.nonzero(upper)
-        edge_index = to_undirected(torch.from_numpy(np.stack([src, dst])), num_nodes=n)
+        edge_index = to_undirected(torch.as_tensor(np.stack([src, dst])), num_nodes=n)
         x = rng.standard_normal((n, params.num_features)) + shifts[label]
-        graphs.append(graph_data(torch.from_numpy(x), edge_index, int(label)))
+        graphs.append(graph_data(torch.as_tensor(x), edge_index, int(label)))
     return GraphDataset(name="synthetic-graphs", graphs=graphs, num_classes=c)

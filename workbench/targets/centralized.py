@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from accountants import PrivacyLedger
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient, node_client
 from workbench.data.partition import ClientPart
+from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import GraphQueryAPI, NodeQueryAPI, serve
@@ -80,7 +80,7 @@ class Centralized:
         pooled = pooled_client(federation)
         node = isinstance(pooled, NodeClient)
         score = score_node_clients if node else score_graph_clients
-        gen = torch.Generator().manual_seed(derive_seed(seed, "batches"))
+        gen = seeded_generator(derive_seed(seed, "batches"))
         release = Release(cfg.release)
         has_val = bool(pooled.data.val_mask.any()) if node else bool(pooled.val)
         scored = has_val or cfg.release == "best_val"

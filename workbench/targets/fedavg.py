@@ -37,6 +37,7 @@ from defenses.metric_dp import publish_embeddings
 from defenses.secure_aggregation import Session
 from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient
+from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import GraphQueryAPI, NodeQueryAPI, serve
@@ -122,7 +123,7 @@ class _FedAvg:
         sa = on.get("secure-aggregation")
         secure = None if sa is None else Session.start(sa)
         rng = seed_everything(derive_seed(seed, "fedavg"))
-        noise = torch.Generator().manual_seed(derive_seed(seed, "dp-noise"))
+        noise = seeded_generator(derive_seed(seed, "dp-noise"))
         ds = federation.dataset
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
         make = spec.build
@@ -133,8 +134,8 @@ class _FedAvg:
         if ib is not None:
             clients, ib_kl = bottleneck_clients(clients, ib, ds, transcript, seed)
         local = [make() for _ in clients]
-        gen = torch.Generator().manual_seed(derive_seed(seed, "batches"))
-        sgd_noise = torch.Generator().manual_seed(derive_seed(seed, "dp-sgd-noise"))
+        gen = seeded_generator(derive_seed(seed, "batches"))
+        sgd_noise = seeded_generator(derive_seed(seed, "dp-sgd-noise"))
 
         def optimizer(k: int) -> torch.optim.Optimizer:
             opt = make_optimizer(cfg.optimizer, local[k], cfg.lr, cfg.weight_decay)
@@ -190,7 +191,7 @@ class _FedAvg:
                     transcript.send(r, client(k), SERVER, MODEL_WEIGHTS, upload)
                     uploads.append(update)
                 else:
-                    ciphertext = secure.client.encrypt(update.numpy())
+                    ciphertext = secure.client.encrypt(update.numpy(force=True))
                     transcript.send(r, client(k), SERVER, CIPHERTEXT, ciphertext)
                     uploads.append(ciphertext)
             if dp is None and secure is None:
@@ -200,11 +201,11 @@ class _FedAvg:
                 global_model.load_state_dict(server_aggregate(state, uploads, dp, expected, noise))
             else:
                 extra = None if dp is None else server_noise(encrypted_size, dp, noise)
-                addend = None if extra is None else extra.numpy()
+                addend = None if extra is None else extra.numpy(force=True)
                 aggregate = secure.server.sum(uploads, encrypted_size, addend)
                 everyone = [client(k) for k in range(len(clients))]
                 transcript.broadcast(r, SERVER, everyone, CIPHERTEXT, aggregate)
-                total = torch.from_numpy(secure.keys.decrypt(aggregate))
+                total = torch.as_tensor(secure.keys.decrypt(aggregate))
                 mean = (
                     total / (cfg.client_fraction * len(clients)) if dp else total[:-1] / total[-1]
                 )

@@ -39,6 +39,7 @@ from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_rows_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
+from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models.node import MLP
 from workbench.query import TableQueryAPI
@@ -168,7 +169,7 @@ class GAP:
         model = spec.build()
         clients = federation.clients
         transcript = Transcript(cfg.keep_payloads)
-        ap_noise = torch.Generator().manual_seed(derive_seed(seed, "aggregation-noise"))
+        ap_noise = seeded_generator(derive_seed(seed, "aggregation-noise"))
         rounds = FederatedRows(cfg, dp_sgd, transcript, seed, [c.data.train_mask for c in clients])
         ys = [c.data.y for c in clients]
 
@@ -200,7 +201,7 @@ class GAP:
             table = model.classifier(aggregates(ds.data.x, ds.data.edge_index))
             test = utility_scores(
                 [
-                    (y[c.data.test_mask].numpy(), model.classifier(x)[c.data.test_mask])
+                    (y[c.data.test_mask].numpy(force=True), model.classifier(x)[c.data.test_mask])
                     for c, y, x in zip(clients, ys, cached, strict=True)
                 ]
             )
@@ -271,8 +272,8 @@ class FederatedRows:
         train_masks: list[torch.Tensor],
     ) -> None:
         self.cfg, self.dp_sgd, self.transcript, self.train = cfg, dp_sgd, transcript, train_masks
-        self.batches = torch.Generator().manual_seed(derive_seed(seed, "batches"))
-        self.noise = torch.Generator().manual_seed(derive_seed(seed, "dp-sgd-noise"))
+        self.batches = seeded_generator(derive_seed(seed, "batches"))
+        self.noise = seeded_generator(derive_seed(seed, "dp-sgd-noise"))
         self.weights = np.array([float(m.sum()) for m in train_masks])
 
     def run(
@@ -311,7 +312,8 @@ class FederatedRows:
                 module.eval()
                 with torch.no_grad():
                     pairs = [
-                        (y[v].numpy(), module(x)[v]) for x, y, v in zip(xs, ys, vals, strict=True)
+                        (y[v].numpy(force=True), module(x)[v])
+                        for x, y, v in zip(xs, ys, vals, strict=True)
                     ]
                 release.offer(r, utility_scores(pairs, full=False)["accuracy"], module)
         return int(steps.max())

@@ -144,7 +144,7 @@ def utility_scores(
         return {"accuracy": nan, "macro_f1": nan, "macro_f1_all": nan, "auc": nan}
     sizes = np.array([y.size for y, _ in per_client], dtype=float)
     w = sizes / sizes.sum()
-    preds = [logits.argmax(1).numpy() for _, logits in per_client]
+    preds = [logits.argmax(1).numpy(force=True) for _, logits in per_client]
     acc = [float((y == p).mean()) for (y, _), p in zip(per_client, preds, strict=True)]
     out = {"accuracy": float(w @ acc)}
     if full:
@@ -166,7 +166,7 @@ def utility_scores(
 
 def pooled_auc(per_client: Sequence[tuple[np.ndarray, torch.Tensor]]) -> float:
     y = np.concatenate([y for y, _ in per_client])
-    prob = torch.cat([logits for _, logits in per_client]).softmax(1).numpy()
+    prob = torch.cat([logits for _, logits in per_client]).softmax(1).numpy(force=True)
     classes = prob.shape[1]
     if np.unique(y).size < classes:
         return float("nan")
@@ -192,7 +192,7 @@ def source_aucs(
         classes = np.unique(dataset.labels[dataset.source == d])
         pick = source == d
         if pick.any():
-            own = torch.from_numpy(classes)
+            own = torch.as_tensor(classes)
             out[f"auc/{name}"] = pooled_auc(
                 [(np.searchsorted(classes, y[pick]), logits[pick][:, own])]
             )
@@ -212,7 +212,7 @@ def score_node_clients(
     pairs = []
     for c in clients:
         mask = c.data[f"{split}_mask"]
-        pairs.append((c.data.y[mask].numpy(), node_logits(model, c.data, dropout)[mask]))
+        pairs.append((c.data.y[mask].numpy(force=True), node_logits(model, c.data, dropout)[mask]))
     return utility_scores(pairs, full=split == "test")
 
 

@@ -57,11 +57,11 @@ def halo_client(
     pool's are nobody's, and nobody would ever release their embeddings)."""
     src, dst = dataset.data.edge_index
     owned = torch.zeros(dataset.num_items, dtype=torch.bool)
-    own = torch.from_numpy(np.asarray(part.ids, dtype=np.int64))
+    own = torch.as_tensor(np.asarray(part.ids, dtype=np.int64))
     owned[own] = True
     touching = owned[src] | owned[dst]
     if held is not None:
-        inside = torch.from_numpy(np.asarray(held, dtype=bool))
+        inside = torch.as_tensor(np.asarray(held, dtype=bool))
         touching &= inside[src] & inside[dst]
     src, dst = src[touching], dst[touching]
     far = torch.unique(torch.cat([src[~owned[src]], dst[~owned[dst]]]))
@@ -76,7 +76,7 @@ def halo_client(
 
     def mask(sub: np.ndarray) -> torch.Tensor:
         m = torch.zeros(n, dtype=torch.bool)
-        m[local[torch.from_numpy(np.asarray(sub, dtype=np.int64))]] = True
+        m[local[torch.as_tensor(np.asarray(sub, dtype=np.int64))]] = True
         return m
 
     data = Data(

@@ -40,6 +40,7 @@ from defenses.base import with_selection_caveat
 from defenses.metric_dp import METRIC_SCOPE, MetricReleases, normalise, perturb
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
+from workbench.device import seeded_generator
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import AnswerTable, NodeQueryAPI
@@ -137,8 +138,8 @@ class CEFedGNN:
         ds = federation.dataset
         assert isinstance(ds, NodeDataset)
         seed_everything(derive_seed(seed, "ce-fedgnn"))
-        gen = torch.Generator().manual_seed(derive_seed(seed, "ce-fedgnn/batches"))
-        noise = torch.Generator().manual_seed(derive_seed(seed, "ce-fedgnn/noise"))
+        gen = seeded_generator(derive_seed(seed, "ce-fedgnn/batches"))
+        noise = seeded_generator(derive_seed(seed, "ce-fedgnn/noise"))
         task, hidden = ds.edge_task, cfg.model.hidden
         # edge task: the GNN's output is the node embedding h^(L), read by the edge head
         out = hidden if task is not None else ds.num_classes
@@ -204,7 +205,9 @@ class CEFedGNN:
                 buffer.hidden[ids], buffer.degree[ids] = payload["h"], payload["degree"]
                 if "h_out" in payload:
                     buffer.output[ids] = payload["h_out"]
-                releases[ids.numpy()] += 2 if "h_out" in payload else 1  # vectors released
+                releases[ids.numpy(force=True)] += (
+                    2 if "h_out" in payload else 1
+                )  # vectors released
             if shared:
                 self._route(clients, shared, transcript, r)
             if cfg.federated:
@@ -214,7 +217,7 @@ class CEFedGNN:
             release.offer(r, val, global_model if cfg.federated else local[0])
         release.load_into(global_model)
         test = self._score(models, clients, edges, buffer, "test")
-        boundary = np.concatenate([c.data.global_id[c.boundary].numpy() for c in clients])
+        boundary = np.concatenate([c.data.global_id[c.boundary].numpy(force=True) for c in clients])
         ledger = self._ledger(cfg, mdp, len(clients), int(releases.max(initial=0)))
         ledger = with_selection_caveat(ledger, release.rule)
         utility = {
@@ -372,7 +375,7 @@ def node_predictions(model, c: HaloClient, halo: Halo, split: str):
     scratch = Estimators.zeros(c.num_own, halo.hidden.shape[1], classes)
     nodes = torch.arange(c.num_own)
     logits = estimated_logits(model, c, scratch, halo.hidden, halo.degree, nodes, 1.0, None)
-    return c.data.y[nodes][mask].numpy(), logits[mask]
+    return c.data.y[nodes][mask].numpy(force=True), logits[mask]
 
 
 def release_payload(
@@ -390,8 +393,11 @@ def release_payload(
     if mdp is not None:
         clean = {key: normalise(v) for key, v in vectors.items()}
         vectors = {key: perturb(v, mdp.sigma0, noise) for key, v in clean.items()}
-        ids = c.data.global_id[moved].numpy()
-        log += [(ids, clean[k].double().numpy(), vectors[k].double().numpy()) for k in clean]
+        ids = c.data.global_id[moved].numpy(force=True)
+        log += [
+            (ids, clean[k].double().numpy(force=True), vectors[k].double().numpy(force=True))
+            for k in clean
+        ]
     est.touched[:] = False
     return {"global_id": c.data.global_id[moved], **vectors, "degree": c.degree[moved]}
 

@@ -160,7 +160,7 @@ def edge_predictions(
         1.0,
         None,
     )
-    return edges.y[pick].numpy(), logits
+    return edges.y[pick].numpy(force=True), logits
 
 
 def edge_scores(per_client: list[tuple[np.ndarray, torch.Tensor]]) -> dict[str, float]:
@@ -168,6 +168,6 @@ def edge_scores(per_client: list[tuple[np.ndarray, torch.Tensor]]) -> dict[str, 
     by their number of edges."""
     out = utility_scores(per_client)
     sizes = np.array([y.size for y, _ in per_client], dtype=float)
-    f1 = [float(f1_score(y, p.argmax(1).numpy(), zero_division=0)) for y, p in per_client]
+    f1 = [float(f1_score(y, p.argmax(1).numpy(force=True), zero_division=0)) for y, p in per_client]
     out["f1_illicit"] = float(sizes @ np.array(f1) / sizes.sum()) if sizes.size else float("nan")
     return out

@@ -63,14 +63,14 @@ def paired_sums(
 
 
 def flatten(state: dict[str, torch.Tensor]) -> np.ndarray:
-    return torch.cat([v.reshape(-1).double() for v in state.values()]).numpy()
+    return torch.cat([v.reshape(-1).double() for v in state.values()]).numpy(force=True)
 
 
 def unflatten(vector: np.ndarray, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``vector`` cut into tensors shaped as ``like`` (the architecture is public)."""
     out, start = {}, 0
     for key, v in like.items():
-        out[key] = torch.from_numpy(vector[start : start + v.numel()]).view_as(v).to(v.dtype)
+        out[key] = torch.as_tensor(vector[start : start + v.numel()]).view_as(v).to(v.dtype)
         start += v.numel()
     return out
 

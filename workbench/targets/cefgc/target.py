@@ -33,6 +33,7 @@ from defenses.dp_sgd import ledger_event as dp_sgd_event
 from defenses.secure_aggregation import KeyHolder, SecureAggConfig, Session
 from workbench.data.datasets import GraphDataset
 from workbench.data.federation import Federation, GraphClient
+from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import GraphQueryAPI
@@ -112,7 +113,7 @@ class CeFGC:
         ds = federation.dataset
         assert isinstance(ds, GraphDataset)
         seed_everything(derive_seed(seed, "cefgc"))
-        gen = torch.Generator().manual_seed(derive_seed(seed, "cefgc/generators"))
+        gen = seeded_generator(derive_seed(seed, "cefgc/generators"))
         rng = np.random.default_rng(derive_seed(seed, "cefgc/shuffle"))
         clients: tuple[GraphClient, ...] = federation.clients  # type: ignore[assignment]
         transcript = Transcript(cfg.keep_payloads)

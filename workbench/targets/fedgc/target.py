@@ -25,6 +25,7 @@ from accountants import PrivacyLedger
 from defenses.information_bottleneck import bottleneck_clients
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation, NodeClient
+from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import NodeQueryAPI
@@ -274,10 +275,10 @@ class FedGC:
         if ib_labels is not None and cfg.pseudo_labels == "ib-and-condensation":
             condense_on = list(ib_labels)
         counts = np.stack(
-            [np.bincount(y[m].numpy(), minlength=ds.num_classes) for y, m in condense_on]
+            [np.bincount(y[m].numpy(force=True), minlength=ds.num_classes) for y, m in condense_on]
         )
         for k, row in enumerate(counts):
-            transcript.send(0, client(k), SERVER, CLASS_COUNTS, torch.from_numpy(row))
+            transcript.send(0, client(k), SERVER, CLASS_COUNTS, torch.as_tensor(row))
         labels = condensed_labels(counts.sum(0), cfg.ratio)
         graph = CondensedGraph(labels, ds.num_features, cfg)
         coeff = class_coefficients(labels, ds.num_classes)
@@ -287,7 +288,7 @@ class FedGC:
             receptive_field(c.data.x, normalised_sparse(c.data.edge_index, c.num_nodes), y, m)
             for c, (y, m) in zip(clients, condense_on, strict=True)
         ]
-        draws = torch.Generator().manual_seed(derive_seed(seed, "fedgc-theta"))
+        draws = seeded_generator(derive_seed(seed, "fedgc-theta"))
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
         every = max(cfg.rounds // cfg.checkpoints, 1)
         eval_seed = derive_seed(seed, "eval")
@@ -322,7 +323,7 @@ class FedGC:
             test = utility_scores(
                 [
                     (
-                        c.data.y[c.data.test_mask].numpy(),
+                        c.data.y[c.data.test_mask].numpy(force=True),
                         node_logits(tuned[k], c.data)[c.data.test_mask],
                     )
                     for k, c in enumerate(clients)

@@ -29,7 +29,7 @@ Variant = Literal["paper", "code"]
 def return_probabilities(edge_index: torch.Tensor, num_nodes: int, steps: int = 5) -> np.ndarray:
     """[n, steps]: column k − 1 holds diag(P^k), P = D⁻¹(A + I) (sparse powers, no n × n
     dense matrix)."""
-    src, dst = remove_self_loops(edge_index)[0].numpy()
+    src, dst = remove_self_loops(edge_index)[0].numpy(force=True)
     loops = np.arange(num_nodes)
     adj = sp.csr_matrix(
         (
@@ -51,12 +51,12 @@ def return_probabilities(edge_index: torch.Tensor, num_nodes: int, steps: int = 
 def hybrid_embedding(x: torch.Tensor, edge_index: torch.Tensor, steps: int = 5) -> np.ndarray:
     """x_i ‖ h_i^TOPO for every node."""
     topo = return_probabilities(edge_index, x.shape[0], steps)
-    return np.hstack([x.double().numpy(), topo])
+    return np.hstack([x.double().numpy(force=True), topo])
 
 
 def node_reliability(h: np.ndarray, edge_index: torch.Tensor, variant: Variant) -> np.ndarray:
     """r_i for every node: its (mean) cosine similarity to its 1-hop neighbours."""
-    src, dst = remove_self_loops(edge_index)[0].numpy()
+    src, dst = remove_self_loops(edge_index)[0].numpy(force=True)
     norms = np.linalg.norm(h, axis=1)
     unit = h / np.where(norms > 0, norms, 1.0)[:, None]
     cos = (unit[src] * unit[dst]).sum(1)

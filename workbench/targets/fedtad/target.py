@@ -16,6 +16,7 @@ from pydantic import Field
 from torch import nn
 
 from workbench.data.federation import Federation
+from workbench.device import seeded_generator
 from workbench.models import ModelSpec
 from workbench.seeding import derive_seed
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
@@ -147,15 +148,15 @@ class FedTAD(NodeFedAvg):
             vector = class_reliability(
                 d.x,
                 d.edge_index,
-                d.y.numpy(),
-                d.train_mask.numpy(),
+                d.y.numpy(force=True),
+                d.train_mask.numpy(force=True),
                 ds.num_classes,
                 cfg.walk_length,
                 cfg.reliability,
             )
-            transcript.send(0, client(c.client_id), SERVER, RELIABILITY, torch.from_numpy(vector))
+            transcript.send(0, client(c.client_id), SERVER, RELIABILITY, torch.as_tensor(vector))
             phi.append(vector)
-        rng = torch.Generator().manual_seed(derive_seed(seed, "fedtad"))
+        rng = seeded_generator(derive_seed(seed, "fedtad"))
         torch.manual_seed(derive_seed(seed, "fedtad-generator"))
         generator = ConditionalGenerator(ds.num_classes, ds.num_features, cfg.noise_dim)
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)

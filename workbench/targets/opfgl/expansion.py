@@ -60,7 +60,7 @@ def class_homophily(
     total = torch.zeros(n).index_add_(0, src, torch.ones(src.numel()))
     h = torch.where(total > 0, same / total.clamp(min=1), torch.zeros(n))
     out = torch.zeros(num_classes).index_add_(0, labels[labelled], h[labelled])
-    return out.numpy().astype(np.float64)
+    return out.numpy(force=True).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def reliable_nodes(
     an inferred class among the top-k classes by h_c."""
     if not cfg.enabled or cfg.topk == 0:
         return Expansion(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    p = (propagated / propagated.sum(1, keepdim=True)).numpy()
+    p = (propagated / propagated.sum(1, keepdim=True)).numpy(force=True)
     guess, confidence = p.argmax(1), p.max(1)
     top = np.argsort(-homophily, kind="stable")[: cfg.topk]
     keep = candidates & (confidence >= cfg.tau) & np.isin(guess, top)
@@ -95,5 +95,5 @@ def distillation_weights(
 ) -> torch.Tensor:
     """Eq. 16-17: λ_v = clip(a · Σ_c Y_vc · δ_c, λ_min, λ_max) with δ_c = 1 / (1 + ln(1 + h_c)):
     nodes that propagation places in minor classes (small h_c) lean on the teacher more."""
-    delta = torch.from_numpy(1.0 / (1.0 + np.log1p(homophily))).float()
+    delta = torch.as_tensor(1.0 / (1.0 + np.log1p(homophily))).float()
     return (scale * propagated @ delta).clamp(low, high)

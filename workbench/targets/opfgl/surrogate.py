@@ -99,7 +99,7 @@ def alignment_loss(
     h: torch.Tensor, y: torch.Tensor, target: Pooled, weights: torch.Tensor
 ) -> torch.Tensor:
     loss = h.new_zeros(())
-    mean, std = torch.from_numpy(target.means).float(), torch.from_numpy(target.variances).float()
+    mean, std = torch.as_tensor(target.means).float(), torch.as_tensor(target.variances).float()
     std = std.sqrt()
     for c in torch.nonzero(weights > 0).view(-1).tolist():
         rows = h[y == c]
@@ -128,13 +128,13 @@ def build_surrogate(
     """Fit X' and Φ to the pooled statistics (seeded by ``generator``: every party that runs
     it on the same statistics gets the same graph)."""
     sizes = surrogate_sizes(target.counts, original_counts, cfg)
-    y = torch.repeat_interleave(torch.arange(sizes.size), torch.from_numpy(sizes))
+    y = torch.repeat_interleave(torch.arange(sizes.size), torch.as_tensor(sizes))
     x = nn.Parameter(torch.randn(int(sizes.sum()), features, generator=generator))
     with torch.random.fork_rng():
         torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
         phi = EdgeGenerator(features, cfg.hidden)
     phi.train()  # BatchNorm in training mode throughout, as the code
-    counts = torch.from_numpy(target.counts).float()
+    counts = torch.as_tensor(target.counts).float()
     weights = counts / counts.sum().clamp(min=1)
     opt_x = torch.optim.Adam([x], lr=cfg.lr_features)
     opt_phi = torch.optim.Adam(phi.parameters(), lr=cfg.lr_links)

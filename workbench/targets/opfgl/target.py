@@ -39,6 +39,7 @@ from defenses.statistics_noise import StatisticsNoiseConfig, clipped_rows, ledge
 from workbench.class_statistics import propagate
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation, NodeClient
+from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.query import OwnerRoutedQueryAPI
@@ -172,11 +173,11 @@ def prepare(
         cfg.expansion.lp_alpha,
     )
     hom = class_homophily(graph.edge_index, y, labelled, num_classes)
-    deg = degree(graph.edge_index[0], n).numpy()
-    grown = reliable_nodes(lp, deg, ~labelled.numpy(), hom, cfg.expansion)
-    rows = np.concatenate([np.flatnonzero(labelled.numpy()), grown.nodes])
-    labels = np.concatenate([y[labelled].numpy(), grown.labels])
-    h = propagate(graph.x.double(), graph.edge_index, cfg.hops).numpy()[rows]
+    deg = degree(graph.edge_index[0], n).numpy(force=True)
+    grown = reliable_nodes(lp, deg, ~labelled.numpy(force=True), hom, cfg.expansion)
+    rows = np.concatenate([np.flatnonzero(labelled.numpy(force=True)), grown.nodes])
+    labels = np.concatenate([y[labelled].numpy(force=True), grown.labels])
+    h = propagate(graph.x.double(), graph.edge_index, cfg.hops).numpy(force=True)[rows]
     if noisy is None:
         sums = class_sums(h, labels, num_classes, cfg.min_count)
     else:  # noise on every class's sums; the threshold then reads the noisy count
@@ -189,7 +190,7 @@ def prepare(
             (raw.s1 + noise(raw.s1.shape, noisy, rng)) * kept,
             (raw.s2 + noise(raw.s2.shape, noisy, rng)) * kept,
         )
-    original = np.bincount(y[labelled].numpy(), minlength=num_classes).astype(np.float64)
+    original = np.bincount(y[labelled].numpy(force=True), minlength=num_classes).astype(np.float64)
     weights = distillation_weights(lp, hom, cfg.distill_scale, cfg.lambda_min, cfg.lambda_max)
     return ClientPrep(graph, sums, original, int(grown.nodes.size), weights)
 
@@ -233,7 +234,7 @@ class OPFGL:
                 if protocol == "clear"
                 else pooled(total, cfg.denominator)
             )
-            gen = torch.Generator().manual_seed(derive_seed(seed, "opfgl/surrogate"))
+            gen = seeded_generator(derive_seed(seed, "opfgl/surrogate"))
             surrogate = build_surrogate(pool, original, d, cfg.hops, cfg.surrogate, gen)
             if protocol != "secure-aggregation":  # built by the server, sent to every client
                 for k in range(len(clients)):
@@ -298,7 +299,7 @@ def scores(models: dict, clients: Sequence[NodeClient]) -> dict[str, float]:
     pairs = []
     for k, c in enumerate(clients):
         mask = c.data.test_mask
-        pairs.append((c.data.y[mask].numpy(), node_logits(models[k], c.data)[mask]))
+        pairs.append((c.data.y[mask].numpy(force=True), node_logits(models[k], c.data)[mask]))
     return utility_scores(pairs)
 
 
@@ -319,7 +320,7 @@ def exchange(
     if protocol == "clear":
         for k, p in enumerate(preps):
             stats = statistics_from_sums(p.sums, p.graph.num_features)
-            payload = {**stats.as_payload(), "original_counts": torch.from_numpy(p.original_counts)}
+            payload = {**stats.as_payload(), "original_counts": torch.as_tensor(p.original_counts)}
             transcript.send(0, client(k), SERVER, CLASS_STATISTICS, payload)
         total = np.sum(vectors, axis=0)
     elif protocol == "masked-aggregation":
