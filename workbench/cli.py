@@ -129,6 +129,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from workbench.suite import load_suite
 
         return dry_run(load_suite(args.suite), Path(args.out))
+    if args.command in ("run", "audit", "attack") and args.device is not None:
+        from workbench.device import resolve_device
+
+        resolve_device(args.device, "--device")  # named as typed, before anything is written
     if args.command in ("run", "audit"):
         from workbench import api
 

@@ -10,6 +10,7 @@ draws from its own generator and its kernels round differently (docs/performance
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -65,9 +66,14 @@ def seeded_generator(seed: int) -> torch.Generator:
 
 
 def to_device(dataset: Dataset, device: torch.device) -> Dataset:
-    """The dataset with its tensors on ``device`` (moved once per cell)."""
+    """The dataset with its tensors on ``device`` (moved once per cell); the loaded one is
+    left as it was (PyG's ``Data.to`` works in place, so shallow copies are moved)."""
     from workbench.data.datasets import NodeDataset
 
     if isinstance(dataset, NodeDataset):
-        return replace(dataset, data=dataset.data.to(device))
-    return replace(dataset, graphs=[g.to(device) for g in dataset.graphs])
+        task = dataset.edge_task
+        if task is not None:
+            moved = {f: getattr(task, f).to(device) for f in ("index", "attr", "y", "split")}
+            task = replace(task, **moved)
+        return replace(dataset, data=copy.copy(dataset.data).to(device), edge_task=task)
+    return replace(dataset, graphs=[copy.copy(g).to(device) for g in dataset.graphs])

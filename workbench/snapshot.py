@@ -277,7 +277,8 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
 
 def _restored(path: Path, federation: Federation) -> TrainedTarget:
     try:
-        data = torch.load(path, weights_only=True)
+        # onto the cell's device (``workbench.device.on_device``), where its models are built
+        data = torch.load(path, map_location=torch.get_default_device(), weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "not plain data"
         raise SnapshotError(f"{path}: refused, it holds more than plain data ({first})") from None
