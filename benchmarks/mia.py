@@ -1,11 +1,13 @@
-"""Seconds per membership attack per cell, and the speed-up from training shadow and
-reference models in two worker processes (``--jobs 2``) instead of one.
+"""Reference-model attacks on Cora: K reference models trained together (``train_batched``)
+vs one at a time, in this process (``--jobs 1``, the default before) and in two worker
+processes (``--jobs 2``), on the same cores, in one run.
 
-Each attack runs against an already trained target with a fresh reference pool, so its time
-includes the shadow/reference models it trains; "cell" is the whole list run in order with
-one shared pool, as the runner does it (LiRA and RMIA then share their references).
+Each row is LiRA (online: IN and OUT references) against one FedAvg target, from a fresh
+reference pool, so its time is dominated by the K references it trains. The attack's AUC
+and its 95 % bootstrap interval are printed for each way: the batched references are the
+same models up to float rounding, so the AUC must agree within the interval.
 
-    FGLWB_DATA=../shared/data python benchmarks/mia.py [--references 32]
+    FGLWB_DATA=../shared/data python benchmarks/mia.py [--references 16] [--rounds 100]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 import workbench.data  # noqa: F401
 from attacks import ATTACKS, AttackInput
 from attacks.membership.reference import ReferencePool
+from attacks.metrics import membership_metrics
 from workbench.challenges import membership_challenge
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
@@ -26,66 +29,45 @@ from workbench.seeding import seed_everything
 from workbench.targets import TARGETS
 from workbench.threat import background_knowledge, querier_view
 
-SETTINGS = [
-    ("Cora", "louvain", 10, {"rounds": 100, "local_epochs": 3}),
-    ("MUTAG", "iid", 3, {"rounds": 30, "local_epochs": 1, "lr": 0.001}),
-]
-
-
-def attacks(references: int) -> list[tuple[str, dict]]:
-    return [
-        ("mia-threshold", {"signal": "loss"}),
-        ("mia-shadow", {"setting": "full"}),
-        ("mia-lira", {"mode": "online", "num_references": references}),
-        ("mia-rmia", {"mode": "offline", "num_references": references}),
-    ]
-
-
-def timed(inp: AttackInput, name: str, params: dict) -> float:
-    attack = ATTACKS.get(name)
-    seed_everything(0)
-    start = time.perf_counter()
-    attack.run(inp, attack.Config(**params), seed=0)
-    return time.perf_counter() - start
+WAYS = (
+    ("batched", True, 1),
+    ("one at a time, jobs 1", False, 1),
+    ("one at a time, jobs 2", False, 2),
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--references", type=int, default=32)
+    parser.add_argument("--references", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=100)
     args = parser.parse_args()
     print(
-        f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, Cora, 10 Louvain "
+        f"clients, FedAvg {args.rounds} rounds × 3 local epochs, LiRA online, "
         f"{args.references} reference models"
     )
-    print(f"{'setting':<12}{'attack':<16}{'jobs=1 s':>10}{'jobs=2 s':>10}{'speed-up':>10}")
-    for name, method, k, params in SETTINGS:
-        ds = load_dataset(name)
-        fed = build_federation(ds, make_partition(ds, method, k, seed=0, aux_fraction=0.2))
+    ds = load_dataset("Cora")
+    fed = build_federation(ds, make_partition(ds, "louvain", 10, seed=0, aux_fraction=0.2))
+    params = {"rounds": args.rounds, "local_epochs": 3}
+    trained = TARGETS.get("fedavg").fit(fed, params, [], seed=0)
+    challenge = membership_challenge(fed, seed=0)
+    know = background_knowledge(fed, trained)
+    view = querier_view(trained, fed)
+    attack = ATTACKS.get("mia-lira")
+    config = attack.Config(mode="online", num_references=args.references)
+    print(f"{'references':<24}{'seconds':>9}{'ratio':>8}{'AUC':>8}  95% CI")
+    seconds = {}
+    for name, batched, jobs in WAYS:
+        seed_everything(0)
         start = time.perf_counter()
-        trained = TARGETS.get("fedavg").fit(fed, params, [], seed=0)
-        fit = time.perf_counter() - start
-        setting = f"{name}-{k}"
-        print(f"{setting:<12}{'(target fit)':<16}{fit:>10.2f}")
-        ch = membership_challenge(fed, seed=0)
-        know = background_knowledge(fed, trained)
-        view = querier_view(trained, fed)
-        totals = [0.0, 0.0]
-        for attack, p in attacks(args.references):
-            secs = []
-            for j in (1, 2):
-                with ReferencePool(j, 0) as pool:
-                    secs.append(timed(AttackInput(view, know, ch.candidates, pool), attack, p))
-            print(
-                f"{setting:<12}{attack:<16}{secs[0]:>10.2f}{secs[1]:>10.2f}"
-                f"{secs[0] / secs[1]:>10.2f}"
-            )
-        for i, j in enumerate((1, 2)):
-            with ReferencePool(j, 0) as pool:
-                inp = AttackInput(view, know, ch.candidates, pool)
-                totals[i] = sum(timed(inp, a, p) for a, p in attacks(args.references))
+        with ReferencePool(jobs, 0, batched=batched) as pool:
+            out = attack.run(AttackInput(view, know, challenge.candidates, pool), config, seed=0)
+        seconds[name] = time.perf_counter() - start
+        metrics, _ = membership_metrics(out.scores, challenge.is_member)
+        ratio = seconds[name] / seconds["batched"]
         print(
-            f"{setting:<12}{'cell (shared)':<16}{totals[0]:>10.2f}{totals[1]:>10.2f}"
-            f"{totals[0] / totals[1]:>10.2f}"
+            f"{name:<24}{seconds[name]:>9.1f}{ratio:>8.2f}{metrics['auc']:>8.3f}  "
+            f"[{metrics['auc_ci_low']:.3f}, {metrics['auc_ci_high']:.3f}]"
         )
 
 

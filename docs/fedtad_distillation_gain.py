@@ -18,9 +18,9 @@ import torch
 import yaml
 from torch import nn
 
+from workbench.cell import partition_cell
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
-from workbench.runner import partition_cell
 from workbench.seeding import Streams
 from workbench.suite import expand, load_suite
 from workbench.targets.fedtad.reliability import reliability_weights

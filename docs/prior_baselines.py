@@ -15,10 +15,10 @@ import numpy as np
 
 import attacks  # noqa: F401  (registers the attacks the suites name)
 from attacks.metrics import reconstruction_metrics
+from workbench.cell import partition_cell
 from workbench.challenges import client_data_challenge, feature_challenge
 from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
-from workbench.runner import partition_cell
 from workbench.seeding import Streams
 from workbench.suite import expand, load_suite
 

@@ -91,6 +91,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
         "graph-dirichlet": "graph",
         "iid": "graph",
         "label-dirichlet": "node",
+        "leiden": "node",
         "louvain": "node",
         "louvain-plus": "node",
         "metis": "node",

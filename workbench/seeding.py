@@ -20,6 +20,9 @@ def seed_everything(seed: int) -> np.random.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
+    # deterministic mode also fills every new tensor with NaN, a debugging aid that cost 39 %
+    # of a reference model's training time; no kernel here reads memory it did not write
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
     return np.random.default_rng(seed)
 
 

@@ -44,11 +44,13 @@ from workbench.errors import ConfigError
 from workbench.models import ModelSpec
 from workbench.seeding import derive_seed
 from workbench.targets import TARGETS
+from workbench.targets.batched import train_batched
 from workbench.targets.training import TrainingRecipe
 from workbench.threat import BackgroundKnowledge
 
 EMPTY = np.zeros(0, dtype=np.int64)
 WORKER_STARTUP_SECONDS = 5.0  # `import attacks.membership.reference` in a fresh interpreter
+BATCH = 16  # models trained together (memory grows with it: K × nodes × hidden)
 
 
 @dataclass(frozen=True)
@@ -239,11 +241,14 @@ class ReferencePool:
     """Trains models for a cell's attacks and keeps them so later attacks reuse them. Use it
     as a context manager (or call ``close``) so its worker processes end with the cell."""
 
-    def __init__(self, jobs: int = 1, seed: int = 0) -> None:
+    def __init__(self, jobs: int = 1, seed: int = 0, batched: bool = True) -> None:
+        """``batched=False`` trains every model on its own even where ``train_batched``
+        could train them together (the benchmark's and the equality test's reference)."""
         if jobs < 1:
             raise ConfigError(f"jobs: must be an integer >= 1 (got {jobs})")
         self.jobs = jobs
         self.seed = seed
+        self.batched = batched
         self._cache: dict[str, list[dict[str, torch.Tensor]]] = {}
         self._executor: ProcessPoolExecutor | None = None
         self._executor_dataset: Dataset | None = None
@@ -287,7 +292,7 @@ class ReferencePool:
                 )
                 for i, row in enumerate(inclusion)
             ]
-            self._cache[slot] = self._run(jobs, dataset)
+            self._cache[slot] = self._run(jobs, dataset, spec)
             self.trained += len(jobs)
         out = []
         for state in self._cache[slot]:
@@ -306,7 +311,21 @@ class ReferencePool:
             self._datasets[tag] = adversary_dataset(records, graph, num_classes)
         return self._datasets[tag]
 
-    def _run(self, jobs: list[TrainJob], dataset: Dataset) -> list[dict[str, torch.Tensor]]:
+    def _run(
+        self, jobs: list[TrainJob], dataset: Dataset, spec: ModelSpec
+    ) -> list[dict[str, torch.Tensor]]:
+        """All models in one batched run where the recipe allows it (``train_batched``),
+        else one job at a time, on workers when that saves time."""
+        if self.batched:
+            parts = [jobs[i : i + BATCH] for i in range(0, len(jobs), BATCH)]
+            trained = [
+                train_batched(
+                    p[0].recipe, spec, dataset, [j.partition for j in p], [j.seed for j in p]
+                )
+                for p in parts
+            ]
+            if all(t is not None for t in trained):
+                return [state for t in trained for state in t]  # type: ignore[union-attr]
         start = time.perf_counter()
         first = train_job(jobs[0], dataset)
         per_job, rest = time.perf_counter() - start, jobs[1:]

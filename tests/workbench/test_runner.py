@@ -3,6 +3,7 @@ import sqlite3
 
 import pytest
 
+import workbench.cell as cell_pipeline
 import workbench.runner as runner
 from reports.report import report_content
 from workbench.errors import ConfigError
@@ -48,7 +49,7 @@ def test_rerun_skips_finished_cells(tmp_path):
 def test_crash_mid_suite_loses_nothing_and_resume_equals_uninterrupted(tmp_path, monkeypatch):
     suite = parse_suite(RAW)
     calls = {"n": 0}
-    real = runner.run_attack
+    real = cell_pipeline.run_attack
 
     def crash_on_third(*args, **kwargs):
         calls["n"] += 1
@@ -56,12 +57,12 @@ def test_crash_mid_suite_loses_nothing_and_resume_equals_uninterrupted(tmp_path,
             raise KeyboardInterrupt  # as if the user pressed Ctrl-C in cell 2
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "run_attack", crash_on_third)
+    monkeypatch.setattr(cell_pipeline, "run_attack", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
         run_suite(suite, tmp_path / "crashed", quiet=True)
     cells, attacks = rows(tmp_path / "crashed")
     assert len(attacks) == 2 and len(cells) == 2  # cell 1 complete, cell 2 trained only
-    monkeypatch.setattr(runner, "run_attack", real)
+    monkeypatch.setattr(cell_pipeline, "run_attack", real)
     resumed = run_suite(suite, tmp_path / "crashed", quiet=True)
     assert resumed.cells_run == 1
     run_suite(suite, tmp_path / "clean", quiet=True)
@@ -136,14 +137,14 @@ def test_every_attack_family_member_runs_from_a_suite_and_shares_references(tmp_
         ],
     }
     trained = []
-    real = runner.ReferencePool.models
+    real = cell_pipeline.ReferencePool.models
 
     def counting(self, *args, **kwargs):
         out = real(self, *args, **kwargs)
         trained.append(self.trained)
         return out
 
-    monkeypatch.setattr(runner.ReferencePool, "models", counting)
+    monkeypatch.setattr(cell_pipeline.ReferencePool, "models", counting)
     run_suite(parse_suite(raw), tmp_path, quiet=True)
     assert trained[-1] == 1 + 4  # one shadow, four references shared by three attacks
     store = ResultsStore(tmp_path)
@@ -257,7 +258,9 @@ def test_a_cell_reports_each_stage_it_enters(tmp_path):
     store = ResultsStore(tmp_path)
     dataset = load_dataset("csbm", {"num_nodes": 300}, None)
     streams = Streams.fresh()
-    runner.run_cell(cell, list(cell.attacks), dataset, store, streams, on_stage=stages.append)
+    cell_pipeline.run_cell(
+        cell, list(cell.attacks), dataset, store, streams, on_stage=stages.append
+    )
     assert stages == ["partition", "train"] + [f"attack {a.key}" for a in cell.attacks]
 
 
@@ -346,8 +349,8 @@ def test_an_attack_seed_leads_back_to_no_public_seed_unless_the_run_is_reproduci
     an attack's seed, and two folders partition and train differently; a reproducible run is
     rebuilt from its seed, and the store and the report say so."""
     seen: list[int] = []
-    real = runner.seed_everything
-    monkeypatch.setattr(runner, "seed_everything", lambda s: seen.append(s) or real(s))
+    real = cell_pipeline.seed_everything
+    monkeypatch.setattr(cell_pipeline, "seed_everything", lambda s: seen.append(s) or real(s))
     raw = {**RAW, "seeds": [3], "attacks": RAW["attacks"][:1], "reproducible": False}
     key = parse_suite(raw).attacks[0].key
     for out in ("a", "b"):

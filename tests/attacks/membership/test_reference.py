@@ -71,8 +71,8 @@ def test_pool_trains_once_for_attacks_that_share_models(cell):
 def test_worker_processes_give_the_same_models(cell, monkeypatch):
     monkeypatch.setattr(reference, "WORKER_STARTUP_SECONDS", 0.0)  # use workers for tiny jobs
     outs = []
-    for jobs in (1, 2):
-        with ReferencePool(jobs, seed=3) as pool:
+    for jobs in (1, 2):  # one at a time: batched training never needs workers
+        with ReferencePool(jobs, seed=3, batched=False) as pool:
             outs.append(
                 reference_outputs(cell_input(cell, pool), ReferenceConfig(num_references=4))
             )
@@ -83,7 +83,7 @@ def test_worker_processes_give_the_same_models(cell, monkeypatch):
 
 def test_short_jobs_stay_in_process(cell):
     """Starting a worker costs seconds; jobs shorter than that are not worth sending."""
-    with ReferencePool(jobs=2, seed=3) as pool:
+    with ReferencePool(jobs=2, seed=3, batched=False) as pool:
         reference_outputs(cell_input(cell, pool), ReferenceConfig(num_references=4))
         assert pool._executor is None and pool.trained == 4
 

@@ -17,72 +17,55 @@ from typing import Any
 
 import torch
 
+from workbench.cell import CellJob, Partitioned, dataset_key, partition_cell, run_cell
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.device import on_device, to_device
 from workbench.errors import ConfigError, WorkbenchError
-from workbench.runner import (
-    Partitioned,
-    Pending,
-    Progress,
-    dataset_key,
-    partition_cell,
-    run_cell,
-)
+from workbench.progress import Progress
 from workbench.seeding import Streams
 from workbench.store import BufferedResults, ResultsStore
-from workbench.suite import AttackEntry, Cell, config_hash
+from workbench.suite import Cell, config_hash
 
 RETRIES = 3
 
 
 def run_on_ray(
-    todo: Pending,
-    out_dir: str | Path,
-    data_root: str | None,
-    delta: float,
-    streams: Streams,
-    device: str,
-    address: str,
-    jobs: int,
-    progress: Progress,
+    jobs: list[CellJob], out_dir: str | Path, progress: Progress, cpus: int, address: str
 ) -> None:
     """Submits every pending cell and writes each one's rows as it completes. ``address``:
-    ``local`` starts a private instance with ``jobs`` CPUs (all cores when ``jobs`` is 1),
+    ``local`` starts a private instance with ``cpus`` CPUs (all cores when ``cpus`` is 1),
     ``auto`` joins the running cluster, anything else is passed to ``ray.init``."""
     ray = _import_ray()
-    if not todo:  # nothing to run: no instance to start
+    if not jobs:  # nothing to run: no instance to start
         return
     started = not ray.is_initialized()
     if started:
-        _init(ray, address, jobs)
+        _init(ray, address, cpus)
     try:
         partition_task = ray.remote(num_cpus=1, max_retries=RETRIES)(_partition)
         cell_task = ray.remote(num_cpus=1, max_retries=RETRIES)(_cell)
         datasets: dict[str, Any] = {}
         partitions: dict[str, Any] = {}
         refs = {}
-        for cell, pending in todo:
-            dkey = dataset_key(cell, data_root)
+        for job in jobs:
+            cell = job.cell
+            dkey = dataset_key(cell, job.data_root)
             if dkey not in datasets:
-                loaded = load_dataset(cell.dataset.name, cell.dataset.params, data_root)
+                loaded = load_dataset(cell.dataset.name, cell.dataset.params, job.data_root)
                 datasets[dkey] = ray.put(loaded)
             pkey = config_hash([dkey, cell.partition.model_dump(), cell.seed])
             if pkey not in partitions:
-                partitions[pkey] = partition_task.remote(cell, datasets[dkey], streams)
-            partitioned = partitions[pkey]
-            ref = cell_task.remote(
-                cell, pending, datasets[dkey], partitioned, delta, streams, device
-            )
-            refs[ref] = cell
+                partitions[pkey] = partition_task.remote(cell, datasets[dkey], job.streams)
+            refs[cell_task.remote(job, datasets[dkey], partitions[pkey])] = cell
         store = ResultsStore(out_dir)
-        cpus = int(ray.cluster_resources().get("CPU", 1))
+        total = int(ray.cluster_resources().get("CPU", 1))
         try:
             waiting = list(refs)
             while waiting:
                 (ready,), waiting = ray.wait(waiting, num_returns=1)
                 _get(ray, ready).write_to(store)
-                progress.finished(refs[ready].label, min(cpus, len(waiting)))
+                progress.finished(refs[ready].label, min(total, len(waiting)))
         finally:
             store.close()
     finally:
@@ -101,7 +84,7 @@ def _import_ray() -> Any:
     return ray
 
 
-def _init(ray: Any, address: str, jobs: int) -> None:
+def _init(ray: Any, address: str, cpus: int) -> None:
     if not address:
         raise ConfigError("--address: expected 'local', 'auto' or a Ray address (got '')")
     options: dict[str, Any] = {
@@ -110,7 +93,7 @@ def _init(ray: Any, address: str, jobs: int) -> None:
         "logging_level": "ERROR",
     }
     if address == "local":
-        options["num_cpus"] = jobs if jobs > 1 else None
+        options["num_cpus"] = cpus if cpus > 1 else None
     else:
         options["address"] = address
     try:
@@ -135,26 +118,18 @@ def _partition(cell: Cell, dataset: Dataset, streams: Streams) -> Partitioned:
     return partition_cell(cell, dataset, streams)
 
 
-def _cell(
-    cell: Cell,
-    pending: list[AttackEntry],
-    dataset: Dataset,
-    partitioned: Partitioned,
-    delta: float,
-    streams: Streams,
-    device: str,
-) -> BufferedResults:
+def _cell(job: CellJob, dataset: Dataset, partitioned: Partitioned) -> BufferedResults:
     torch.set_num_threads(1)  # one CPU per task: Ray packs as many tasks as there are CPUs
     results = BufferedResults()
-    where = torch.device(device)
+    where = torch.device(job.device)
     with on_device(where):
         run_cell(
-            cell,
-            pending,
+            job.cell,
+            job.attacks,
             to_device(dataset, where),
             results,
-            streams,
-            delta,
+            job.streams,
+            job.delta,
             partitioned=partitioned,
         )
     return results

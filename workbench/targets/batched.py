@@ -1,0 +1,361 @@
+"""K node-level models of one recipe trained together, as LiRA's, RMIA's and the shadow
+attack's reference models are.
+
+Reference models differ only in their training records and seeds: each is FedAvg (or the
+centralised schedule) on the same client subgraphs, with other training masks. Trained one at
+a time, a Cora reference is thousands of small sparse products, each dominated by call
+overhead. Here the K models' weights are stacked ([in, K, out]) and each layer is one batched
+product plus one sparse aggregation over the shared graph with the K models side by side in
+the feature dimension, so one step trains all K.
+
+The loop reproduces the sequential ``fit`` of ``fedavg`` (node level) and ``centralized``
+step for step: each model is initialised exactly as its own ``fit`` would (same seeding,
+same draws), its dropout masks come from a generator holding the state its own run would
+have, in the same order, Adam's update is elementwise, and the aggregation weights are the
+same. What differs is only float rounding in the batched products (tested: the models agree
+with one-at-a-time training within float tolerance). Recipes outside that shape (defenses,
+client sampling, GAT, graph level, scored releases) return None and train one at a time."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch_geometric.data import Data
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+from workbench.data.datasets import Dataset, NodeDataset
+from workbench.data.federation import build_federation
+from workbench.data.partition import Partition
+from workbench.models import ModelSpec
+from workbench.seeding import derive_seed, seed_everything
+from workbench.targets.centralized import CentralizedConfig, pooled_client
+from workbench.targets.fedavg import FedAvgConfig
+from workbench.targets.training import TrainingRecipe
+
+ARCHS = ("gcn", "sage", "mlp")
+SPARSE_BELOW = 0.1  # feature density under which the first layer multiplies sparse rows
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What the sequential ``fit`` does, reduced to what the batched loop needs."""
+
+    seed_label: str  # the label ``fit`` derives its torch seed with
+    local_models: bool  # FedAvg builds one model per client after the global one
+    rounds: int
+    local_epochs: int
+    optimizer: str
+    lr: float
+    weight_decay: float
+    persistent_optimizer: bool
+
+
+def schedule_of(recipe: TrainingRecipe) -> Schedule | None:
+    """The recipe's schedule, or None when the batched loop cannot reproduce it."""
+    if recipe.defenses:
+        return None
+    if recipe.target == "fedavg":
+        cfg = FedAvgConfig(**recipe.config)
+        if cfg.client_fraction != 1.0 or cfg.eval_dropout or cfg.release != "last":
+            return None
+        return Schedule(
+            "fedavg",
+            True,
+            cfg.rounds,
+            cfg.local_epochs,
+            cfg.optimizer,
+            cfg.lr,
+            cfg.weight_decay,
+            cfg.persistent_optimizer,
+        )
+    if recipe.target == "centralized":
+        cfg = CentralizedConfig(**recipe.config)
+        if cfg.release != "last":
+            return None
+        # one client, one epoch per round, the optimizer kept: one model trained throughout
+        return Schedule(
+            "centralized", False, cfg.epochs, 1, cfg.optimizer, cfg.lr, cfg.weight_decay, True
+        )
+    return None
+
+
+def train_batched(
+    recipe: TrainingRecipe,
+    spec: ModelSpec,
+    dataset: Dataset,
+    partitions: Sequence[Partition],
+    seeds: Sequence[int],
+) -> list[dict[str, torch.Tensor]] | None:
+    """The released weights of ``fit(federation_k, recipe, seed_k)`` for every k, trained
+    together; None when this recipe or these federations are not of the batched shape."""
+    schedule = schedule_of(recipe)
+    arch = spec.config.arch or "gcn"
+    if schedule is None or arch not in ARCHS or not isinstance(dataset, NodeDataset):
+        return None
+    federations = [build_federation(dataset, p) for p in partitions]
+    if recipe.target == "centralized":
+        clients = [[pooled_client(f).data] for f in federations]
+    else:
+        clients = [[c.data for c in f.clients] for f in federations]
+    if not all(_same_graphs(clients[0], cs) for cs in clients[1:]):
+        return None  # the models' clients hold different subgraphs: nothing to share
+    models, generators = _initial(spec, schedule, seeds, len(clients[0]))
+    net = StackedNet(arch, models, spec.config.dropout)
+    graphs = [
+        ClientGraph.of(cs[0], torch.stack([c[i].train_mask for c in clients]), arch)
+        for i, cs in enumerate(zip(*clients, strict=True))
+    ]
+    net.train(graphs, schedule, generators)
+    return net.states(models[0])
+
+
+def _same_graphs(a: list[Data], b: list[Data]) -> bool:
+    return len(a) == len(b) and all(
+        torch.equal(x.global_id, y.global_id) for x, y in zip(a, b, strict=True)
+    )
+
+
+def _initial(
+    spec: ModelSpec, schedule: Schedule, seeds: Sequence[int], num_clients: int
+) -> tuple[list[torch.nn.Module], list[torch.Generator]]:
+    """Each model built as its own ``fit`` builds it, and a generator in the state the global
+    stream would be in after that (the stream its dropout masks are drawn from)."""
+    models, generators = [], []
+    for seed in seeds:
+        seed_everything(derive_seed(seed, schedule.seed_label))
+        models.append(spec.build())
+        if schedule.local_models:
+            for _ in range(num_clients):
+                spec.build()
+        generators.append(_global_stream())
+    return models, generators
+
+
+def _global_stream() -> torch.Generator:
+    """A generator in the state of the default device's global stream (what ``rand_like``
+    in the models' dropout would draw from)."""
+    device = torch.get_default_device()
+    g = torch.Generator(device=device)
+    cuda = device.type == "cuda"
+    g.set_state(torch.cuda.get_rng_state(device) if cuda else torch.get_rng_state())
+    return g
+
+
+@dataclass(frozen=True)
+class ClientGraph:
+    """One client's subgraph, shared by all K models, with each model's training mask."""
+
+    x: torch.Tensor | SparseRows
+    y: torch.Tensor
+    masks: torch.Tensor  # [K, n] bool
+    source: torch.Tensor  # edges (with GCN's self-loops) as source → target
+    target: torch.Tensor
+    weight: torch.Tensor | None  # GCN's normalised edge weights; None: SAGE's mean
+    num_nodes: int
+
+    @classmethod
+    def of(cls, data: Data, masks: torch.Tensor, arch: str) -> ClientGraph:
+        n = int(data.num_nodes)
+        edge_index, weight = data.edge_index, None
+        if arch == "gcn":
+            edge_index, weight = gcn_norm(edge_index, None, n, add_self_loops=True)
+        x = data.x
+        sparse = arch != "sage" and x.numel() and (x != 0).float().mean() < SPARSE_BELOW
+        if sparse:  # bag-of-words features: SAGE averages them first, so only GCN and MLP
+            x = SparseRows(x)
+        return cls(x, data.y, masks, edge_index[0], edge_index[1], weight, n)
+
+    def aggregate(self, h: torch.Tensor) -> torch.Tensor:
+        """GCN's weighted sum or SAGE's mean over in-neighbours, of h [n, D]."""
+        msg = h[self.source]
+        if self.weight is not None:
+            msg = msg * self.weight[:, None]
+        out = torch.zeros(self.num_nodes, h.size(1), dtype=h.dtype).index_add_(0, self.target, msg)
+        if self.weight is None:
+            count = torch.zeros(self.num_nodes, dtype=h.dtype).index_add_(
+                0, self.target, torch.ones_like(self.target, dtype=h.dtype)
+            )
+            out = out / count.clamp(min=1)[:, None]
+        return out
+
+
+class StackedNet:
+    """K models of one architecture as stacked tensors: per layer ``w`` [in, K, out] and
+    ``b`` [K, out] (GCN, MLP) or ``w``, ``b``, ``root`` (SAGE: lin_l with bias, lin_r)."""
+
+    def __init__(self, arch: str, models: Sequence[torch.nn.Module], dropout: float) -> None:
+        self.arch, self.p, self.k = arch, dropout, len(models)
+        layers = [_layers(arch, m) for m in models]
+        # weights [in, K, out]: the shared first layer multiplies one [in, K·out] matrix
+        self.params: list[dict[str, torch.Tensor]] = [
+            {
+                name: torch.stack([layer[i][name] for layer in layers], dim=int(name != "b"))
+                for name in layers[0][i]
+            }
+            for i in range(len(layers[0]))
+        ]
+
+    def forward(
+        self, params: list[dict[str, torch.Tensor]], g: ClientGraph, gens: list[torch.Generator]
+    ) -> torch.Tensor:
+        """Logits [K, n, classes]; dropout before every layer but the first, as the models'."""
+        h: Any = g.x  # [n, in], shared by all K until the first layer
+        for i, layer in enumerate(params):
+            if i:
+                h = torch.relu(h)
+            if i and self.p > 0:
+                mask = torch.stack([torch.rand(h.shape[1:], generator=gen) for gen in gens])
+                h = h * (mask >= self.p) / (1.0 - self.p)
+            h = self._layer(layer, h, g)
+        return h
+
+    def _layer(self, layer: dict[str, torch.Tensor], h: torch.Tensor, g: ClientGraph):
+        w = layer["w"]
+        if self.arch == "mlp":
+            return _times(h, w) + layer["b"][:, None, :]
+        n, out = g.num_nodes, w.size(2)  # w [in, K, out]
+        if self.arch == "gcn":  # Â (h W) + b, the K models side by side in the columns
+            hw = _times(h, w)  # [K, n, out]
+            agg = g.aggregate(hw.permute(1, 0, 2).reshape(n, -1)).view(n, self.k, out)
+            return agg.permute(1, 0, 2) + layer["b"][:, None, :]
+        # SAGE-mean: lin_l(mean of in-neighbours) + lin_r(h)
+        wide = h if h.dim() == 2 else h.permute(1, 0, 2).reshape(n, -1)
+        mean = g.aggregate(wide)
+        mean = mean if h.dim() == 2 else mean.view(n, self.k, -1).permute(1, 0, 2)
+        return _times(mean, w) + layer["b"][:, None, :] + _times(h, layer["root"])
+
+    def train(self, graphs: list[ClientGraph], s: Schedule, gens: list[torch.Generator]) -> None:
+        """FedAvg's rounds (every client, each from the global weights, then their average
+        weighted by subgraph size), or the centralised epochs (one client, no averaging)."""
+        sizes = np.array([g.num_nodes for g in graphs], dtype=float)
+        share = torch.tensor(sizes / sizes.sum(), dtype=torch.float32)
+        local = [
+            [{k: v.detach().clone() for k, v in p.items()} for p in self.params] for _ in graphs
+        ]
+        flat = [[t.requires_grad_() for p in loc for t in p.values()] for loc in local]
+        opts = [self._optimizer(f, s) for f in flat]
+        for _ in range(s.rounds):
+            for c, g in enumerate(graphs):
+                with torch.no_grad():
+                    for mine, glob in zip(flat[c], self._flat(), strict=True):
+                        mine.copy_(glob)
+                if not s.persistent_optimizer:
+                    opts[c] = self._optimizer(flat[c], s)
+                for _ in range(s.local_epochs):
+                    opts[c].zero_grad()
+                    self._loss(self.forward(local[c], g, gens), g).backward()
+                    opts[c].step()
+            with torch.no_grad():
+                for j, glob in enumerate(self._flat()):
+                    if len(graphs) == 1:
+                        glob.copy_(flat[0][j])
+                    else:
+                        glob.copy_(sum(w * f[j] for w, f in zip(share, flat, strict=True)))
+
+    @staticmethod
+    def _loss(logits: torch.Tensor, g: ClientGraph) -> torch.Tensor:
+        """The sum over models of each model's mean cross-entropy on its training nodes, so
+        each model's gradient is the one its own run takes."""
+        k, n, classes = logits.shape
+        ce = F.cross_entropy(logits.reshape(k * n, classes), g.y.repeat(k), reduction="none")
+        m = g.masks.to(ce.dtype)
+        return ((ce.view(k, n) * m).sum(1) / m.sum(1).clamp(min=1)).sum()
+
+    @staticmethod
+    def _optimizer(params: list[torch.Tensor], s: Schedule) -> torch.optim.Optimizer:
+        # fused: one pass over each stacked tensor (the K models' update is still elementwise)
+        if s.optimizer == "adam":
+            return torch.optim.Adam(params, lr=s.lr, weight_decay=s.weight_decay, fused=True)
+        return torch.optim.SGD(params, lr=s.lr, weight_decay=s.weight_decay, fused=True)
+
+    def _flat(self) -> list[torch.Tensor]:
+        return [t for p in self.params for t in p.values()]
+
+    def states(self, template: torch.nn.Module) -> list[dict[str, torch.Tensor]]:
+        """Each model's weights as its own ``state_dict``."""
+        out = []
+        for k in range(self.k):
+            layers = [
+                {name: (t[k] if name == "b" else t[:, k]).detach() for name, t in p.items()}
+                for p in self.params
+            ]
+            out.append(_state(self.arch, template, layers))
+        return out
+
+
+class SparseRows:
+    """Sparse input features in CSR, with their transpose kept for the backward pass: COO's
+    product and its backward cost 10 ms per step on a Cora client, CSR's 2.4 ms."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "CSR support is in beta"
+            self.csr = x.to_sparse_csr()
+            self.csr_t = x.t().contiguous().to_sparse_csr()
+
+    def times(self, w: torch.Tensor) -> torch.Tensor:
+        return _SparseTimes.apply(self.csr, self.csr_t, w)
+
+
+class _SparseTimes(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, x_t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.x_t = x_t
+        return x @ w
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, torch.Tensor]:
+        return None, None, ctx.x_t @ grad.contiguous()
+
+
+def _times(h: torch.Tensor | SparseRows, w: torch.Tensor) -> torch.Tensor:
+    """h [n, in] (shared, dense or sparse) or [K, n, in] times w [in, K, out]: [K, n, out]."""
+    if isinstance(h, torch.Tensor) and h.dim() == 3:
+        return torch.matmul(h, w.permute(1, 0, 2))
+    i, k, o = w.shape
+    wide = w.view(i, k * o)
+    out = h.times(wide) if isinstance(h, SparseRows) else h @ wide
+    return out.view(-1, k, o).permute(1, 0, 2)
+
+
+def _layers(arch: str, model: torch.nn.Module) -> list[dict[str, torch.Tensor]]:
+    """A model's weights per layer in the stacked layout (weights transposed to in × out)."""
+    state = model.state_dict()
+    if arch == "mlp":
+        n = len(model.lins)
+        return [{"w": state[f"lins.{i}.weight"].T, "b": state[f"lins.{i}.bias"]} for i in range(n)]
+    n = len(model.convs)
+    if arch == "gcn":
+        return [
+            {"w": state[f"convs.{i}.lin.weight"].T, "b": state[f"convs.{i}.bias"]} for i in range(n)
+        ]
+    return [
+        {
+            "w": state[f"convs.{i}.lin_l.weight"].T,
+            "b": state[f"convs.{i}.lin_l.bias"],
+            "root": state[f"convs.{i}.lin_r.weight"].T,
+        }
+        for i in range(n)
+    ]
+
+
+def _state(
+    arch: str, template: torch.nn.Module, layers: list[dict[str, torch.Tensor]]
+) -> dict[str, Any]:
+    state = {k: v.clone() for k, v in template.state_dict().items()}
+    for i, layer in enumerate(layers):
+        if arch == "mlp":
+            state[f"lins.{i}.weight"], state[f"lins.{i}.bias"] = layer["w"].T, layer["b"]
+        elif arch == "gcn":
+            state[f"convs.{i}.lin.weight"], state[f"convs.{i}.bias"] = layer["w"].T, layer["b"]
+        else:
+            state[f"convs.{i}.lin_l.weight"] = layer["w"].T
+            state[f"convs.{i}.lin_l.bias"] = layer["b"]
+            state[f"convs.{i}.lin_r.weight"] = layer["root"].T
+    return {k: v.contiguous().clone() for k, v in state.items()}
