@@ -135,10 +135,11 @@ def attack(
     data_root: str | None = None,
     *,
     jobs: int = 1,
-    device: str = "auto",
+    device: str | None = None,
 ) -> tuple[int, int]:
     """Runs attacks (``[{"name": ..., "params": {...}}]``) against the trained targets a
-    finished run stored, without retraining, on ``device``; their rows join the results
+    finished run stored, without retraining, on ``device`` (default: the one the folder's
+    cells ran on); their rows join the results
     folder. Returns (cells attacked, cells without a stored target)."""
     entries = []
     for i, raw in enumerate(attacks):

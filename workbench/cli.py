@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
-    _device_argument(att, "auto")
+    _device_argument(att)
     lst = sub.add_parser("list", help="list registered components")
     lst.add_argument("kind", nargs="?", choices=KINDS)
     lst.add_argument(
@@ -78,12 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _device_argument(p: argparse.ArgumentParser, default: str | None) -> None:
+def _device_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device",
-        default=default,
+        default=None,
         help="auto (a GPU when one is visible), cpu, cuda or cuda:N"
-        + (" (default: the suite's device:, itself auto)" if default is None else ""),
+        + " (default: the suite's device:, itself auto; for `attack`, the folder's)",
     )
 
 
@@ -119,7 +119,7 @@ def _suite_arguments(p: argparse.ArgumentParser) -> None:
         help="with --executor ray: 'local' starts a private Ray instance with --jobs CPUs, "
         "'auto' joins the running cluster, or a Ray address",
     )
-    _device_argument(p, None)
+    _device_argument(p)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

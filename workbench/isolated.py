@@ -14,6 +14,7 @@ import pickle
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
+import torch
 from pydantic import BaseModel
 
 from attacks import ATTACKS, AttackInput, AttackOutput
@@ -43,13 +44,20 @@ def run_isolated(name: str, inp: AttackInput, config: BaseModel, seed: int) -> A
         ) from None
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=context) as worker:
-        job = worker.submit(_run, name, sent, config.model_dump(), seed, pool_seed)
+        device = torch.get_default_device()  # the cell's: the view's tensors live there
+        job = worker.submit(_run, name, sent, config.model_dump(), seed, pool_seed, device)
         return job.result()
 
 
 def _run(
-    name: str, inp: AttackInput, params: dict, seed: int, pool_seed: int | None
+    name: str,
+    inp: AttackInput,
+    params: dict,
+    seed: int,
+    pool_seed: int | None,
+    device: torch.device,
 ) -> AttackOutput:
+    torch.set_default_device(device)
     attack = ATTACKS.get(name)
     seed_everything(seed)
     with ReferencePool(1, pool_seed or 0) as pool:

@@ -58,6 +58,7 @@ def run_suite(
         streams = store.streams(suite.reproducible)
         store.set_meta("suite_name", suite.name)
         store.set_meta("suite_json", suite.model_dump_json())
+        same_device(store, device, "device")
         store.set_meta("device", device)
         cells = expand(suite)
         root = data_root or suite.data_root
@@ -82,7 +83,7 @@ def attack_stored(
     data_root: str | None = None,
     jobs: int = 1,
     quiet: bool = True,
-    device: str = "auto",
+    device: str | None = None,
 ) -> tuple[int, int]:
     """Runs ``attacks`` against every trained target a results folder stored, without
     retraining: the cell's federation is rebuilt from its seed, the target read back from
@@ -98,15 +99,17 @@ def _attack_stored(
     data_root: str | None,
     jobs: int,
     quiet: bool,
-    device: str,
+    device: str | None,
 ) -> tuple[int, int]:
-    where = resolve_device(device)
     store = ResultsStore(out_dir, create=False)
     try:
         raw = store.meta("suite_json")
         if raw is None:
             raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
         suite = Suite.model_validate_json(raw)
+        stored = store.meta("device")
+        where = resolve_device(device or stored or "auto", "--device")
+        same_device(store, str(where), "--device")
         streams = store.streams()
         cells = {c.cell_id: c for c in expand(suite)}
         attacked = missing = 0
@@ -140,3 +143,14 @@ def _attack_stored(
         return attacked, missing
     finally:
         store.close()
+
+
+def same_device(store: ResultsStore, device: str, field: str) -> None:
+    """A folder's cells come from one device: a GPU's numbers differ from the CPU's, so a
+    resumed suite (or added attacks) on another device would mix them in one table."""
+    stored = store.meta("device")
+    if stored is not None and stored != device and store.cells():
+        raise ConfigError(
+            f"{field}: this results folder's cells ran on {stored}, not {device} (numbers "
+            f"differ between devices); resume with --device {stored}, or use another --out"
+        )

@@ -15,6 +15,7 @@ e^-30, which for large α·log(1/(1−q)) is the very first term: it then return
 
 from __future__ import annotations
 
+import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -71,9 +72,15 @@ def _log_a_chunked(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarr
     starts = range(0, q.size, _CHUNK)
     if len(starts) == 1:
         return _log_a(q, z, orders)
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        blocks = pool.map(lambda s: _log_a(q[s : s + _CHUNK], z[s : s + _CHUNK], orders), starts)
-        return np.concatenate(list(blocks))
+
+    def block(s: int) -> np.ndarray:
+        return _log_a(q[s : s + _CHUNK], z[s : s + _CHUNK], orders)
+
+    # each thread in a copy of this context, so the caller's np.errstate holds there too
+    threads = min(len(starts), os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        running = [pool.submit(contextvars.copy_context().run, block, s) for s in starts]
+        return np.concatenate([r.result() for r in running])
 
 
 def _log_a(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:

@@ -44,7 +44,7 @@ from workbench.errors import ConfigError
 from workbench.models import ModelSpec
 from workbench.seeding import derive_seed
 from workbench.targets import TARGETS
-from workbench.targets.batched import train_batched
+from workbench.targets.batched import batchable, train_batched
 from workbench.targets.training import TrainingRecipe
 from workbench.threat import BackgroundKnowledge
 
@@ -73,9 +73,11 @@ def single_thread():
 _WORKER_DATASET: Dataset | None = None
 
 
-def _init_worker(dataset: Dataset) -> None:
+def _init_worker(dataset: Dataset, device: torch.device) -> None:
+    """A worker keeps the dataset and works on the cell's device, as the cell does."""
     global _WORKER_DATASET
     _WORKER_DATASET = dataset
+    torch.set_default_device(device)
 
 
 def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.Tensor]:
@@ -316,16 +318,14 @@ class ReferencePool:
     ) -> list[dict[str, torch.Tensor]]:
         """All models in one batched run where the recipe allows it (``train_batched``),
         else one job at a time, on workers when that saves time."""
-        if self.batched:
-            parts = [jobs[i : i + BATCH] for i in range(0, len(jobs), BATCH)]
+        parts = [jobs[i : i + BATCH] for i in range(0, len(jobs), BATCH)]
+        partitions = [[j.partition for j in p] for p in parts]
+        if self.batched and all(batchable(jobs[0].recipe, spec, dataset, p) for p in partitions):
             trained = [
-                train_batched(
-                    p[0].recipe, spec, dataset, [j.partition for j in p], [j.seed for j in p]
-                )
-                for p in parts
+                train_batched(p[0].recipe, spec, dataset, ps, [j.seed for j in p])
+                for p, ps in zip(parts, partitions, strict=True)
             ]
-            if all(t is not None for t in trained):
-                return [state for t in trained for state in t]  # type: ignore[union-attr]
+            return [state for t in trained if t is not None for state in t]
         start = time.perf_counter()
         first = train_job(jobs[0], dataset)
         per_job, rest = time.perf_counter() - start, jobs[1:]
@@ -344,7 +344,7 @@ class ReferencePool:
                 self.jobs,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(dataset,),
+                initargs=(dataset, torch.get_default_device()),
             )
             self._executor_dataset = dataset
         return self._executor

@@ -97,3 +97,16 @@ def test_a_cell_trains_and_is_attacked_on_the_gpu(tmp_path):
     store = ResultsStore(tmp_path)
     assert store.meta("device") == "cuda:0"
     assert all(r.status == "ok" for r in store.attacks())
+
+
+def test_a_folder_keeps_the_device_its_cells_ran_on(tmp_path):
+    """A GPU's numbers differ from the CPU's: resuming or attacking a folder on another
+    device is refused instead of mixing both in one table."""
+    api.run_suite(RAW, tmp_path, device="cpu")
+    store = ResultsStore(tmp_path)
+    store.set_meta("device", "cuda:0")  # as if its cells had run on a GPU
+    store.close()
+    with pytest.raises(ConfigError, match="cells ran on cuda:0, not cpu"):
+        api.run_suite(RAW, tmp_path, device="cpu")
+    with pytest.raises(ConfigError, match="cells ran on cuda:0, not cpu"):
+        api.attack(tmp_path, [{"name": "mia-threshold", "params": {"hops": 0}}], device="cpu")

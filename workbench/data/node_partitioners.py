@@ -94,9 +94,11 @@ def _igraph(dataset: NodeDataset, ids: np.ndarray) -> Any:
     local = np.full(dataset.num_items, -1, dtype=np.int64)
     local[ids] = np.arange(ids.size)
     src, dst = local_edges(dataset, ids)
-    src, dst = local[src], local[dst]
-    once = src < dst
-    return igraph.Graph(n=ids.size, edges=np.stack([src[once], dst[once]], 1), directed=False)
+    a, b = local[src], local[dst]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)  # either direction stored
+    keys = np.unique((lo * ids.size + hi)[lo != hi])  # each edge once, no self-loops
+    pairs = np.stack([keys // ids.size, keys % ids.size], 1)
+    return igraph.Graph(n=ids.size, edges=pairs, directed=False)
 
 
 @contextmanager

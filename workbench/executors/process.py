@@ -55,9 +55,14 @@ def run_in_processes(
 
         def submit() -> None:
             job = take()
-            if job is not None:
+            if job is None:
+                return
+            try:
                 future = pool.submit(run_job, job, out_dir, threads)
-                future.add_done_callback(lambda f, j=job: after(f, j))
+            except RuntimeError as exc:  # the pool shut down (an interrupt): nothing lost
+                done(job, exc)
+                return
+            future.add_done_callback(lambda f, j=job: after(f, j))
 
         def after(future: Future, job: CellJob) -> None:
             done(job, future.exception())

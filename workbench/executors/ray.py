@@ -44,7 +44,10 @@ def run_on_ray(
         _init(ray, address, cpus)
     try:
         partition_task = ray.remote(num_cpus=1, max_retries=RETRIES)(_partition)
-        cell_task = ray.remote(num_cpus=1, max_retries=RETRIES)(_cell)
+        # a task sees only the GPUs Ray assigns it: a share of one when cells run on CUDA
+        cuda = any(job.device.startswith("cuda") for job in jobs)
+        gpu_share = 1 / max(cpus, 1) if cuda else 0
+        cell_task = ray.remote(num_cpus=1, num_gpus=gpu_share, max_retries=RETRIES)(_cell)
         datasets: dict[str, Any] = {}
         partitions: dict[str, Any] = {}
         refs = {}
@@ -121,7 +124,8 @@ def _partition(cell: Cell, dataset: Dataset, streams: Streams) -> Partitioned:
 def _cell(job: CellJob, dataset: Dataset, partitioned: Partitioned) -> BufferedResults:
     torch.set_num_threads(1)  # one CPU per task: Ray packs as many tasks as there are CPUs
     results = BufferedResults()
-    where = torch.device(job.device)
+    # Ray renumbers the GPUs it hands a task from 0
+    where = torch.device("cuda", 0) if job.device.startswith("cuda") else torch.device("cpu")
     with on_device(where):
         run_cell(
             job.cell,

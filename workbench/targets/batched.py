@@ -94,31 +94,62 @@ def train_batched(
 ) -> list[dict[str, torch.Tensor]] | None:
     """The released weights of ``fit(federation_k, recipe, seed_k)`` for every k, trained
     together; None when this recipe or these federations are not of the batched shape."""
+    shared = batchable(recipe, spec, dataset, partitions)
     schedule = schedule_of(recipe)
-    arch = spec.config.arch or "gcn"
-    if schedule is None or arch not in ARCHS or not isinstance(dataset, NodeDataset):
+    if shared is None or schedule is None:
         return None
-    federations = [build_federation(dataset, p) for p in partitions]
-    if recipe.target == "centralized":
-        clients = [[pooled_client(f).data] for f in federations]
-    else:
-        clients = [[c.data for c in f.clients] for f in federations]
-    if not all(_same_graphs(clients[0], cs) for cs in clients[1:]):
-        return None  # the models' clients hold different subgraphs: nothing to share
-    models, generators = _initial(spec, schedule, seeds, len(clients[0]))
+    arch = spec.config.arch or "gcn"
+    models, generators = _initial(spec, schedule, seeds, len(shared.graphs))
     net = StackedNet(arch, models, spec.config.dropout)
-    graphs = [
-        ClientGraph.of(cs[0], torch.stack([c[i].train_mask for c in clients]), arch)
-        for i, cs in enumerate(zip(*clients, strict=True))
-    ]
+    graphs = [ClientGraph.of(g, m, arch) for g, m in zip(shared.graphs, shared.masks, strict=True)]
     net.train(graphs, schedule, generators)
     return net.states(models[0])
 
 
-def _same_graphs(a: list[Data], b: list[Data]) -> bool:
-    return len(a) == len(b) and all(
-        torch.equal(x.global_id, y.global_id) for x, y in zip(a, b, strict=True)
-    )
+@dataclass(frozen=True)
+class SharedClients:
+    """The client subgraphs every model's federation holds, and each model's training masks
+    on them ([K, n] per client)."""
+
+    graphs: list[Data]
+    masks: list[torch.Tensor]
+
+
+def batchable(
+    recipe: TrainingRecipe, spec: ModelSpec, dataset: Dataset, partitions: Sequence[Partition]
+) -> SharedClients | None:
+    """What the models share when the batched loop can train them (checked before anything
+    is trained), else None: their clients must hold the same nodes, only the training records
+    may differ."""
+    arch = spec.config.arch or "gcn"
+    # one layer: the models drop out their input features, which this loop does not draw
+    one_layer = (spec.config.layers or 2) == 1 and spec.config.dropout > 0
+    if schedule_of(recipe) is None or arch not in ARCHS or one_layer:
+        return None
+    if not isinstance(dataset, NodeDataset):
+        return None
+    pooled = recipe.target == "centralized"  # one client holding every record
+    ids, trains = [], []
+    for p in partitions:
+        if pooled:
+            ids.append([np.sort(np.concatenate([c.ids for c in p.clients]))])
+            trains.append([np.concatenate([c.train for c in p.clients])])
+        else:
+            ids.append([c.ids for c in p.clients])
+            trains.append([c.train for c in p.clients])
+    if not all(_same_nodes(ids[0], other) for other in ids[1:]):
+        return None  # the models' clients hold different subgraphs: nothing to share
+    federation = build_federation(dataset, partitions[0])
+    graphs = [pooled_client(federation).data] if pooled else [c.data for c in federation.clients]
+    masks = [
+        torch.as_tensor(np.stack([np.isin(ids[0][c], t[c]) for t in trains]))
+        for c in range(len(graphs))
+    ]
+    return SharedClients(graphs, masks)
+
+
+def _same_nodes(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _initial(
@@ -154,35 +185,31 @@ class ClientGraph:
     x: torch.Tensor | SparseRows
     y: torch.Tensor
     masks: torch.Tensor  # [K, n] bool
-    source: torch.Tensor  # edges (with GCN's self-loops) as source → target
-    target: torch.Tensor
-    weight: torch.Tensor | None  # GCN's normalised edge weights; None: SAGE's mean
+    adjacency: SparseRows  # GCN's normalised Â (self-loops added), or SAGE's mean operator
     num_nodes: int
 
     @classmethod
     def of(cls, data: Data, masks: torch.Tensor, arch: str) -> ClientGraph:
         n = int(data.num_nodes)
-        edge_index, weight = data.edge_index, None
+        edge_index = data.edge_index
         if arch == "gcn":
             edge_index, weight = gcn_norm(edge_index, None, n, add_self_loops=True)
+        else:  # SAGE's mean over in-neighbours (an MLP never aggregates)
+            degree = torch.bincount(edge_index[1], minlength=n).clamp(min=1)
+            weight = 1.0 / degree[edge_index[1]].to(data.x.dtype)
+        # row i (a target) sums its sources' rows
+        adjacency = torch.sparse_coo_tensor(
+            edge_index.flip(0), weight, (n, n), check_invariants=False
+        ).coalesce()
         x = data.x
         sparse = arch != "sage" and x.numel() and (x != 0).float().mean() < SPARSE_BELOW
         if sparse:  # bag-of-words features: SAGE averages them first, so only GCN and MLP
             x = SparseRows(x)
-        return cls(x, data.y, masks, edge_index[0], edge_index[1], weight, n)
+        return cls(x, data.y, masks.to(data.x.device), SparseRows(adjacency), n)
 
     def aggregate(self, h: torch.Tensor) -> torch.Tensor:
         """GCN's weighted sum or SAGE's mean over in-neighbours, of h [n, D]."""
-        msg = h[self.source]
-        if self.weight is not None:
-            msg = msg * self.weight[:, None]
-        out = torch.zeros(self.num_nodes, h.size(1), dtype=h.dtype).index_add_(0, self.target, msg)
-        if self.weight is None:
-            count = torch.zeros(self.num_nodes, dtype=h.dtype).index_add_(
-                0, self.target, torch.ones_like(self.target, dtype=h.dtype)
-            )
-            out = out / count.clamp(min=1)[:, None]
-        return out
+        return self.adjacency.times(h.contiguous())
 
 
 class StackedNet:
@@ -263,7 +290,8 @@ class StackedNet:
         """The sum over models of each model's mean cross-entropy on its training nodes, so
         each model's gradient is the one its own run takes."""
         k, n, classes = logits.shape
-        ce = F.cross_entropy(logits.reshape(k * n, classes), g.y.repeat(k), reduction="none")
+        y = g.y.clamp(0, classes - 1)  # labels off the masks (unlabelled: −1) are not read
+        ce = F.cross_entropy(logits.reshape(k * n, classes), y.repeat(k), reduction="none")
         m = g.masks.to(ce.dtype)
         return ((ce.view(k, n) * m).sum(1) / m.sum(1).clamp(min=1)).sum()
 
@@ -294,10 +322,12 @@ class SparseRows:
     product and its backward cost 10 ms per step on a Cora client, CSR's 2.4 ms."""
 
     def __init__(self, x: torch.Tensor) -> None:
+        """``x``: dense, or a sparse COO matrix (a graph's aggregation operator)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "CSR support is in beta"
             self.csr = x.to_sparse_csr()
-            self.csr_t = x.t().contiguous().to_sparse_csr()
+            transposed = x.t().coalesce() if x.is_sparse else x.t().contiguous()
+            self.csr_t = transposed.to_sparse_csr()
 
     def times(self, w: torch.Tensor) -> torch.Tensor:
         return _SparseTimes.apply(self.csr, self.csr_t, w)
