@@ -25,31 +25,51 @@ _NO_NODES = np.zeros(0, dtype=np.int64)
 def khop_batch(
     edge_index: torch.Tensor, num_nodes: int, centers: np.ndarray, hops: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Disjoint union of the ``hops``-hop subgraphs around ``centers``.
+    """Disjoint union of the ``hops``-hop subgraphs around ``centers`` (``KHop.batch``)."""
+    return KHop(edge_index, num_nodes).batch(centers, hops)
 
-    Returns (global id of every batch node, batch edge_index [2, E'], batch position of each
-    center). Reachability is a sparse boolean product; edge membership of subgraph q is
-    R[q, u] · R[q, v], so no Python loop runs over queries."""
-    src, dst = edge_index.numpy(force=True)
-    q = centers.size
-    adj = sp.csr_matrix((np.ones(src.size, dtype=np.int8), (src, dst)), shape=(num_nodes,) * 2)
-    reach = sp.csr_matrix(
-        (np.ones(q, dtype=np.int8), (np.arange(q), centers)), shape=(q, num_nodes)
-    )
-    for _ in range(hops):
-        reach = reach + reach @ adj
-        reach.data[:] = 1
-    reach = reach.tocsr()
-    reach.sort_indices()
-    rows, cols = reach.nonzero()
-    keys = rows.astype(np.int64) * num_nodes + cols  # sorted: csr is row-major
-    csc = reach.tocsc()
-    both = csc[:, src].multiply(csc[:, dst]).tocoo()
-    qe, e = both.row.astype(np.int64), both.col
-    b_src = np.searchsorted(keys, qe * num_nodes + src[e])
-    b_dst = np.searchsorted(keys, qe * num_nodes + dst[e])
-    center_pos = np.searchsorted(keys, np.arange(q, dtype=np.int64) * num_nodes + centers)
-    return cols, np.stack([b_src, b_dst]), center_pos
+
+class KHop:
+    """A graph's k-hop subgraphs, its sparse adjacency and out-edge lists built once, so a
+    batch costs in proportion to the subgraphs it returns, not to the whole graph (a query of
+    every node of a million-node graph is a thousand batches)."""
+
+    def __init__(self, edge_index: torch.Tensor, num_nodes: int) -> None:
+        self.src, self.dst = edge_index.numpy(force=True)
+        self.n = num_nodes
+        ones = np.ones(self.src.size, dtype=np.int8)
+        self.adj = sp.csr_matrix((ones, (self.src, self.dst)), shape=(num_nodes,) * 2)
+        self.order = np.argsort(self.src, kind="stable")  # edges grouped by source
+        self.ptr = np.concatenate([[0], np.cumsum(np.bincount(self.src, minlength=num_nodes))])
+
+    def batch(self, centers: np.ndarray, hops: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(global id of every batch node, batch edge_index [2, E'], batch position of each
+        center). Reachability is a sparse boolean product; subgraph q keeps the edges whose
+        both ends it reaches, so no Python loop runs over queries."""
+        n, q = self.n, centers.size
+        reach = sp.csr_matrix((np.ones(q, dtype=np.int8), (np.arange(q), centers)), shape=(q, n))
+        for _ in range(hops):
+            reach = reach + reach @ self.adj
+            reach.data[:] = 1
+        reach = reach.tocsr()
+        reach.sort_indices()
+        rows, cols = reach.nonzero()
+        keys = rows.astype(np.int64) * n + cols  # sorted: csr is row-major
+        # every out-edge of every reached node, kept where the subgraph reaches its target
+        degree = self.ptr[cols + 1] - self.ptr[cols]
+        qe = np.repeat(rows.astype(np.int64), degree)
+        first = np.repeat(self.ptr[cols] - (np.cumsum(degree) - degree), degree)
+        e = self.order[first + np.arange(qe.size)]
+        wanted = qe * n + self.dst[e]
+        found = np.searchsorted(keys, wanted)
+        kept = keys[np.minimum(found, keys.size - 1)] == wanted if keys.size else wanted < 0
+        qe, e = qe[kept], e[kept]
+        by_edge = np.lexsort((qe, e))  # edge order, then query: the batch's message order
+        qe, e = qe[by_edge], e[by_edge]
+        b_src = np.searchsorted(keys, qe * n + self.src[e])
+        b_dst = np.searchsorted(keys, qe * n + self.dst[e])
+        center_pos = np.searchsorted(keys, np.arange(q, dtype=np.int64) * n + centers)
+        return cols, np.stack([b_src, b_dst]), center_pos
 
 
 @storable
@@ -99,9 +119,11 @@ class NodeQueryAPI:
             raise ValueError(f"node_ids: must lie in [0, {self._num_nodes})")
         self._model.eval()
         out = []
+        khop = KHop(self._edge_index, self._num_nodes) if node_ids.size else None
         for start in range(0, node_ids.size, self._chunk):
             centers = node_ids[start : start + self._chunk]
-            nodes, ei, pos = khop_batch(self._edge_index, self._num_nodes, centers, hops)
+            assert khop is not None
+            nodes, ei, pos = khop.batch(centers, hops)
             x, ei_t = self._x[torch.as_tensor(nodes)], torch.as_tensor(ei)
             h = self._model.embed(x, ei_t) if embed else self._model(x, ei_t)
             out.append(h[torch.as_tensor(pos)])

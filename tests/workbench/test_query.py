@@ -4,7 +4,7 @@ import torch
 from torch_geometric.utils import k_hop_subgraph
 
 from workbench.models import ModelConfig, build_model
-from workbench.query import GraphQueryAPI, NodeQueryAPI, khop_batch
+from workbench.query import GraphQueryAPI, KHop, NodeQueryAPI, khop_batch
 
 
 @pytest.mark.parametrize("hops", [0, 1, 2])
@@ -30,6 +30,40 @@ def test_khop_batch_on_a_path():
     assert nodes.tolist() == [0, 1, 1, 2, 3, 3, 4]
     assert pos.tolist() == [0, 3, 6]
     assert bei.shape[1] == 8
+
+
+def reference_khop(src, dst, centers, hops):
+    """The definition, one center at a time: the nodes reached in ``hops`` steps along
+    out-edges (sorted), every edge with both ends reached (edge order, then center)."""
+    reached = []
+    for c in centers.tolist():
+        seen = {c}
+        for _ in range(hops):
+            seen |= {int(v) for u, v in zip(src, dst, strict=True) if u in seen}
+        reached.append(sorted(seen))
+    offsets = np.cumsum([0] + [len(r) for r in reached])
+    edges = [
+        (offsets[q] + r.index(int(u)), offsets[q] + r.index(int(v)))
+        for e, (u, v) in enumerate(zip(src, dst, strict=True))
+        for q, r in enumerate(reached)
+        if u in r and v in r
+    ]
+    pairs = enumerate(zip(reached, centers.tolist(), strict=True))
+    pos = [offsets[q] + r.index(c) for q, (r, c) in pairs]
+    nodes = np.concatenate([np.array(r) for r in reached])
+    return nodes, np.array(edges).T.reshape(2, -1), np.array(pos)
+
+
+@pytest.mark.parametrize("hops", [0, 1, 2])
+def test_khop_batches_follow_the_definition_with_loops_and_repeated_edges(hops):
+    rng = np.random.default_rng(hops)
+    ei = torch.as_tensor(rng.integers(0, 30, (2, 60)))
+    ei = torch.cat([ei, torch.tensor([[3, 3, 8, 8], [3, 9, 9, 9]])], 1)  # a loop, a repeat
+    centers = np.array([3, 8, 17, 8])
+    got = KHop(ei, 30).batch(centers, hops)
+    want = reference_khop(*ei.numpy(), centers, hops)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_query_rejects_out_of_range_ids(small_csbm):
