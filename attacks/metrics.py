@@ -99,12 +99,17 @@ def held_out_epsilon(
     best, rule = -np.inf, (np.inf, 1.0)
     for sign in (1.0, -1.0):
         s, t = sign * scores[half], truth[half]
-        for cut in np.unique(s):
-            tpr, fpr = (s[t] >= cut).mean(), (s[~t] >= cut).mean()
-            with np.errstate(divide="ignore"):
-                value = np.log(max(tpr - delta, 1e-300) / max(fpr, 1.0 / max((~t).sum(), 1)))
-            if value > best:
-                best, rule = value, (cut, sign)
+        cuts = np.unique(s)
+        # the share of members and of non-members scoring ≥ each cut, all cuts at once
+        pos, neg = np.sort(s[t]), np.sort(s[~t])
+        tpr = (pos.size - np.searchsorted(pos, cuts, side="left")) / max(pos.size, 1)
+        fpr = (neg.size - np.searchsorted(neg, cuts, side="left")) / max(neg.size, 1)
+        floor = 1.0 / max(neg.size, 1)
+        with np.errstate(divide="ignore"):
+            values = np.log(np.maximum(tpr - delta, 1e-300) / np.maximum(fpr, floor))
+        if cuts.size and values.max() > best:  # the first best cut, as a scan would keep
+            i = int(np.argmax(values))
+            best, rule = float(values[i]), (float(cuts[i]), sign)
     cut, sign = rule
     s, t = sign * scores[~half], truth[~half]
     hits, false = int((s[t] >= cut).sum()), int((s[~t] >= cut).sum())
