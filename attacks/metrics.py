@@ -102,6 +102,8 @@ def held_out_epsilon(
         cuts = np.unique(s)
         # the share of members and of non-members scoring ≥ each cut, all cuts at once
         pos, neg = np.sort(s[t]), np.sort(s[~t])
+        if not pos.size or not neg.size:  # nothing to choose a rule on: no bound
+            continue
         tpr = (pos.size - np.searchsorted(pos, cuts, side="left")) / max(pos.size, 1)
         fpr = (neg.size - np.searchsorted(neg, cuts, side="left")) / max(neg.size, 1)
         floor = 1.0 / max(neg.size, 1)

@@ -37,7 +37,9 @@ class KHop:
     def __init__(self, edge_index: torch.Tensor, num_nodes: int) -> None:
         self.src, self.dst = edge_index.numpy(force=True)
         self.n = num_nodes
-        ones = np.ones(self.src.size, dtype=np.int8)
+        # boolean: scipy's bool products saturate, where int8 path counts wrapped to 0 and
+        # dropped nodes reached by a multiple of 256 paths
+        ones = np.ones(self.src.size, dtype=bool)
         self.adj = sp.csr_matrix((ones, (self.src, self.dst)), shape=(num_nodes,) * 2)
         self.order = np.argsort(self.src, kind="stable")  # edges grouped by source
         self.ptr = np.concatenate([[0], np.cumsum(np.bincount(self.src, minlength=num_nodes))])
@@ -47,7 +49,7 @@ class KHop:
         center). Reachability is a sparse boolean product; subgraph q keeps the edges whose
         both ends it reaches, so no Python loop runs over queries."""
         n, q = self.n, centers.size
-        reach = sp.csr_matrix((np.ones(q, dtype=np.int8), (np.arange(q), centers)), shape=(q, n))
+        reach = sp.csr_matrix((np.ones(q, dtype=bool), (np.arange(q), centers)), shape=(q, n))
         for _ in range(hops):
             reach = reach + reach @ self.adj
             reach.data[:] = 1

@@ -83,3 +83,11 @@ def test_graph_query_matches_single_graph_forward(small_graphs):
     for row, g in zip(got, graphs, strict=True):
         batch = torch.zeros(g.num_nodes, dtype=torch.long)
         torch.testing.assert_close(row, model(g.x, g.edge_index, batch)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_node_reached_by_256_paths_is_reached():
+    """Reachability saturates: path counts kept in int8 wrapped to 0 and dropped the node."""
+    src = [0] * 256 + list(range(1, 257))
+    dst = list(range(1, 257)) + [300] * 256
+    nodes, _, _ = KHop(torch.tensor([src, dst]), 301).batch(np.array([0]), 2)
+    assert 300 in nodes.tolist() and nodes.size == 258
