@@ -96,9 +96,11 @@ def _igraph(dataset: NodeDataset, ids: np.ndarray) -> Any:
     src, dst = local_edges(dataset, ids)
     a, b = local[src], local[dst]
     lo, hi = np.minimum(a, b), np.maximum(a, b)  # either direction stored
-    keys = np.unique((lo * ids.size + hi)[lo != hi])  # each edge once, no self-loops
-    pairs = np.stack([keys // ids.size, keys % ids.size], 1)
-    return igraph.Graph(n=ids.size, edges=pairs, directed=False)
+    keys = np.sort((lo * ids.size + hi)[lo != hi])  # no self-loops
+    keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]  # each edge once
+    graph = igraph.Graph(n=ids.size, directed=False)
+    graph.add_edges(np.stack([keys // ids.size, keys % ids.size], 1))  # faster than Graph(edges=)
+    return graph
 
 
 @contextmanager
