@@ -82,6 +82,7 @@ class NodeQueryAPI:
         self._edge_index = graph.edge_index
         self._num_nodes = int(graph.num_nodes)
         self._chunk = chunk
+        self._khop: KHop | None = None  # built on the first query, kept for the next ones
 
     @property
     def num_nodes(self) -> int:
@@ -121,11 +122,12 @@ class NodeQueryAPI:
             raise ValueError(f"node_ids: must lie in [0, {self._num_nodes})")
         self._model.eval()
         out = []
-        khop = KHop(self._edge_index, self._num_nodes) if node_ids.size else None
+        if node_ids.size and self._khop is None:
+            self._khop = KHop(self._edge_index, self._num_nodes)
         for start in range(0, node_ids.size, self._chunk):
             centers = node_ids[start : start + self._chunk]
-            assert khop is not None
-            nodes, ei, pos = khop.batch(centers, hops)
+            assert self._khop is not None
+            nodes, ei, pos = self._khop.batch(centers, hops)
             x, ei_t = self._x[torch.as_tensor(nodes)], torch.as_tensor(ei)
             h = self._model.embed(x, ei_t) if embed else self._model(x, ei_t)
             out.append(h[torch.as_tensor(pos)])

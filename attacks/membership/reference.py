@@ -44,7 +44,7 @@ from workbench.errors import ConfigError
 from workbench.models import ModelSpec
 from workbench.seeding import derive_seed
 from workbench.targets import TARGETS
-from workbench.targets.batched import batchable, train_batched
+from workbench.targets.batched import batchable, train_shared
 from workbench.targets.training import TrainingRecipe
 from workbench.threat import BackgroundKnowledge
 
@@ -316,16 +316,24 @@ class ReferencePool:
     def _run(
         self, jobs: list[TrainJob], dataset: Dataset, spec: ModelSpec
     ) -> list[dict[str, torch.Tensor]]:
-        """All models in one batched run where the recipe allows it (``train_batched``),
+        """All models in one batched run where the recipe allows it (``train_shared``),
         else one job at a time, on workers when that saves time."""
         parts = [jobs[i : i + BATCH] for i in range(0, len(jobs), BATCH)]
-        partitions = [[j.partition for j in p] for p in parts]
-        if self.batched and all(batchable(jobs[0].recipe, spec, dataset, p) for p in partitions):
-            trained = [
-                train_batched(p[0].recipe, spec, dataset, ps, [j.seed for j in p])
-                for p, ps in zip(parts, partitions, strict=True)
+        recipe = jobs[0].recipe
+        # every part checked (and its shared subgraphs built once) before any trains
+        found = (
+            [batchable(recipe, spec, dataset, [j.partition for j in p]) for p in parts]
+            if self.batched
+            else [None]
+        )
+        shared = [s for s in found if s is not None]
+        if len(shared) == len(parts):
+            seeds = [[j.seed for j in p] for p in parts]
+            return [
+                state
+                for s, ks in zip(shared, seeds, strict=True)
+                for state in train_shared(recipe, spec, s, ks)
             ]
-            return [state for t in trained if t is not None for state in t]
         start = time.perf_counter()
         first = train_job(jobs[0], dataset)
         per_job, rest = time.perf_counter() - start, jobs[1:]

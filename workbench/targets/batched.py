@@ -95,9 +95,15 @@ def train_batched(
     """The released weights of ``fit(federation_k, recipe, seed_k)`` for every k, trained
     together; None when this recipe or these federations are not of the batched shape."""
     shared = batchable(recipe, spec, dataset, partitions)
+    return None if shared is None else train_shared(recipe, spec, shared, seeds)
+
+
+def train_shared(
+    recipe: TrainingRecipe, spec: ModelSpec, shared: SharedClients, seeds: Sequence[int]
+) -> list[dict[str, torch.Tensor]]:
+    """``train_batched`` on what ``batchable`` found the models share."""
     schedule = schedule_of(recipe)
-    if shared is None or schedule is None:
-        return None
+    assert schedule is not None, "batchable admits only recipes with a schedule"
     arch = spec.config.arch or "gcn"
     models, generators = _initial(spec, schedule, seeds, len(shared.graphs))
     net = StackedNet(arch, models, spec.config.dropout)
