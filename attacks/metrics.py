@@ -161,14 +161,23 @@ def membership_metrics(
 
 
 def link_metrics(
-    scores: np.ndarray, is_edge: np.ndarray, cut: np.ndarray
+    scores: np.ndarray, is_edge: np.ndarray, kind: np.ndarray
 ) -> tuple[dict[str, float | None], ROC]:
-    """Membership-style metrics over all pairs (an edge is the "member"; the empirical ε lower
-    bound is then edge-level), plus AUC and average precision separately for pairs inside one
-    client and pairs across clients (edges the partition cut)."""
-    metrics, curve = membership_metrics(scores, is_edge)
-    metrics["average_precision"] = float(average_precision_score(is_edge, scores))
-    for name, part in (("intra", ~cut), ("cut", cut)):
+    """Membership-style metrics over the intra- and cross-client pairs (an edge is the
+    "member"; the empirical ε lower bound is then edge-level), plus AUC and average precision
+    separately for pairs inside one client and pairs across clients (edges the partition cut),
+    and ``auc_uniform``: He et al.'s protocol, the intra-client edges against uniformly drawn
+    non-edges (easier negatives than a same-client pair, so a higher AUC from the same
+    scores)."""
+    ours = kind != "uniform"
+    metrics, curve = membership_metrics(scores[ours], is_edge[ours])
+    metrics["average_precision"] = float(average_precision_score(is_edge[ours], scores[ours]))
+    intra_edges = (kind == "intra") & is_edge
+    for name, part in (
+        ("intra", kind == "intra"),
+        ("cut", kind == "cut"),
+        ("uniform", intra_edges | (kind == "uniform")),
+    ):
         truth = is_edge[part]
         if truth.any() and not truth.all():
             metrics[f"auc_{name}"] = float(roc_auc_score(truth, scores[part]))

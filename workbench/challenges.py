@@ -116,15 +116,18 @@ def held_owner(federation: Federation, among: np.ndarray | None) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LinkChallenge:
-    """Node pairs to judge, half real edges and half non-edges, of two kinds: pairs inside one
-    client (an edge there is in that client's private subgraph) and pairs across clients (an
-    edge there is one the partition cut, held by no client). ``known_*`` are the adversary's
-    stated partial knowledge (a share of the intra-client edges and as many non-edges),
-    disjoint from the pairs it is asked about."""
+    """Node pairs to judge, of three kinds. ``intra``: pairs inside one client, half of them
+    edges of that client's private subgraph, half non-adjacent pairs of the same client (the
+    hard negatives). ``cut``: pairs across clients, half edges the partition cut (held by no
+    client), half non-adjacent. ``uniform``: non-adjacent pairs of client nodes drawn uniformly
+    (mostly across clients, easy to tell apart), as many as the intra edges: He et al.'s
+    protocol (USENIX Security 2021) scores the intra edges against these. ``known_*`` are the
+    adversary's stated partial knowledge (a share of the intra-client edges and as many
+    same-client non-edges), disjoint from the pairs it is asked about."""
 
     candidates: NodePairs
     is_edge: np.ndarray  # ground truth, for scoring only
-    cut: np.ndarray  # True for cross-client pairs, for scoring only
+    kind: np.ndarray  # "intra", "cut" or "uniform" per pair, for scoring only
     known_edges: np.ndarray  # [2, K]
     known_non_edges: np.ndarray  # [2, K]
 
@@ -137,8 +140,9 @@ def link_challenge(
     among: np.ndarray | None = None,
 ) -> LinkChallenge:
     """Positives: the population graph's edges between client nodes (``max_pairs`` at most
-    of each kind); negatives: as many random non-adjacent pairs of the same kind. With
-    ``among``, both endpoints of every pair (known ones included) are among those nodes."""
+    of each kind); negatives: as many random non-adjacent pairs of the same kind, and as many
+    uniform ones as intra edges. With ``among``, both endpoints of every pair (known ones
+    included) are among those nodes."""
     ds = federation.dataset
     if not isinstance(ds, NodeDataset):
         raise NotApplicableError("link inference needs a node-level dataset")
@@ -178,19 +182,30 @@ def link_challenge(
     pairs, is_edge, is_cut = pairs[:, order], is_edge[order], is_cut[order]
     flip = rng.random(pairs.shape[1]) < 0.5  # endpoint order carries no information either
     pairs[:, flip] = pairs[::-1, flip]
-    return LinkChallenge(NodePairs(pairs[0], pairs[1]), is_edge, is_cut, known_edges, known_non)
+    kind = np.where(is_cut, "cut", "intra").astype("<U7")
+    # drawn last, so the other pairs (and every figure scored on them) stay as they were
+    uniform = _non_edges(owner, intra.shape[1], None, adjacent, taken, rng)
+    flip = rng.random(uniform.shape[1]) < 0.5
+    uniform[:, flip] = uniform[::-1, flip]
+    at = np.sort(rng.choice(pairs.shape[1] + uniform.shape[1], uniform.shape[1], replace=False))
+    before = at - np.arange(at.size)  # np.insert counts positions in the array it inserts into
+    pairs = np.insert(pairs, before, uniform, axis=1)
+    is_edge = np.insert(is_edge, before, False)
+    kind = np.insert(kind, before, "uniform")
+    return LinkChallenge(NodePairs(pairs[0], pairs[1]), is_edge, kind, known_edges, known_non)
 
 
 def _non_edges(
     owner: np.ndarray,
     count: int,
-    same_client: bool,
+    same_client: bool | None,
     adjacent: set[int],
     taken: set[int],
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """``count`` distinct non-adjacent pairs (u < v) of client nodes, inside one client or
-    across two; ``taken`` keeps the draws of one challenge disjoint."""
+    """``count`` distinct non-adjacent pairs (u < v) of client nodes, inside one client,
+    across two, or (``same_client=None``) either, both ends uniform; ``taken`` keeps the
+    draws of one challenge disjoint."""
     n = owner.size
     nodes = np.flatnonzero(owner >= 0)
     by_client = {k: np.flatnonzero(owner == k) for k in np.unique(owner[nodes])}
@@ -205,7 +220,7 @@ def _non_edges(
             key = a * n + b
             if a == b or key in adjacent or key in taken:
                 continue
-            if (owner[a] == owner[b]) != same_client:
+            if same_client is not None and (owner[a] == owner[b]) != same_client:
                 continue
             taken.add(key)
             out.append((a, b))

@@ -73,7 +73,7 @@ class Link:
             view,
             knowledge,
             links.candidates,
-            lambda out: link_metrics(out.scores, links.is_edge, links.cut),
+            lambda out: link_metrics(out.scores, links.is_edge, links.kind),
         )
 
 

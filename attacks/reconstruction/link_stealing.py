@@ -6,7 +6,10 @@ Unsupervised: the pair's score is minus the distance between the two posteriors,
 paper's eight distances. Supervised: a small MLP over all eight distances and both entropies,
 trained on the pairs the adversary knows to be linked or not (its partial knowledge of the
 graph). ``signal: features`` scores the same distances on raw node features, the
-target-independent baseline: whatever the posteriors add over it is what the model leaks."""
+target-independent baseline: whatever the posteriors add over it is what the model leaks.
+``signal: posterior+features`` is He et al.'s adversary that also knows the node attributes:
+unsupervised, the pair's posterior and feature distances, each standardised over the pairs
+asked about, are added; supervised, the MLP reads the distances of both."""
 
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ class LinkStealingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     mode: Literal["unsupervised", "supervised"] = "unsupervised"
     distance: Distance = "correlation"
-    signal: Literal["posterior", "embedding", "features"] = "posterior"
+    signal: Literal["posterior", "embedding", "features", "posterior+features"] = "posterior"
     source: Literal["served", "release", "exchanged"] = Field(
         "served",
         description="served: each client's deployment on its private subgraph; release: what "
@@ -53,7 +56,7 @@ class LinkStealingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _exchanged_are_embeddings(self) -> LinkStealingConfig:
-        if self.source == "exchanged" and self.signal == "posterior":
+        if self.source == "exchanged" and self.signal.startswith("posterior"):
             raise ValueError("signal: source 'exchanged' carries embeddings, not posteriors")
         return self
 
@@ -97,21 +100,29 @@ def pair_features(
 
 
 def node_signal(
-    api: Any, nodes: np.ndarray, knowledge: BackgroundKnowledge, config: LinkStealingConfig
+    api: Any,
+    nodes: np.ndarray,
+    knowledge: BackgroundKnowledge,
+    config: LinkStealingConfig,
+    signal: str,
 ) -> np.ndarray:
     """One row per population node, filled for ``nodes``: what the pairs are judged on."""
-    if config.signal == "features":
+    if signal == "features":
         return knowledge.graph.x.numpy(force=True).astype(float)
     hops = (config.hops,) if isinstance(api, NodeQueryAPI | AnswerTable) else ()
-    if config.signal == "posterior":
+    if signal == "posterior":
         rows = torch.softmax(api.logits(nodes, *hops).float(), dim=1).numpy(force=True)
     elif hasattr(api, "embeddings"):
         rows = api.embeddings(nodes, *hops).float().numpy(force=True)
     else:
         raise NotApplicableError("link stealing: the target gives out no node embeddings")
-    signal = np.zeros((knowledge.graph.num_nodes, rows.shape[1]))
-    signal[nodes] = rows
-    return signal
+    table = np.zeros((knowledge.graph.num_nodes, rows.shape[1]))
+    table[nodes] = rows
+    return table
+
+
+def _standardised(values: np.ndarray) -> np.ndarray:
+    return (values - values.mean()) / max(float(values.std()), 1e-12)
 
 
 class LinkStealing:
@@ -131,10 +142,18 @@ class LinkStealing:
             raise NotApplicableError("link stealing needs node pairs and answers about nodes")
         known = known_pairs(knowledge)
         nodes = np.unique(np.concatenate([pairs.src, pairs.dst, *known[0]]))
-        signal = node_signal(view.api, nodes, knowledge, config)
+        signals = [
+            (name, node_signal(view.api, nodes, knowledge, config, name))
+            for name in config.signal.split("+")
+        ]
         if config.mode == "unsupervised":
-            scores = -pair_distance(signal[pairs.src], signal[pairs.dst], config.distance)
-            return AttackOutput(scores)
+            distances = [
+                pair_distance(table[pairs.src], table[pairs.dst], config.distance)
+                for _, table in signals
+            ]
+            if len(distances) == 1:
+                return AttackOutput(-distances[0])
+            return AttackOutput(-sum(_standardised(d) for d in distances))
         (src, dst), truth = known
         if truth.all() or not truth.any():
             raise NotApplicableError("supervised link stealing needs known edges and non-edges")
@@ -142,9 +161,14 @@ class LinkStealing:
             StandardScaler(),
             MLPClassifier((32,), alpha=1e-3, max_iter=3000, random_state=seed % 2**32),
         )
-        entropies = config.signal == "posterior"
-        clf.fit(pair_features(signal, src, dst, entropies), truth)
-        scores = clf.predict_proba(pair_features(signal, pairs.src, pairs.dst, entropies))[:, 1]
+
+        def features(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return np.hstack(
+                [pair_features(table, a, b, name == "posterior") for name, table in signals]
+            )
+
+        clf.fit(features(src, dst), truth)
+        scores = clf.predict_proba(features(pairs.src, pairs.dst))[:, 1]
         return AttackOutput(scores, details={"trained_on": int(truth.size)})
 
 

@@ -17,7 +17,7 @@ def _auc(setting, view=None, **params):
     cfg = GraphReconstructionConfig(**params)
     inp = AttackInput(view, knowledge, challenge.candidates)
     out = ATTACKS.get("graph-reconstruction").run(inp, cfg, 0)
-    return link_metrics(out.scores, challenge.is_edge, challenge.cut)[0]["auc_intra"]
+    return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]["auc_intra"]
 
 
 @pytest.mark.parametrize("decoder", ["inner-product", "trained"])

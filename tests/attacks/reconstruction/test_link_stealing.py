@@ -7,6 +7,7 @@ import torch
 from scipy.spatial import distance
 
 from attacks import ATTACKS, AttackInput
+from attacks.base import NodePairs
 from attacks.families import FAMILIES
 from attacks.reconstruction.link_stealing import DISTANCES, LinkStealingConfig, pair_distance
 from workbench.challenges import link_challenge
@@ -35,7 +36,7 @@ def _run(setting, view=None, **params):
     )
     from attacks.metrics import link_metrics
 
-    return link_metrics(out.scores, challenge.is_edge, challenge.cut)[0]
+    return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]
 
 
 @pytest.mark.parametrize("params", [{}, {"distance": "cosine"}, {"mode": "supervised"}])
@@ -80,8 +81,16 @@ def test_the_adversary_never_sees_the_edges_it_is_asked_about(setting):
     # the candidates are bare pairs, the view a posterior API: no truth, no graph
     assert set(vars(pairs)) == {"src", "dst"}
     assert set(vars(served_view(trained, federation))) == {"level", "num_classes", "api"}
-    # balanced, with both kinds of pair
-    assert challenge.is_edge.mean() == 0.5 and 0 < challenge.cut.mean() < 1
+    # each kind balanced except He et al.'s uniform negatives, as many as the intra edges
+    kind, is_edge = challenge.kind, challenge.is_edge
+    for part in ("intra", "cut"):
+        assert is_edge[kind == part].mean() == 0.5
+    assert not is_edge[kind == "uniform"].any()
+    assert (kind == "uniform").sum() == (is_edge & (kind == "intra")).sum()
+    # endpoint order and position say nothing about the kind
+    uniform = kind == "uniform"
+    assert 0.3 < (pairs.src[uniform] < pairs.dst[uniform]).mean() < 0.7
+    assert 0.3 < np.flatnonzero(uniform).mean() / kind.size < 0.7
 
 
 def test_graph_level_and_embedding_releases_are_not_applicable(setting, small_graphs):
@@ -123,7 +132,8 @@ def _exchanged_auc(federation, trained, cell_inputs, **params):
     out = ATTACKS.get("link-stealing").run(
         AttackInput(family.view, family.knowledge, pairs), cfg, 0
     )
-    return roc_auc_score(truth.is_edge, out.scores)
+    ours = truth.kind != "uniform"  # the same-kind negatives, as the thresholds were set on
+    return roc_auc_score(truth.is_edge[ours], out.scores[ours])
 
 
 def test_exchanged_embeddings_give_links_away_and_averaging_beats_their_noise(
@@ -149,3 +159,75 @@ def test_links_from_the_release_run_through_the_family(setting, cell_inputs):
     family = FAMILIES["link"].inputs(attack, cfg, cell_inputs(trained, federation))
     out = attack.run(AttackInput(family.view, family.knowledge, family.candidates), cfg, 0)
     assert family.score(out)[0]["auc"] > 0.6
+
+
+class TableAPI:
+    """Served posteriors read from a table (log-probabilities as logits)."""
+
+    def __init__(self, posteriors: np.ndarray):
+        self.table = torch.as_tensor(np.log(posteriors))
+
+    def logits(self, node_ids):
+        return self.table[torch.as_tensor(node_ids)]
+
+
+def _half_and_half(n_pairs: int = 300, seed: int = 0):
+    """Nodes 2i and 2i+1 are linked; for even i their posteriors are alike, for odd i their
+    features: each signal alone reveals half the edges, both together all of them."""
+    from torch_geometric.data import Data
+
+    from workbench.threat import BackgroundKnowledge
+
+    rng = np.random.default_rng(seed)
+    n = 2 * n_pairs
+    post, feat = rng.dirichlet(np.ones(8), n), rng.random((n, 16))
+    even = np.arange(0, n_pairs, 2)
+    odd = np.arange(1, n_pairs, 2)
+    post[2 * even + 1] = post[2 * even] + 0.01 * rng.random((even.size, 8))
+    post /= post.sum(1, keepdims=True)
+    feat[2 * odd + 1] = feat[2 * odd] + 0.01 * rng.random((odd.size, 16))
+    edges = np.stack([2 * np.arange(n_pairs), 2 * np.arange(n_pairs) + 1])
+    non = rng.integers(0, n_pairs, (2, n_pairs)) * 2 + np.array([[0], [1]])  # other partners
+    non = non[:, non[1] != non[0] + 1]
+    # the adversary knows a quarter of the edges (of both halves) and of the non-edges
+    known = np.arange(n_pairs) // 2 % 4 == 0
+    known_non = np.arange(non.shape[1]) % 4 == 0
+    ei = torch.as_tensor(np.concatenate([edges[:, known], edges[::-1, known]], 1))
+    graph = Data(x=torch.as_tensor(feat, dtype=torch.float32), edge_index=ei, num_nodes=n)
+    knowledge = BackgroundKnowledge(
+        "node", np.zeros(0, int), np.zeros(0, int), (), graph, None, None, non[:, known_non]
+    )
+    asked = np.concatenate([edges[:, ~known], non[:, ~known_non]], 1)
+    truth = np.arange(asked.shape[1]) < (~known).sum()
+    pairs = NodePairs(asked[0], asked[1])
+    return AttackInput(ServedView("node", 8, TableAPI(post)), knowledge, pairs), truth
+
+
+@pytest.mark.parametrize("mode", ["unsupervised", "supervised"])
+def test_knowing_the_attributes_adds_to_the_posteriors(mode):
+    """He et al.'s adversary that knows the node attributes reads both signals: where each
+    alone reveals half the edges, together they reveal more than either."""
+    from sklearn.metrics import roc_auc_score
+
+    inp, truth = _half_and_half()
+    attack = ATTACKS.get("link-stealing")
+    auc = {
+        signal: roc_auc_score(
+            truth, attack.run(inp, LinkStealingConfig(signal=signal, mode=mode), 0).scores
+        )
+        for signal in ("posterior", "features", "posterior+features")
+    }
+    assert max(auc["posterior"], auc["features"]) < 0.8
+    assert auc["posterior+features"] > max(auc["posterior"], auc["features"]) + 0.1
+
+
+def test_uniform_negatives_are_easier_than_same_client_ones(setting):
+    """He et al.'s protocol scores the same intra-client edges against uniformly drawn
+    non-edges: higher than against non-edges of the same client, from the same scores."""
+    metrics = _run(setting)
+    assert metrics["auc_uniform"] > metrics["auc_intra"]
+
+
+def test_combined_signal_needs_posteriors():
+    with pytest.raises(ValueError, match="carries embeddings"):
+        LinkStealingConfig(source="exchanged", signal="posterior+features")

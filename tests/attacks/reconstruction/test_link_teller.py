@@ -20,7 +20,7 @@ def _metrics(federation, trained, challenge):
         challenge.candidates,
     )
     out = ATTACKS.get("link-teller").run(inp, LinkTellerConfig(), 0)
-    return link_metrics(out.scores, challenge.is_edge, challenge.cut)[0]
+    return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]
 
 
 def test_probing_features_finds_intra_client_edges_and_no_cut_edge(setting):
