@@ -25,6 +25,7 @@ FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "link": (
         ("auc", "AUC"),
         ("auc_intra", "AUC intra-client"),
+        ("auc_uniform", "AUC intra, He et al. negatives"),
         ("auc_cut", "AUC cut"),
         ("average_precision", "AP"),
         ("epsilon_lb", "ε lb"),
@@ -68,6 +69,9 @@ FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 ATTACK_METRICS = tuple(dict.fromkeys(k for cols in FAMILY_COLUMNS.values() for k, _ in cols))
+# families whose rows end with how their AUC reads (``reading``)
+READ_BY_AUC = ("membership", "link")
+CHANCE_MARGIN = 0.05  # an interval within 0.5 ± this reads as "at chance"
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class AttackSummary:
     seeds: int
     metrics: dict[str, tuple[float, float]]  # mean, std over the seeds that reported it
     status: str  # "ok", or the status of the first seed when none succeeded
+    # 95 % interval of the AUC: Student-t over seeds, or one seed's own; NaN when neither
+    auc_interval: tuple[float, float] = (float("nan"), float("nan"))
 
 
 def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
@@ -119,10 +125,37 @@ def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list
             for m in ATTACK_METRICS
             if any(r.get(m) is not None for r in ok)
         }
-        out.append(
-            AttackSummary(cell, attack, len(group), metrics, "ok" if ok else group[0].status)
-        )
+        status = "ok" if ok else group[0].status
+        out.append(AttackSummary(cell, attack, len(group), metrics, status, auc_interval(ok)))
     return sorted(out, key=lambda r: (natural_key(r.cell), r.attack))
+
+
+def auc_interval(metrics: list[dict]) -> tuple[float, float]:
+    """The 95 % interval of a row's AUC: Student-t over its seeds, or with one seed that
+    seed's own interval (over its records)."""
+    aucs = [m["auc"] for m in metrics if m.get("auc") is not None]
+    if len(aucs) > 1:
+        return mean_interval(aucs)
+    if aucs and metrics[0].get("auc_ci_low") is not None:
+        return float(metrics[0]["auc_ci_low"]), float(metrics[0]["auc_ci_high"])
+    return float("nan"), float("nan")
+
+
+def reading(interval: tuple[float, float]) -> str:
+    """How an AUC row may be read. "leaks" (or "below chance") when its 95 % interval lies
+    wholly above (below) 0.5; "at chance" when it holds 0.5 and stays within 0.5 ± 0.05;
+    otherwise "inconclusive": a row like 0.52 ± 0.15 over three seeds is as consistent with a
+    real leak as with none, and must not be read as "leaks little"."""
+    low, high = interval
+    if np.isnan(low):
+        return "n/a"
+    if low > 0.5:
+        return "leaks"
+    if high < 0.5:
+        return "below chance"
+    if high - 0.5 <= CHANCE_MARGIN and 0.5 - low <= CHANCE_MARGIN:
+        return "at chance"
+    return "inconclusive"
 
 
 def family_of(attack_label: str) -> str:
@@ -138,13 +171,16 @@ def family_rows(
 ) -> list[tuple[str, list[str], list[list[str]]]]:
     """Per attack family present: its name, its column headers and one row of mean ± std
     per configuration × attack; "n/a" where a metric cannot be resolved (TPR at an FPR below
-    1/non-members) or does not apply (per-client AUC outside the server view)."""
+    1/non-members) or does not apply (per-client AUC outside the server view). Membership and
+    link rows end with how their AUC reads (``reading``)."""
     out = []
     for family, columns in FAMILY_COLUMNS.items():
         mine = [r for r in rows if family_of(r.attack) == family]
         if not mine:
             continue
+        read = family in READ_BY_AUC
         header = ["configuration", "attack", "seeds"] + [h for _, h in columns]
+        header += ["reading"] if read else []
         body = []
         for r in mine:
             missing = "n/a" if r.status == "ok" else r.status.replace("_", " ")
@@ -154,6 +190,7 @@ def family_rows(
                     format_pm(r.metrics[k], 1.0, 3) if k in r.metrics else missing
                     for k, _ in columns
                 ]
+                + ([reading(r.auc_interval) if r.status == "ok" else missing] if read else [])
             )
         out.append((family, header, body))
     return out

@@ -67,3 +67,28 @@ def test_accuracy_interval_is_student_t_over_seeds():
     assert format_interval(mean_interval([0.5])) == "n/a"
     summary = across_seeds([cell(0, 0.1), cell(1, 0.1)])[0]
     assert summary.accuracy_ci[0] < summary.accuracy[0] < summary.accuracy_ci[1]
+
+
+@pytest.mark.parametrize(
+    "aucs, expected",
+    [
+        ([0.70, 0.72, 0.71], "leaks"),
+        ([0.50, 0.51, 0.49], "at chance"),
+        ([0.38, 0.52, 0.66], "inconclusive"),  # straddles 0.5 with a spread of 0.14
+        ([0.30, 0.31, 0.29], "below chance"),
+    ],
+)
+def test_an_auc_row_reads_inconclusive_when_its_interval_straddles_chance_widely(aucs, expected):
+    cells = [cell(s, 0.1) for s in range(len(aucs))]
+    attacks = [attack(f"c{s}-0.1", a) for s, a in enumerate(aucs)]
+    table = attack_table(attacks_across_seeds(cells, attacks))
+    assert table[1].endswith("| reading |")
+    assert table[3].endswith(f"| {expected} |")
+
+
+def test_one_seed_reads_by_its_own_interval():
+    from reports.summary import auc_interval, reading
+
+    one = [{"auc": 0.53, "auc_ci_low": 0.46, "auc_ci_high": 0.60}]
+    assert reading(auc_interval(one)) == "inconclusive"
+    assert reading(auc_interval([{"auc": 0.53}])) == "n/a"
