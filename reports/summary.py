@@ -131,13 +131,22 @@ def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list
 
 
 def auc_interval(metrics: list[dict]) -> tuple[float, float]:
-    """The 95 % interval of a row's AUC: Student-t over its seeds, or with one seed that
-    seed's own interval (over its records)."""
-    aucs = [m["auc"] for m in metrics if m.get("auc") is not None]
-    if len(aucs) > 1:
-        return mean_interval(aucs)
-    if aucs and metrics[0].get("auc_ci_low") is not None:
-        return float(metrics[0]["auc_ci_low"]), float(metrics[0]["auc_ci_high"])
+    """The 95 % interval of a row's AUC: Student-t over its seeds, never narrower than the
+    seeds' own intervals on average (three equal AUCs say nothing of their records' noise),
+    or with one seed that seed's own interval."""
+    rows = [m for m in metrics if m.get("auc") is not None]
+    own = [
+        (float(m["auc_ci_high"]) - float(m["auc_ci_low"])) / 2
+        for m in rows
+        if m.get("auc_ci_low") is not None and m.get("auc_ci_high") is not None
+    ]
+    if len(rows) > 1:
+        low, high = mean_interval([m["auc"] for m in rows])
+        mean, half = (low + high) / 2, (high - low) / 2
+        half = max(half, float(np.mean(own))) if own else half
+        return mean - half, mean + half
+    if rows and own:
+        return float(rows[0]["auc_ci_low"]), float(rows[0]["auc_ci_high"])
     return float("nan"), float("nan")
 
 

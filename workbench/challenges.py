@@ -182,7 +182,7 @@ def link_challenge(
     pairs, is_edge, is_cut = pairs[:, order], is_edge[order], is_cut[order]
     flip = rng.random(pairs.shape[1]) < 0.5  # endpoint order carries no information either
     pairs[:, flip] = pairs[::-1, flip]
-    kind = np.where(is_cut, "cut", "intra").astype("<U7")
+    kind = np.where(is_cut, "cut", "intra").astype(object)  # no width to truncate "uniform"
     # drawn last, so the other pairs (and every figure scored on them) stay as they were
     uniform = _non_edges(owner, intra.shape[1], None, adjacent, taken, rng)
     flip = rng.random(uniform.shape[1]) < 0.5

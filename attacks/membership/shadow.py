@@ -7,9 +7,8 @@ non-members by their sorted posteriors and, with ``label_aware`` (the default), 
 probability of the record's own label (which the adversary is assumed to know, as LiRA's
 does): a member's own class is where overfitting shows, and the sorted posteriors alone
 cannot tell a confident right answer from a confident wrong one. The probability, not its
-log: unbounded log-probabilities made the early-stopped classifier flip on one seed of three
-(AUC 0.29 on the overfit graph-level target, 0.70 with the probability). Then it judges the
-target's.
+log: unbounded log-probabilities made the classifier flip on one seed of three (AUC 0.29 on
+the overfit graph-level target, 0.70 with the probability). Then it judges the target's.
 
 Olatunji et al.'s two node-level settings fix how the shadow is queried:
 - ``full``: the shadow trained on a subgraph and is queried on the whole population graph

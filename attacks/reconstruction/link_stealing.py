@@ -9,7 +9,9 @@ graph). ``signal: features`` scores the same distances on raw node features, the
 target-independent baseline: whatever the posteriors add over it is what the model leaks.
 ``signal: posterior+features`` is He et al.'s adversary that also knows the node attributes:
 unsupervised, the pair's posterior and feature distances, each standardised over the pairs
-asked about, are added; supervised, the MLP reads the distances of both."""
+asked about (so its scores, unlike a single distance's, depend on which pairs are asked,
+He et al.'s uniform negatives included), are added; supervised, the MLP reads the distances
+of both."""
 
 from __future__ import annotations
 

@@ -92,3 +92,14 @@ def test_one_seed_reads_by_its_own_interval():
     one = [{"auc": 0.53, "auc_ci_low": 0.46, "auc_ci_high": 0.60}]
     assert reading(auc_interval(one)) == "inconclusive"
     assert reading(auc_interval([{"auc": 0.53}])) == "n/a"
+    # the seed that reported an AUC gives the interval, not the first row
+    assert auc_interval([{"tv_mean": 0.1}, *one]) == (0.46, 0.60)
+
+
+def test_equal_seeds_do_not_make_a_row_certain():
+    from reports.summary import auc_interval, reading
+
+    same = [{"auc": 0.52, "auc_ci_low": 0.45, "auc_ci_high": 0.59}] * 3
+    low, high = auc_interval(same)
+    assert (low, high) == pytest.approx((0.45, 0.59))
+    assert reading((low, high)) == "inconclusive"

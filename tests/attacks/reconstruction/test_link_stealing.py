@@ -231,3 +231,24 @@ def test_uniform_negatives_are_easier_than_same_client_ones(setting):
 def test_combined_signal_needs_posteriors():
     with pytest.raises(ValueError, match="carries embeddings"):
         LinkStealingConfig(source="exchanged", signal="posterior+features")
+
+
+def test_uniform_negatives_leave_the_other_pairs_as_they_were(setting, monkeypatch):
+    """He et al.'s negatives are drawn last: without them the challenge's other pairs, their
+    order, orientation and truth are the same, so figures scored on those do not move."""
+    import workbench.challenges as challenges
+
+    federation = setting[0]
+    full = link_challenge(federation, 3)
+    draw = challenges._non_edges
+
+    def none_uniform(owner, count, same_client, *args):
+        return draw(owner, 0 if same_client is None else count, same_client, *args)
+
+    monkeypatch.setattr(challenges, "_non_edges", none_uniform)
+    bare = link_challenge(federation, 3)
+    assert not (bare.kind == "uniform").any()
+    ours = full.kind != "uniform"
+    assert (full.candidates.src[ours] == bare.candidates.src).all()
+    assert (full.candidates.dst[ours] == bare.candidates.dst).all()
+    assert (full.is_edge[ours] == bare.is_edge).all() and (full.kind[ours] == bare.kind).all()
