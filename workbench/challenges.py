@@ -180,19 +180,24 @@ def link_challenge(
     )
     order = rng.permutation(pairs.shape[1])
     pairs, is_edge, is_cut = pairs[:, order], is_edge[order], is_cut[order]
-    flip = rng.random(pairs.shape[1]) < 0.5  # endpoint order carries no information either
-    pairs[:, flip] = pairs[::-1, flip]
+    _random_ends(pairs, rng)
     kind = np.where(is_cut, "cut", "intra").astype(object)  # no width to truncate "uniform"
     # drawn last, so the other pairs (and every figure scored on them) stay as they were
-    uniform = _non_edges(owner, intra.shape[1], None, adjacent, taken, rng)
-    flip = rng.random(uniform.shape[1]) < 0.5
-    uniform[:, flip] = uniform[::-1, flip]
+    uniform = _random_ends(_non_edges(owner, intra.shape[1], None, adjacent, taken, rng), rng)
     at = np.sort(rng.choice(pairs.shape[1] + uniform.shape[1], uniform.shape[1], replace=False))
     before = at - np.arange(at.size)  # np.insert counts positions in the array it inserts into
     pairs = np.insert(pairs, before, uniform, axis=1)
     is_edge = np.insert(is_edge, before, False)
     kind = np.insert(kind, before, "uniform")
     return LinkChallenge(NodePairs(pairs[0], pairs[1]), is_edge, kind, known_edges, known_non)
+
+
+def _random_ends(pairs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each pair's endpoints swapped with probability 1/2, in place: endpoint order carries
+    no information."""
+    flip = rng.random(pairs.shape[1]) < 0.5
+    pairs[:, flip] = pairs[::-1, flip]
+    return pairs
 
 
 def _non_edges(

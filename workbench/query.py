@@ -22,13 +22,6 @@ from workbench.storable import storable
 _NO_NODES = np.zeros(0, dtype=np.int64)
 
 
-def khop_batch(
-    edge_index: torch.Tensor, num_nodes: int, centers: np.ndarray, hops: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Disjoint union of the ``hops``-hop subgraphs around ``centers`` (``KHop.batch``)."""
-    return KHop(edge_index, num_nodes).batch(centers, hops)
-
-
 class KHop:
     """A graph's k-hop subgraphs, its sparse adjacency and out-edge lists built once, so a
     batch costs in proportion to the subgraphs it returns, not to the whole graph (a query of
@@ -88,6 +81,11 @@ class NodeQueryAPI:
     def num_nodes(self) -> int:
         return self._num_nodes
 
+    def _khop_index(self) -> KHop:
+        if self._khop is None:
+            self._khop = KHop(self._edge_index, self._num_nodes)
+        return self._khop
+
     def with_features(self, x: torch.Tensor) -> NodeQueryAPI:
         """The same model and graph, queried with features the querier sends itself (e.g. an
         adaptive attacker's own encoding of the nodes)."""
@@ -122,12 +120,9 @@ class NodeQueryAPI:
             raise ValueError(f"node_ids: must lie in [0, {self._num_nodes})")
         self._model.eval()
         out = []
-        if node_ids.size and self._khop is None:
-            self._khop = KHop(self._edge_index, self._num_nodes)
         for start in range(0, node_ids.size, self._chunk):
             centers = node_ids[start : start + self._chunk]
-            assert self._khop is not None
-            nodes, ei, pos = self._khop.batch(centers, hops)
+            nodes, ei, pos = self._khop_index().batch(centers, hops)
             x, ei_t = self._x[torch.as_tensor(nodes)], torch.as_tensor(ei)
             h = self._model.embed(x, ei_t) if embed else self._model(x, ei_t)
             out.append(h[torch.as_tensor(pos)])

@@ -63,18 +63,15 @@ class ShadowConfig(TrainedModelsConfig):
     )
 
 
-def sorted_posteriors(logits: torch.Tensor) -> np.ndarray:
-    """Class probabilities in decreasing order: label-agnostic attack features."""
-    return logits.double().softmax(1).sort(1, descending=True).values.numpy(force=True)
-
-
 def attack_features(logits: torch.Tensor, labels: np.ndarray | None) -> np.ndarray:
-    """Sorted posteriors, and with ``labels`` each record's probability of its label."""
-    feats = sorted_posteriors(logits)
+    """Class probabilities in decreasing order (label-agnostic), and with ``labels`` each
+    record's probability of its own label."""
+    p = logits.double().softmax(1)
+    feats = p.sort(1, descending=True).values.numpy(force=True)
     if labels is None:
         return feats
-    p = logits.double().softmax(1).numpy(force=True)
-    return np.column_stack([feats, p[np.arange(p.shape[0]), labels]])
+    own = p.numpy(force=True)[np.arange(p.shape[0]), labels]
+    return np.column_stack([feats, own])
 
 
 def random_subsets(n_models: int, n_records: int, size: int, seed: int) -> np.ndarray:

@@ -4,7 +4,7 @@ import torch
 from torch_geometric.utils import k_hop_subgraph
 
 from workbench.models import ModelConfig, build_model
-from workbench.query import GraphQueryAPI, KHop, NodeQueryAPI, khop_batch
+from workbench.query import GraphQueryAPI, KHop, NodeQueryAPI
 
 
 @pytest.mark.parametrize("hops", [0, 1, 2])
@@ -26,7 +26,7 @@ def test_batched_queries_equal_one_subgraph_per_query(small_csbm, hops, arch):
 
 def test_khop_batch_on_a_path():
     ei = torch.tensor([[0, 1, 1, 2, 2, 3, 3, 4], [1, 0, 2, 1, 3, 2, 4, 3]])
-    nodes, bei, pos = khop_batch(ei, 5, np.array([0, 2, 4]), 1)
+    nodes, bei, pos = KHop(ei, 5).batch(np.array([0, 2, 4]), 1)
     assert nodes.tolist() == [0, 1, 1, 2, 3, 3, 4]
     assert pos.tolist() == [0, 3, 6]
     assert bei.shape[1] == 8
