@@ -13,7 +13,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,8 +40,10 @@ class PartitionEntry(_Strict):
     method: str
     num_clients: int = Field(ge=1, le=10_000)
     params: dict[str, Any] = {}
-    split: tuple[float, float, float] | None = Field(
-        None, description="train/val/test ratios; default 0.2/0.4/0.4 (nodes), 0.7/0.1/0.2 (graphs)"
+    split: tuple[float, float, float] | Literal["public"] | None = Field(
+        None,
+        description="train/val/test ratios; default 0.2/0.4/0.4 (nodes), 0.7/0.1/0.2 (graphs); "
+        "'public': the dataset's published split (Planetoid's), the aux pool drawn outside it",
     )
     aux_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="attacker's auxiliary pool")
 

@@ -149,7 +149,16 @@ def _node_dataset(
     if params.normalize_features:  # non-negative bag-of-words rows: divide by the row sum
         x = x / x.sum(1, keepdim=True).clamp(min=1.0)
     keep = {"x": x, "edge_index": edge_index, "y": data.y}
-    return NodeDataset(name=spec.name, data=type(data)(**keep), num_classes=int(data.y.max()) + 1)
+    public = None
+    if getattr(data, "train_mask", None) is not None and data.train_mask.dim() == 1:
+        masks = (data.train_mask, data.val_mask, data.test_mask)
+        public = tuple(m.nonzero().view(-1).numpy() for m in masks)
+    return NodeDataset(
+        name=spec.name,
+        data=type(data)(**keep),
+        num_classes=int(data.y.max()) + 1,
+        public_split=public,  # type: ignore[arg-type]
+    )
 
 
 def _register_planetoid(name: str) -> None:

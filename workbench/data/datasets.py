@@ -31,13 +31,15 @@ class EdgeTask:
 class NodeDataset:
     """One graph with node features ``x``, undirected ``edge_index`` and node labels ``y``;
     ``edge_task``, if any, labels edges too (the graph's edges are then its message-passing
-    structure)."""
+    structure). ``public_split``, if any, is the dataset's published train/val/test node ids
+    (Planetoid's 140/500/1000 on Cora), which papers evaluating on it use."""
 
     name: str
     data: Data
     num_classes: int
     level: Level = field(default="node", init=False)
     edge_task: EdgeTask | None = None
+    public_split: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def num_items(self) -> int:

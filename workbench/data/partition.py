@@ -2,12 +2,17 @@
 
 Pipeline (one seed drives all of it): carve the attacker's auxiliary pool out first (stratified
 by label, so it comes from the same distribution), hand the rest to a partitioner, split each
-client's share into stratified train/val/test, and record the edges the partition cut."""
+client's share into stratified train/val/test, and record the edges the partition cut.
+
+With ``split="public"`` each client's train/val/test are its nodes in the dataset's published
+split (as FedGC, FedGCN and GCOND evaluate), its other nodes are unlabelled, and the auxiliary
+pool comes from the nodes outside the published split, so the split stays whole."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -121,7 +126,7 @@ def make_partition(
     seed: int,
     *,
     params: dict | None = None,
-    split: Sequence[float] | None = None,
+    split: Sequence[float] | Literal["public"] | None = None,
     aux_fraction: float = 0.0,
 ) -> Partition:
     spec = PARTITIONERS.get(method, field="partition.method")
@@ -135,11 +140,15 @@ def make_partition(
         raise ConfigError(f"partition.num_clients: must be >= 1 (got {num_clients})")
     if not 0.0 <= aux_fraction < 1.0:
         raise ConfigError(f"partition.aux_fraction: must be in [0, 1) (got {aux_fraction})")
-    ratios = tuple(split) if split is not None else DEFAULT_SPLIT[dataset.level]
+    public = _public_split(dataset) if split == "public" else None
+    ratios = DEFAULT_SPLIT[dataset.level] if split is None or public else tuple(split)
     rng = np.random.default_rng(seed)
     labels = dataset.labels
     all_ids = np.arange(dataset.num_items)
-    aux = stratified_sample(all_ids, labels, aux_fraction, rng)
+    if public is None:
+        aux = stratified_sample(all_ids, labels, aux_fraction, rng)
+    else:
+        aux = _aux_outside(all_ids, labels, np.concatenate(public), aux_fraction, rng)
     rest = np.setdiff1d(all_ids, aux)
     shares = spec.split(dataset, rest, num_clients, rng, spec.params(**(params or {})))
     clients = []
@@ -150,12 +159,45 @@ def make_partition(
                 f"partition '{method}' left client {k} empty ({dataset.num_items} items, "
                 f"{num_clients} clients); use fewer clients"
             )
-        train, val, test = stratified_split(ids, labels, ratios, rng)
+        if public is None:
+            train, val, test = stratified_split(ids, labels, ratios, rng)
+        else:
+            train, val, test = (np.intersect1d(ids, s) for s in public)
         clients.append(ClientPart(k, ids, train, val, test))
     part = Partition(dataset.level, method, tuple(clients), np.sort(aux))
     if isinstance(dataset, NodeDataset):
         part = Partition(part.level, method, part.clients, part.aux_ids, _cut_edges(dataset, part))
     return part
+
+
+def _public_split(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    public = getattr(dataset, "public_split", None)
+    if public is None:
+        raise ConfigError(
+            f"partition.split: 'public' needs a dataset with a published split (Cora, CiteSeer, "
+            f"PubMed); '{dataset.name}' has none, give three ratios instead"
+        )
+    return public
+
+
+def _aux_outside(
+    ids: np.ndarray,
+    labels: np.ndarray,
+    split_ids: np.ndarray,
+    fraction: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``fraction`` of all ids as an auxiliary pool drawn only from ``ids`` outside the
+    published split, which therefore reaches the clients whole."""
+    outside = np.setdiff1d(ids, split_ids)
+    share = fraction * ids.size / max(outside.size, 1)
+    if share > 1.0:
+        raise ConfigError(
+            f"partition.aux_fraction: {fraction} of {ids.size} nodes is more than the "
+            f"{outside.size} outside the public split; expected at most "
+            f"{outside.size / ids.size:.3f}"
+        )
+    return stratified_sample(outside, labels, share, rng)
 
 
 def stratified_sample(

@@ -107,6 +107,28 @@ def test_split_is_stratified_per_client(cora):
             assert int((cora.labels[c.val] == label).sum()) == int(0.4 * n)
 
 
+def test_public_split_reaches_the_clients_whole(cora):
+    """Planetoid's 140/500/1000 nodes, each client holding its own nodes of each set, and the
+    attacker's pool drawn only from the nodes outside the split."""
+    train, val, test = cora.public_split
+    assert (train.size, val.size, test.size) == (140, 500, 1000)
+    part = make_partition(cora, "label-dirichlet", 10, seed=0, split="public", aux_fraction=0.2)
+    for mine, public in zip(("train", "val", "test"), (train, val, test), strict=True):
+        got = np.concatenate([getattr(c, mine) for c in part.clients])
+        assert np.array_equal(np.sort(got), public)
+    for c in part.clients:
+        assert np.isin(np.concatenate([c.train, c.val, c.test]), c.ids).all()
+    assert not np.isin(part.aux_ids, np.concatenate([train, val, test])).any()
+    assert abs(part.aux_ids.size / cora.num_items - 0.2) < 0.01
+
+
+def test_public_split_is_refused_where_there_is_none(small_csbm, cora):
+    with pytest.raises(ConfigError, match="partition.split: 'public' needs a dataset"):
+        make_partition(small_csbm, "louvain", 3, seed=0, split="public")
+    with pytest.raises(ConfigError, match="partition.aux_fraction: 0.5 .* expected at most 0.394"):
+        make_partition(cora, "louvain", 3, seed=0, split="public", aux_fraction=0.5)
+
+
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
