@@ -266,7 +266,7 @@ def _check_components(suite: Suite) -> list[str]:
         check(f"datasets[{i}].name", DATASETS, d.name, d.params, lambda s: s.params)
     for i, p in enumerate(suite.partitions):
         check(f"partitions[{i}].method", PARTITIONERS, p.method, p.params, lambda s: s.params)
-        if p.split is not None and (min(p.split) < 0 or abs(sum(p.split) - 1) > 1e-6):
+        if isinstance(p.split, tuple) and (min(p.split) < 0 or abs(sum(p.split) - 1) > 1e-6):
             problems.append(
                 f"  partitions[{i}].split: ratios must be >= 0 and sum to 1 (got {list(p.split)})"
             )

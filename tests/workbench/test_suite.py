@@ -71,6 +71,13 @@ def test_bad_split_and_level_mismatch():
     )
     msg = error_of(suite(datasets=[{"name": "MUTAG"}]))
     assert "graph-level" in msg and "iid" in msg
+    assert "split" in error_of(
+        suite(partitions=[{"method": "louvain", "num_clients": 2, "split": "publik"}])
+    )
+    public = parse_suite(
+        suite(partitions=[{"method": "louvain", "num_clients": 2, "split": "public"}])
+    )
+    assert public.partitions[0].split == "public"
 
 
 def test_grid_pairs_partitions_with_datasets_of_their_level():
