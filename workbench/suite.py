@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 import workbench.data  # noqa: F401  (registers partitioners)
 from attacks import ATTACKS
@@ -25,6 +25,8 @@ from workbench.data.catalog import DATASETS
 from workbench.data.partition import PARTITIONERS
 from workbench.errors import ConfigError
 from workbench.targets import TARGETS
+
+_RATIOS = TypeAdapter(tuple[float, float, float], config=ConfigDict(allow_inf_nan=False))
 
 
 class _Strict(BaseModel):
@@ -46,6 +48,16 @@ class PartitionEntry(_Strict):
         "'public': the dataset's published split (Planetoid's), the aux pool drawn outside it",
     )
     aux_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="attacker's auxiliary pool")
+
+    @field_validator("split", mode="plain")
+    @classmethod
+    def _ratios_or_public(cls, value: Any) -> tuple[float, float, float] | str | None:
+        """One form at a time, so a bad ratio is reported as one (not also as not 'public')."""
+        if value is None or value == "public":
+            return value
+        if isinstance(value, str):
+            raise ValueError("expected three ratios or 'public'")
+        return _RATIOS.validate_python(value)
 
 
 class DefenseEntry(_Strict):
