@@ -218,6 +218,8 @@ def adversary_recipe(knowledge: BackgroundKnowledge, trained_as: str) -> Trainin
         "model": knowledge.spec.config.model_dump(),
         **CENTRALIZED_SCHEDULE,
         "release": "last",
+        # an inductively trained target's shadows train inductively too (its recipe is known)
+        "inductive": bool(recipe.config.get("inductive", False)),
     }
     return TrainingRecipe("centralized", config, 1, recipe.train_size)
 

@@ -76,7 +76,7 @@ def schedule_of(recipe: TrainingRecipe) -> Schedule | None:
         )
     if recipe.target == "centralized":
         cfg = CentralizedConfig(**recipe.config)
-        if cfg.release != "last":
+        if cfg.release != "last" or cfg.inductive:  # inductive: each model its own graph
             return None
         # one client, one epoch per round, the optimizer kept: one model trained throughout
         return Schedule(

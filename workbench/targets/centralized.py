@@ -4,7 +4,11 @@ baseline membership-inference papers report (e.g. Olatunji et al.'s Cora GCN).
 The pooled node-level graph is the subgraph induced by all clients' nodes, cut edges
 included (a central party holds every edge); members and non-members are the same records
 as in the federated cells, so attack figures compare directly. The released model is the
-best-validation epoch's. No messages are exchanged, so the transcript is empty."""
+best-validation epoch's. No messages are exchanged, so the transcript is empty.
+
+``inductive`` trains on the subgraph the training nodes induce instead (Olatunji et al.'s
+inductive target): neither a non-member's features nor its edges reach training, which is
+the setting their membership figures assume."""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
+import torch
 from pydantic import BaseModel, ConfigDict, Field
+from torch_geometric.data import Data
+from torch_geometric.utils import subgraph
 
 from accountants import PrivacyLedger
 from workbench.data.datasets import NodeDataset
@@ -46,6 +53,12 @@ class CentralizedConfig(BaseModel):
     optimizer: Literal["adam", "sgd"] = "adam"
     batch_size: int = Field(32, ge=1, description="graph level only")
     release: ReleaseRule = Field("best_val", description="best_val or last epoch's model")
+    inductive: bool = Field(
+        False,
+        description="node level: train on the subgraph induced by the training nodes, so "
+        "training never sees a non-member (Olatunji et al.'s target); scored and queried on "
+        "the whole graph",
+    )
 
 
 SPLITS = ("ids", "train", "val", "test")
@@ -59,6 +72,21 @@ def pooled_client(federation: Federation) -> NodeClient | GraphClient:
         return node_client(ds, ClientPart(0, **ids))
     graphs = {f: [g for c in federation.clients for g in getattr(c, f)] for f in SPLITS[1:]}
     return GraphClient(0, **graphs)
+
+
+def training_graph(pooled: NodeClient, inductive: bool) -> Data:
+    """The graph a node-level model trains on: the pooled graph, or (``inductive``) the
+    subgraph its training nodes induce, every node of it labelled for training."""
+    if not inductive:
+        return pooled.data
+    keep = pooled.data.train_mask
+    edge_index, _ = subgraph(keep, pooled.data.edge_index, relabel_nodes=True)
+    return Data(
+        x=pooled.data.x[keep],
+        edge_index=edge_index,
+        y=pooled.data.y[keep],
+        train_mask=torch.ones(int(keep.sum()), dtype=torch.bool),
+    )
 
 
 class Centralized:
@@ -82,12 +110,13 @@ class Centralized:
         score = score_node_clients if node else score_graph_clients
         gen = seeded_generator(derive_seed(seed, "batches"))
         release = Release(cfg.release)
+        train_on = training_graph(pooled, cfg.inductive) if node else None
         has_val = bool(pooled.data.val_mask.any()) if node else bool(pooled.val)
         scored = has_val or cfg.release == "best_val"
         history = []
         for epoch in range(cfg.epochs):
             if node:
-                train_node_epochs(model, pooled.data, opt, 1)
+                train_node_epochs(model, train_on, opt, 1)
             else:
                 train_graph_epochs(model, pooled.train, opt, 1, cfg.batch_size, gen)
             # nothing to score (an adversary's own model keeps its last epoch): skip the pass

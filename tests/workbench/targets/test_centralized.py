@@ -1,9 +1,12 @@
+import dataclasses
+
 import numpy as np
+import torch
 
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.targets import TARGETS
-from workbench.targets.centralized import pooled_client
+from workbench.targets.centralized import pooled_client, training_graph
 
 
 def test_pooled_graph_keeps_cut_edges_and_every_split(small_csbm):
@@ -27,3 +30,27 @@ def test_centralized_learns_and_releases_its_best_epoch(small_csbm, small_graphs
     fed = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, seed=0))
     trained = TARGETS.get("centralized").fit(fed, {"epochs": 3}, [], seed=0)
     assert trained.level == "graph" and 0.0 <= trained.utility["accuracy"] <= 1.0
+
+
+def test_inductive_training_never_sees_a_non_member(small_csbm):
+    """Olatunji et al.'s target: its weights do not depend on the test nodes at all, while
+    the transductive model's (the test nodes are neighbours in its graph) do."""
+    part = make_partition(small_csbm, "louvain", 3, seed=0)
+    test = np.concatenate([c.test for c in part.clients])
+    changed = small_csbm.data.clone()
+    changed.x[torch.as_tensor(test)] = torch.randn(test.size, changed.x.size(1))
+    other = dataclasses.replace(small_csbm, data=changed)
+
+    def weights(dataset, inductive: bool) -> list[torch.Tensor]:
+        cfg = {"epochs": 20, "release": "last", "inductive": inductive}
+        trained = TARGETS.get("centralized").fit(build_federation(dataset, part), cfg, [], 0)
+        return list(trained.global_model.state_dict().values())
+
+    def unchanged(inductive: bool) -> bool:
+        pairs = zip(weights(small_csbm, inductive), weights(other, inductive), strict=True)
+        return all(torch.equal(a, b) for a, b in pairs)
+
+    assert unchanged(inductive=True)
+    assert not unchanged(inductive=False)
+    graph = training_graph(pooled_client(build_federation(small_csbm, part)), inductive=True)
+    assert graph.num_nodes == sum(c.train.size for c in part.clients) == int(graph.train_mask.sum())
