@@ -129,6 +129,59 @@ class NodeQueryAPI:
         return torch.cat(out) if out else torch.zeros(0)
 
 
+class InductiveQueryAPI:
+    """Olatunji et al.'s deployments of an inductively trained model. A training node is
+    answered on the subgraph the training nodes induce (where the model saw it); any other
+    node on the population graph (``tstf``: train on subgraph, test on full) or on the
+    subgraph the other nodes induce (``tsts``: train and test graphs disjoint). Which graph
+    answered shows only in the answers."""
+
+    def __init__(self, model: nn.Module, graph: Data, train_ids: np.ndarray, mode: str) -> None:
+        if mode not in ("tstf", "tsts"):
+            raise ValueError(f"mode: expected 'tstf' or 'tsts', got {mode!r}")
+        self._model = model
+        self._mode = mode
+        self._train_ids = np.asarray(train_ids, dtype=np.int64)
+        self._inside = np.zeros(int(graph.num_nodes), dtype=bool)
+        self._inside[self._train_ids] = True
+        src, dst = graph.edge_index.numpy(force=True)
+        kept = graph.edge_index[:, torch.as_tensor(self._inside[src] == self._inside[dst])]
+        apart = Data(x=graph.x, edge_index=kept, num_nodes=graph.num_nodes)
+        self._members = NodeQueryAPI(model, apart)  # a k-hop ball there stays inside its side
+        self._others = self._members if mode == "tsts" else NodeQueryAPI(model, graph)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self._inside.size)
+
+    @torch.no_grad()
+    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return self._routed(node_ids, hops, embed=False)
+
+    @torch.no_grad()
+    def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return self._routed(node_ids, hops, embed=True)
+
+    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+        every = np.arange(self.num_nodes)
+        logits = {h: self.logits(every, h) for h in hops}
+        embeddings = {h: self.embeddings(every, h) for h in hops}
+        return AnswerTable(logits, embeddings, self._model, known)
+
+    def _routed(self, node_ids: np.ndarray, hops: int, embed: bool) -> torch.Tensor:
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        member = self._inside[node_ids]
+        out: torch.Tensor | None = None
+        for api, pick in ((self._members, member), (self._others, ~member)):
+            if not pick.any():
+                continue
+            answer = (api.embeddings if embed else api.logits)(node_ids[pick], hops)
+            if out is None:
+                out = torch.zeros(node_ids.size, answer.shape[1], dtype=answer.dtype)
+            out[torch.as_tensor(np.flatnonzero(pick))] = answer
+        return out if out is not None else torch.zeros(0)
+
+
 class OwnerRoutedQueryAPI:
     """Personalised deployments behind one query interface: a node held by client k is
     answered by k's own model (on the population graph, like ``NodeQueryAPI``); a node no

@@ -37,6 +37,7 @@ from workbench.errors import ConfigError, NotApplicableError
 from workbench.query import (
     ClientDeployments,
     GraphQueryAPI,
+    InductiveQueryAPI,
     NodeQueryAPI,
     OwnerRoutedQueryAPI,
     TableQueryAPI,
@@ -145,6 +146,13 @@ def query_data(query: Any, weights: Weights) -> dict[str, Any]:
         return {"kind": "table", "type": type_ref(EmbeddingRelease), "table": query._table.clone()}
     if isinstance(query, OwnerRoutedQueryAPI):
         return {"kind": "owner-routed", "owner": torch.as_tensor(query._owner.copy())}
+    if isinstance(query, InductiveQueryAPI):
+        return {
+            "kind": "inductive",
+            "mode": query._mode,
+            "train": torch.as_tensor(query._train_ids.copy()),
+            "model": weights(query._model),
+        }
     return {"kind": "unsupported", "type": type(query).__name__}
 
 
@@ -411,9 +419,23 @@ def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
         return GraphQueryAPI(model(q["model"]))
     if q["kind"] == "table":
         return subclass(q["type"], TableQueryAPI, EmbeddingRelease)(q["table"])
+    if q["kind"] == "inductive" and isinstance(ds, NodeDataset):
+        train = _node_ids(q["train"], ds.num_items, "query.train")
+        if q["mode"] not in ("tstf", "tsts"):
+            raise SnapshotError(f"query.mode: expected 'tstf' or 'tsts', got {q['mode']!r}")
+        return InductiveQueryAPI(model(q["model"]), ds.data, train, q["mode"])
     if q["kind"] == "owner-routed" and isinstance(ds, NodeDataset):
         return OwnerRoutedQueryAPI(clients, ds.data, q["owner"].numpy(force=True))
     return UnavailableQuery(q.get("type", q["kind"]))
+
+
+def _node_ids(value: Any, num_nodes: int, field: str) -> np.ndarray:
+    """Stored node ids, checked: a 1-D integer tensor of ids of this dataset's nodes."""
+    ok = isinstance(value, torch.Tensor) and value.dim() == 1 and not value.is_floating_point()
+    ids = value.numpy(force=True).astype(np.int64) if ok else np.zeros(0, dtype=np.int64)
+    if not ok or (ids.size and (ids.min() < 0 or ids.max() >= num_nodes)):
+        raise SnapshotError(f"{field}: expected a 1-D integer tensor of node ids < {num_nodes}")
+    return ids
 
 
 class UnavailableQuery:

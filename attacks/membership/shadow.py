@@ -10,14 +10,16 @@ cannot tell a confident right answer from a confident wrong one. The probability
 log: unbounded log-probabilities made the classifier flip on one seed of three (AUC 0.29 on
 the overfit graph-level target, 0.70 with the probability). Then it judges the target's.
 
-Olatunji et al.'s two node-level settings fix how the shadow is queried:
-- ``full``: the shadow trained on a subgraph and is queried on the whole population graph
-  (members' neighbourhoods include non-members). Our targets answer queries on the
-  population graph, so this is the matched setting.
-- ``disjoint``: members are queried inside the subgraph induced by the members, non-members
-  inside the one induced by the non-members (train and test graphs disjoint). Against a
-  target queried on the population graph it measures how far a mismatched shadow transfers.
-Graph-level records are whole graphs, so the setting does not apply there."""
+The setting fixes how the shadow is queried, to match how the target answers:
+- ``full``: on the whole population graph (members' neighbourhoods include non-members), as
+  our targets answer by default.
+- ``tstf`` (Olatunji et al.'s "train on subgraph, test on full"): members inside the subgraph
+  the members induce, non-members on the population graph, as an inductive target deployed
+  with ``serves_on: tstf`` answers.
+- ``disjoint`` (their TSTS): members inside the members' subgraph, non-members inside the one
+  the non-members induce (``serves_on: tsts``).
+Against a target answering on another graph it measures how far a mismatched shadow
+transfers. Graph-level records are whole graphs, so the setting does not apply there."""
 
 from __future__ import annotations
 
@@ -55,7 +57,9 @@ from workbench.seeding import derive_seed
 
 
 class ShadowConfig(TrainedModelsConfig):
-    setting: Literal["full", "disjoint"] = "full"
+    setting: Literal["full", "tstf", "disjoint"] = Field(
+        "full", description="the graph the shadow answers on: full, tstf or disjoint (TSTS)"
+    )
     num_shadows: int = Field(1, ge=1, le=64)
     hidden: int = Field(64, ge=1, le=1024, description="attack classifier's hidden units")
     label_aware: bool = Field(
@@ -103,7 +107,7 @@ class ShadowAttack:
         for model, row in zip(shadows, inclusion, strict=True):
             for members, flag in ((row, 1), (~row, 0)):
                 part = subset(aux, members)
-                logits = self._shadow_logits(inp, model, part, config)
+                logits = self._shadow_logits(inp, model, part, config, member=bool(flag))
                 feats.append(attack_features(logits, part.labels if config.label_aware else None))
                 labels.append(np.full(part.ids.size, flag))
         # standardised inputs and an L2 penalty, trained to convergence: with early stopping
@@ -128,9 +132,10 @@ class ShadowAttack:
 
     @staticmethod
     def _shadow_logits(
-        inp: AttackInput, model: nn.Module, part: Candidates, config: ShadowConfig
+        inp: AttackInput, model: nn.Module, part: Candidates, config: ShadowConfig, member: bool
     ) -> torch.Tensor:
-        if config.setting == "full" or part.level == "graph":
+        on_population = config.setting == "full" or (config.setting == "tstf" and not member)
+        if on_population or part.level == "graph":
             return query(model_api(model, inp.knowledge), part, config.hops)
         own = induced_subgraph(inp.knowledge.graph, part.ids)
         return NodeQueryAPI(model, own).logits(np.arange(part.ids.size), config.hops)

@@ -1,10 +1,11 @@
 import numpy as np
 import pytest
 import torch
-from torch_geometric.utils import k_hop_subgraph
+from torch_geometric.data import Data
+from torch_geometric.utils import k_hop_subgraph, subgraph
 
 from workbench.models import ModelConfig, build_model
-from workbench.query import GraphQueryAPI, KHop, NodeQueryAPI
+from workbench.query import GraphQueryAPI, InductiveQueryAPI, KHop, NodeQueryAPI
 
 
 @pytest.mark.parametrize("hops", [0, 1, 2])
@@ -91,3 +92,36 @@ def test_a_node_reached_by_256_paths_is_reached():
     dst = list(range(1, 257)) + [300] * 256
     nodes, _, _ = KHop(torch.tensor([src, dst]), 301).batch(np.array([0]), 2)
     assert 300 in nodes.tolist() and nodes.size == 258
+
+
+@pytest.mark.parametrize("mode", ["tstf", "tsts"])
+def test_inductive_deployments_answer_each_side_on_its_own_graph(small_csbm, mode):
+    """Olatunji et al.'s settings: a training node's 2-hop answer is the one the subgraph of
+    the training nodes gives; another node's is the population graph's (TSTF) or the one the
+    subgraph of the other nodes gives (TSTS)."""
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(hidden=16), small_csbm.num_features, 4, "node").eval()
+    data = small_csbm.data
+    train = np.arange(0, data.num_nodes, 3)
+    rest = np.setdiff1d(np.arange(data.num_nodes), train)
+    api = InductiveQueryAPI(model, data, train, mode)
+    ids = np.array([0, 1, 3, 5, 399, 0])
+
+    def on(nodes: np.ndarray, i: int) -> torch.Tensor:
+        """Node i's 2-hop answer on the subgraph ``nodes`` induce."""
+        keep = torch.as_tensor(nodes)
+        ei, _ = subgraph(keep, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
+        api = NodeQueryAPI(model, Data(x=data.x[keep], edge_index=ei, num_nodes=nodes.size))
+        return api.logits(np.searchsorted(nodes, [i]), 2)[0]
+
+    got = api.logits(ids, 2)
+    everyone = NodeQueryAPI(model, data).logits(ids, 2)
+    for row, full, i in zip(got, everyone, ids.tolist(), strict=True):
+        side = train if i in train else rest
+        want = full if mode == "tstf" and i not in train else on(side, i)
+        torch.testing.assert_close(row, want, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(got, everyone)  # the sides' graphs differ from the population's
+    table = api.answers([2], None)
+    torch.testing.assert_close(table.logits(ids, 2), got)
+    with pytest.raises(ValueError, match="mode"):
+        InductiveQueryAPI(model, data, train, "tsft")

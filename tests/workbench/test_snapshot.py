@@ -35,6 +35,8 @@ BASE = {
         {"name": "opfgl", "params": OPFGL, "defenses": [{"name": "masked-aggregation"}]},
         # the clients' CKKS key is kept: a curious client decrypts offline too
         {"name": "opfgl", "params": OPFGL, "defenses": [{"name": "secure-aggregation"}]},
+        # Olatunji et al.'s inductive target, training nodes answered on their own subgraph
+        {"name": "centralized", "params": {"epochs": 5, "inductive": True, "serves_on": "tstf"}},
         {  # a published metric-DP embedding table instead of a query API
             "name": "fedavg",
             "params": {"rounds": 2},
@@ -44,6 +46,7 @@ BASE = {
 }
 ATTACKS = [
     {"name": "mia-threshold"},
+    {"name": "mia-threshold", "params": {"hops": 2}},
     {"name": "mia-threshold", "params": {"adversary": "server"}},
     {"name": "mia-statistics-tracing"},
     {"name": "mia-statistics-tracing", "params": {"adversary": "client"}},
@@ -89,6 +92,7 @@ def test_attacks_run_later_equal_attacks_run_in_the_suite(tmp_path):
     ran = ran_ok(tmp_path / "later")
     assert ("opfgl+secure-aggregation", "mia-statistics-tracing", "client") in ran  # the key
     assert ("fedavg", "link-stealing", None) in ran  # the served deployments
+    assert ("centralized", "mia-threshold", None) in ran  # the inductive deployment
     assert ("fedavg+metric-dp", "graph-reconstruction", None) in ran  # the published table
     assert ("fedavg+metric-dp", "reidentification-audit", None) in ran  # and its provenance
     assert api.attack(tmp_path / "later", ATTACKS) == (0, 0)  # stored already: skipped

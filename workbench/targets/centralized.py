@@ -18,17 +18,18 @@ from typing import Any, Literal
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
 from accountants import PrivacyLedger
-from workbench.data.datasets import NodeDataset
+from workbench.data.datasets import Dataset, NodeDataset
 from workbench.data.federation import Federation, GraphClient, NodeClient, node_client
 from workbench.data.partition import ClientPart
 from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
-from workbench.query import GraphQueryAPI, NodeQueryAPI, serve
+from workbench.query import GraphQueryAPI, InductiveQueryAPI, NodeQueryAPI, serve
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.training import (
@@ -59,6 +60,12 @@ class CentralizedConfig(BaseModel):
         "training never sees a non-member (Olatunji et al.'s target); scored and queried on "
         "the whole graph",
     )
+    serves_on: Literal["population", "tstf", "tsts"] = Field(
+        "population",
+        description="node level: the graph the released model answers on: the population's; "
+        "tstf: a training node on the graph the training nodes induce, any other on the "
+        "population's; tsts: the others on the graph they induce (Olatunji et al.'s settings)",
+    )
 
 
 SPLITS = ("ids", "train", "val", "test")
@@ -72,6 +79,19 @@ def pooled_client(federation: Federation) -> NodeClient | GraphClient:
         return node_client(ds, ClientPart(0, **ids))
     graphs = {f: [g for c in federation.clients for g in getattr(c, f)] for f in SPLITS[1:]}
     return GraphClient(0, **graphs)
+
+
+def deployment(
+    model: nn.Module, ds: Dataset, pooled: NodeClient | GraphClient, serves_on: str
+) -> NodeQueryAPI | InductiveQueryAPI | GraphQueryAPI:
+    """The released model's query API, answering on the graph ``serves_on`` names."""
+    if not isinstance(ds, NodeDataset):
+        return GraphQueryAPI(model)
+    if serves_on == "population":
+        return NodeQueryAPI(model, ds.data)
+    assert isinstance(pooled, NodeClient)
+    train = pooled.data.global_id[pooled.data.train_mask].numpy(force=True)
+    return InductiveQueryAPI(model, ds.data, train, serves_on)
 
 
 def training_graph(pooled: NodeClient, inductive: bool) -> Data:
@@ -125,7 +145,7 @@ class Centralized:
             release.offer(epoch, val, model)
         release.load_into(model)
         test = score(model, [pooled], "test")
-        api = NodeQueryAPI(model, ds.data) if isinstance(ds, NodeDataset) else GraphQueryAPI(model)
+        api = deployment(model, ds, pooled, cfg.serves_on)
         return TrainedTarget(
             name=self.name,
             level=ds.level,
