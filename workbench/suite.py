@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 
 import workbench.data  # noqa: F401  (registers partitioners)
 from attacks import ATTACKS
@@ -58,6 +66,13 @@ class PartitionEntry(_Strict):
         if isinstance(value, str):
             raise ValueError("expected three ratios or 'public'")
         return _RATIOS.validate_python(value)
+
+    @field_serializer("split")
+    def _split_out(
+        self, value: tuple[float, float, float] | str | None
+    ) -> list[float] | str | None:
+        """As the ratios were given: a plain validator leaves pydantic no union to dump by."""
+        return list(value) if isinstance(value, tuple) else value
 
 
 class DefenseEntry(_Strict):

@@ -1,9 +1,10 @@
+import warnings
 from pathlib import Path
 
 import pytest
 
 from workbench.errors import ConfigError
-from workbench.suite import expand, load_suite, parse_suite
+from workbench.suite import Suite, expand, load_suite, parse_suite
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -78,6 +79,13 @@ def test_bad_split_and_level_mismatch():
         suite(partitions=[{"method": "louvain", "num_clients": 2, "split": "public"}])
     )
     assert public.partitions[0].split == "public"
+    ratios = parse_suite(
+        suite(partitions=[{"method": "louvain", "num_clients": 2, "split": [0.5, 0, 0.5]}])
+    )
+    for parsed in (public, ratios):  # the runner stores suites as JSON and reads them back
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert Suite.model_validate_json(parsed.model_dump_json()) == parsed
 
 
 def test_grid_pairs_partitions_with_datasets_of_their_level():
