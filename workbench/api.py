@@ -4,6 +4,7 @@
 
     summary = run_suite("examples/quickstart.yaml", "runs/quickstart")  # train, attack, store
     privacy("runs/quickstart")              # per cell: ε per adversary, canary audit bounds
+    results("runs/quickstart")              # pandas: a row per cell × attack, metrics as columns
     attack("runs/quickstart", [{"name": "mia-lira"}])                 # later, no retraining
     html = build_report("runs/quickstart")                             # report.html and .pdf
     eps = epsilon(PrivacyLedger().record(Gaussian(sigma=2.0)), delta=1e-5).epsilon
@@ -19,7 +20,7 @@ ledger and accountants, and the results store (``ResultsStore``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -43,6 +44,9 @@ from workbench.store import ResultsStore
 from workbench.suite import AttackEntry, AuditEntry, Suite, format_errors, load_suite, parse_suite
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import background_knowledge, client_view, querier_view, server_view
+
+if TYPE_CHECKING:
+    import pandas
 
 Kind = Literal["targets", "attacks", "defenses"]
 
@@ -115,6 +119,15 @@ def privacy(out: str | Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
         }
     finally:
         store.close()
+
+
+def results(out: str | Path) -> pandas.DataFrame:
+    """A results folder as one DataFrame: a row per cell × attack, with the cell's setting,
+    its utility (``utility.*``), ε per adversary and unit (``epsilon.<adversary>.<unit>``)
+    and the attack's metrics (``metric.*``) as columns (``reports.frame`` lists them)."""
+    from reports.frame import results_frame
+
+    return results_frame(out)
 
 
 def _with_secrets(suite: Suite, keep: bool) -> Suite:

@@ -1,6 +1,6 @@
-"""Command line: ``fgl-workbench run | audit | attack | report | list | epsilon``. A thin layer over
-the Python API (``workbench.api``); user errors print one line naming what is wrong and exit
-2."""
+"""Command line: ``fgl-workbench run | audit | attack | report | export | list | epsilon``.
+A thin layer over the Python API (``workbench.api``); user errors print one line naming what
+is wrong and exit 2."""
 
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
     _device_argument(att)
+    exp = sub.add_parser(
+        "export", help="write a results folder as one table: a row per cell × attack"
+    )
+    exp.add_argument("out", help="a results folder written by `run`")
+    exp.add_argument("--format", default="csv", help="csv (default) or parquet")
+    exp.add_argument("--output", default=None, help="file to write (default OUT/results.FORMAT)")
     lst = sub.add_parser("list", help="list registered components")
     lst.add_argument("kind", nargs="?", choices=KINDS)
     lst.add_argument(
@@ -172,15 +178,23 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"{done} cell(s) attacked, {missing} without a stored target")
         print(f"report: {api.build_report(args.out)}")
         return 0
-    if args.command == "report":
+    if args.command in ("report", "export"):
         from workbench.registry import reading_untrusted
 
         with reading_untrusted(f"the results folder {args.out}"):
-            return _report(args)
+            return _report(args) if args.command == "report" else _export(args)
     for kind in [args.kind] if args.kind else KINDS:
         print(f"{kind}:")
         for line in listing(kind, args.imported):
             print(f"  {line}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from reports.frame import export
+
+    path = export(args.out, args.format, args.output)
+    print(f"wrote {path}")
     return 0
 
 

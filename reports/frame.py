@@ -1,0 +1,137 @@
+"""A results folder as one table: the form pandas, spreadsheets and plotting tools read.
+
+One row per cell × attack (a cell no attack ran on keeps one row with the attack columns
+empty). Columns, in this order:
+
+- the cell: ``cell_id``, ``configuration`` (its label without the seed; sweep twins told
+  apart by their settings, as in the report), ``dataset``, ``partition``, ``num_clients``,
+  ``target``, ``defenses`` (``+``-joined), ``seed``;
+- ``utility.<metric>`` for each utility metric (accuracy, macro-F1, ...);
+- ``epsilon.<adversary>.<unit>`` for each ε the run states (∞ where nothing is guaranteed);
+- the attack: ``attack``, ``attack_label`` (its name with its parameters), ``attack_key``
+  (the store's key), ``attack_params`` (JSON), ``status``, ``reason``;
+- ``metric.<name>`` for each attack metric (auc, auc_ci_low, tpr_at_1pct_fpr, ...).
+
+Nested metrics (per-client lists, histograms) stay in the store and the report; the table
+keeps the numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from reports.summary import configurations
+from workbench.errors import ConfigError
+from workbench.store import AttackRow, CellRow, ResultsStore, written
+
+CELL_COLUMNS = [
+    "cell_id",
+    "configuration",
+    "dataset",
+    "partition",
+    "num_clients",
+    "target",
+    "defenses",
+    "seed",
+]
+ATTACK_COLUMNS = ["attack", "attack_label", "attack_key", "attack_params", "status", "reason"]
+
+
+def results_frame(out: str | Path) -> pd.DataFrame:
+    """The results folder ``out`` as a DataFrame (see the module docstring for its columns)."""
+    store = ResultsStore(out, create=False)
+    try:
+        cells, attacks = store.cells(), store.attacks()
+    finally:
+        store.close()
+    return frame(cells, attacks)
+
+
+def frame(cells: list[CellRow], attacks: list[AttackRow]) -> pd.DataFrame:
+    label = {c.cell_id: name for name, group in configurations(cells) for c in group}
+    by_cell: dict[str, list[AttackRow]] = {}
+    for a in attacks:
+        by_cell.setdefault(a.cell_id, []).append(a)
+    rows = []
+    for c in sorted(cells, key=lambda c: (label[c.cell_id], c.config["seed"])):
+        base = _cell_columns(c, label[c.cell_id])
+        rows += [{**base, **_attack_columns(a)} for a in by_cell.get(c.cell_id, [])] or [base]
+    table = pd.DataFrame(rows)
+    for name in CELL_COLUMNS + ATTACK_COLUMNS:
+        if name not in table:
+            table[name] = None
+    grouped = sorted(table.columns, key=_column_order)
+    return table[grouped].reset_index(drop=True)
+
+
+def _cell_columns(c: CellRow, configuration: str) -> dict[str, Any]:
+    config = c.config
+    target = config["target"]
+    out: dict[str, Any] = {
+        "cell_id": c.cell_id,
+        "configuration": configuration,
+        "dataset": config["dataset"]["name"],
+        "partition": config["partition"]["method"],
+        "num_clients": config["partition"]["num_clients"],
+        "target": target["name"],
+        "defenses": "+".join(d["name"] for d in target.get("defenses") or []) or None,
+        "seed": config["seed"],
+    }
+    out |= {f"utility.{k}": v for k, v in c.utility.items() if _is_number(v)}
+    out |= {f"epsilon.{e['adversary']}.{e['unit']}": e["epsilon"] for e in c.epsilons}
+    return out
+
+
+def _attack_columns(a: AttackRow) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "attack": a.attack,
+        "attack_label": a.label,
+        "attack_key": a.attack_key,
+        "attack_params": json.dumps(a.params, sort_keys=True),
+        "status": a.status,
+        "reason": a.reason,
+    }
+    out |= {f"metric.{k}": v for k, v in (a.metrics or {}).items() if _is_number(v)}
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _column_order(name: str) -> tuple[int, int]:
+    """Cell columns, utility, ε, attack columns, attack metrics; in first-seen order within."""
+    if name in CELL_COLUMNS:
+        return 0, CELL_COLUMNS.index(name)
+    if name in ATTACK_COLUMNS:
+        return 3, ATTACK_COLUMNS.index(name)
+    prefix = {"utility": 1, "epsilon": 2, "metric": 4}[name.split(".", 1)[0]]
+    return prefix, 0
+
+
+FORMATS = ("csv", "parquet")
+
+
+def export(out: str | Path, fmt: str, path: str | Path | None = None) -> Path:
+    """Writes the results table of ``out`` as ``fmt`` (csv or parquet) to ``path``, default
+    ``results.<fmt>`` inside the folder (never through a symbolic link); returns where."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format: expected one of {', '.join(FORMATS)}, got '{fmt}'")
+    if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise ConfigError(
+            "--format parquet: needs pyarrow (pip install 'fgl-workbench[export]'), or use csv"
+        )
+    table = results_frame(out)
+    root, rel = (
+        (Path(out), f"results.{fmt}") if path is None else (Path(path).parent, Path(path).name)
+    )
+    with written(root, rel) as f:
+        if fmt == "csv":
+            table.to_csv(f, index=False)
+        else:
+            table.to_parquet(f, index=False)
+    return root / rel

@@ -1,0 +1,65 @@
+"""The results folder as one table: what pandas, CSV and Parquet users get."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from reports.frame import frame
+from workbench import api
+from workbench.cli import main
+from workbench.store import ResultsStore
+
+
+@pytest.fixture(scope="module")
+def out(dp_report):
+    return dp_report.parent
+
+
+def test_one_row_per_cell_and_attack_with_the_stored_numbers(out):
+    table = api.results(out)
+    store = ResultsStore(out, create=False)
+    cells, attacks = store.cells(), store.attacks()
+    assert len(table) == len(attacks) == 2
+    for a in attacks:
+        row = table[table.cell_id == a.cell_id].iloc[0]
+        assert row["metric.auc"] == a.metrics["auc"]
+        assert row["attack_label"] == "mia-threshold" and row["status"] == a.status
+    for c in cells:
+        row = table[table.cell_id == c.cell_id].iloc[0]
+        assert row["utility.accuracy"] == c.utility["accuracy"]
+        assert row["seed"] == c.config["seed"] and row["dataset"] == "csbm"
+        for e in c.epsilons:
+            got = row[f"epsilon.{e['adversary']}.{e['unit']}"]
+            assert got == e["epsilon"] or (math.isinf(got) and math.isinf(e["epsilon"]))
+    # central DP: a bound against the querier and the other clients, none against the
+    # server that adds the noise; the undefended cell states no ε at all
+    dp = table[table.defenses == "dp-fedavg"].iloc[0]
+    assert math.isfinite(dp["epsilon.querier.client"]) and math.isinf(dp["epsilon.server.client"])
+    assert table[table.defenses.isna()].filter(like="epsilon.").isna().all(axis=None)
+    # cell columns first, then utility, ε, the attack and its metrics
+    columns = list(table.columns)
+    assert columns[:3] == ["cell_id", "configuration", "dataset"]
+    assert columns.index("utility.accuracy") < columns.index("epsilon.clients.client")
+    assert columns.index("epsilon.server.client") < columns.index("attack")
+    assert columns.index("attack") < columns.index("metric.auc")
+
+
+def test_a_cell_no_attack_ran_on_keeps_its_row(out):
+    store = ResultsStore(out, create=False)
+    table = frame(store.cells(), [])
+    assert len(table) == 2 and table.attack.isna().all()
+    assert "metric.auc" not in table
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_writes_what_the_api_returns(out, tmp_path, fmt, capsys):
+    path = tmp_path / f"table.{fmt}"
+    assert main(["export", str(out), "--format", fmt, "--output", str(path)]) == 0
+    assert str(path) in capsys.readouterr().out
+    back = pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
+    want = api.results(out)
+    assert list(back.columns) == list(want.columns)
+    pd.testing.assert_series_equal(back["metric.auc"], want["metric.auc"])
+    assert main(["export", str(out), "--format", "xlsx"]) == 2
+    assert "--format: expected one of csv, parquet" in capsys.readouterr().err
