@@ -158,9 +158,14 @@ def attack(
     for i, raw in enumerate(attacks):
         try:
             entry = AttackEntry(**raw)
-            ATTACKS.get(entry.name, f"attacks[{i}].name").Config(**entry.params)
         except ValidationError as exc:
             raise ConfigError(f"invalid attack\n{format_errors(exc, f'attacks[{i}]')}") from None
+        config = ATTACKS.get(entry.name, f"attacks[{i}].name").Config
+        try:
+            config(**entry.params)
+        except ValidationError as exc:
+            found = format_errors(exc, f"attacks[{i}].params", model=config)
+            raise ConfigError(f"invalid attack\n{found}") from None
         entries.append(entry)
     return attack_stored(out, entries, data_root, jobs, device=device)
 

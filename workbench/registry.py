@@ -10,6 +10,7 @@ lookups happen lazily, in whatever process asks (suite workers and Ray tasks inc
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,12 @@ def reading_untrusted(what: str) -> Iterator[None]:
         yield
     finally:
         _READING.reset(token)
+
+
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """The choice nearest a misspelt ``name``, as " (did you mean 'x'?)", if one is close."""
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 class PluginError(ConfigError):
@@ -76,7 +83,8 @@ class Registry(Generic[T]):
             )
         if name not in self:
             raise ConfigError(
-                f"{where}unknown {self.kind} '{name}'; valid choices: {', '.join(self.names())}"
+                f"{where}unknown {self.kind} '{name}'{did_you_mean(str(name), self.names())}; "
+                f"valid choices: {', '.join(self.names())}"
                 + (" (or a package.module:Class reference)" if self._check else "")
             )
         return self._items[name]

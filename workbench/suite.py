@@ -32,6 +32,7 @@ from defenses import DEFENSES
 from workbench.data.catalog import DATASETS
 from workbench.data.partition import PARTITIONERS
 from workbench.errors import ConfigError
+from workbench.registry import did_you_mean
 from workbench.targets import TARGETS
 
 _RATIOS = TypeAdapter(tuple[float, float, float], config=ConfigDict(allow_inf_nan=False))
@@ -194,7 +195,9 @@ def parse_suite(raw: Any, source: str = "suite") -> Suite:
     try:
         suite = Suite(**raw)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: invalid suite\n{format_errors(exc)}") from None
+        # the sections that do parse are checked too, so one reading lists every problem
+        found = [format_errors(exc, model=Suite), *_check_components(_parsed_sections(raw))]
+        raise ConfigError(f"{source}: invalid suite\n" + "\n".join(found)) from None
     problems = _check_components(suite)
     if not problems:
         targets, problems = expand_sweeps(suite.targets)
@@ -266,16 +269,71 @@ def _set(entry: dict, path: str, value: Any) -> None:
     node[steps[-1]] = value
 
 
-def format_errors(exc: ValidationError, prefix: str = "") -> str:
+def format_errors(exc: ValidationError, prefix: str = "", model: Any = None) -> str:
+    """One line per error, named by its path. With the ``model`` the input was checked
+    against, an unknown parameter also gets the valid ones (and the nearest, if close)."""
     lines = []
     for err in exc.errors():
         loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            word = "parameter" if "params" in prefix + str(err["loc"]) else "field"
+            fields = _fields_at(model, err["loc"][:-1])
+            hint = did_you_mean(str(err["loc"][-1]), fields)
+            valid = f"; valid {word}s: {', '.join(fields)}" if fields else ""
+            lines.append(f"  {loc.lstrip('.')}: unknown {word}{hint}{valid}")
+            continue
         got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
         lines.append(f"  {loc.lstrip('.')}: {err['msg']}{got}")
     return "\n".join(lines)
 
 
-def _check_components(suite: Suite) -> list[str]:
+def _fields_at(model: Any, path: tuple) -> list[str]:
+    """The field names of the (nested) model at ``path`` below ``model``; [] if unknown."""
+    for step in path:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        field = model.model_fields.get(step) if isinstance(step, str) else None
+        model = field.annotation if field is not None else None
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return []
+
+
+@dataclass(frozen=True)
+class Sections:
+    """The component lists of a suite (all of them, or those that parse on their own)."""
+
+    datasets: list[DatasetEntry | None]
+    partitions: list[PartitionEntry | None]
+    targets: list[TargetEntry | None]
+    attacks: list[AttackEntry | None]
+
+
+def _parsed_sections(raw: dict[str, Any]) -> Sections:
+    """Each list section's entries that are valid on their own, for the component checks
+    of a suite whose other parts are not."""
+
+    def entries(key: str, model: type[BaseModel]) -> list:
+        items = raw.get(key)
+        out = []
+        for item in items if isinstance(items, list) else []:
+            try:
+                out.append(model(**item) if isinstance(item, dict) else None)
+            except ValidationError:
+                out.append(None)  # its own errors are in the suite's
+        return out
+
+    return Sections(
+        entries("datasets", DatasetEntry),
+        entries("partitions", PartitionEntry),
+        entries("targets", TargetEntry),
+        entries("attacks", AttackEntry),
+    )
+
+
+def _check_components(suite: Suite | Sections) -> list[str]:
+    """Every entry's component name against its registry and its params against the
+    component's config. Entries given as None (they did not parse) are skipped."""
     problems: list[str] = []
 
     def check(field: str, registry: Any, name: str, params: dict, config_of: Any) -> None:
@@ -284,27 +342,35 @@ def _check_components(suite: Suite) -> list[str]:
         except ConfigError as exc:  # unknown, or a plug-in that failed to load
             problems.append(f"  {exc}" if str(exc).startswith(field) else f"  {field}: {exc}")
             return
+        model = config_of(component)
         try:
-            config_of(component)(**params)
+            model(**params)
         except ValidationError as exc:
-            problems.append(format_errors(exc, prefix=field.rsplit(".", 1)[0] + ".params"))
+            prefix = field.rsplit(".", 1)[0] + ".params"
+            problems.append(format_errors(exc, prefix=prefix, model=model))
 
     for i, d in enumerate(suite.datasets):
-        check(f"datasets[{i}].name", DATASETS, d.name, d.params, lambda s: s.params)
+        if d is not None:
+            check(f"datasets[{i}].name", DATASETS, d.name, d.params, lambda s: s.params)
     for i, p in enumerate(suite.partitions):
+        if p is None:
+            continue
         check(f"partitions[{i}].method", PARTITIONERS, p.method, p.params, lambda s: s.params)
         if isinstance(p.split, tuple) and (min(p.split) < 0 or abs(sum(p.split) - 1) > 1e-6):
             problems.append(
                 f"  partitions[{i}].split: ratios must be >= 0 and sum to 1 (got {list(p.split)})"
             )
     for i, t in enumerate(suite.targets):
+        if t is None:
+            continue
         check(f"targets[{i}].name", TARGETS, t.name, t.params, lambda t: t.Config)
         for j, d in enumerate(t.defenses):
             field = f"targets[{i}].defenses[{j}].name"
             check(field, DEFENSES, d.name, d.params, lambda d: d.Config)
     for i, a in enumerate(suite.attacks):
-        check(f"attacks[{i}].name", ATTACKS, a.name, a.params, lambda a: a.Config)
-    if problems:
+        if a is not None:
+            check(f"attacks[{i}].name", ATTACKS, a.name, a.params, lambda a: a.Config)
+    if problems or isinstance(suite, Sections):
         return problems
     for i, d in enumerate(suite.datasets):
         level = DATASETS.get(d.name).level

@@ -165,6 +165,8 @@ def test_a_snapshot_builds_only_allow_listed_types(tmp_path):
 def test_bad_offline_requests_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="attacks\\[0\\].name: unknown attack 'nope'"):
         api.attack(tmp_path, [{"name": "nope"}])
+    with pytest.raises(ConfigError, match="attacks\\[0\\].params.hop: unknown parameter .*'hops'"):
+        api.attack(tmp_path, [{"name": "mia-threshold", "params": {"hop": 2}}])
     with pytest.raises(ConfigError, match="not a results folder"):
         api.attack(tmp_path, [{"name": "mia-threshold"}])
 
