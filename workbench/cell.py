@@ -31,9 +31,10 @@ from workbench.data.partition import Partition, make_partition
 from workbench.device import on_device, to_device
 from workbench.errors import NotApplicableError
 from workbench.isolated import isolated, run_isolated
+from workbench.progress import listening_to_rounds, round_text
 from workbench.seeding import Streams, seed_everything
 from workbench.snapshot import SnapshotError, snapshot
-from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore
+from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore, attack_label
 from workbench.suite import AttackEntry, Cell, config_hash
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.threat import background_knowledge
@@ -144,7 +145,8 @@ def run_cell(
     target = TARGETS.get(cell.target.name)
     defenses = [applied(d.name, d.params) for d in cell.target.defenses]
     config = target.Config(**cell.target.params)
-    trained = target.fit(federation, config, defenses, streams.seed(cell.seed, "target"))
+    with listening_to_rounds(lambda k, total, v: report(f"train {round_text(k, total, v)}")):
+        trained = target.fit(federation, config, defenses, streams.seed(cell.seed, "target"))
     t2 = time.perf_counter()
     if "metric_rho" in trained.utility:  # metric-DP: ε at the evaluator's ρ, same δ
         rho = trained.utility["metric_rho"]
@@ -231,7 +233,7 @@ def attack_cell(
     with ReferencePool(jobs, seeds("references")) as pool:
         inputs = CellInputs(trained, federation, knowledge, pool, seeds, delta)
         for entry in attacks:
-            report(f"attack {entry.key}")
+            report(f"attack {attack_label(entry.name, entry.params)}")
             row, row_hash = run_attack(cell, entry, inputs, store)
             store.put_attack(row, row_hash)
 

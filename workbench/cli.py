@@ -155,7 +155,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
         if args.command == "audit":
             cli_epsilon.print_audits(api.privacy(args.out))
-        print(f"report: {api.build_report(args.out)}")
+        path = api.build_report(args.out)
+        print_measured(args.out)
+        print(f"report: {path}")
         return 0
     if args.command == "attack":
         import json
@@ -176,7 +178,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.out, attacks, args.data_root, jobs=args.jobs, device=args.device
         )
         print(f"{done} cell(s) attacked, {missing} without a stored target")
-        print(f"report: {api.build_report(args.out)}")
+        path = api.build_report(args.out)
+        print_measured(args.out)
+        print(f"report: {path}")
         return 0
     if args.command in ("report", "export"):
         from workbench.registry import reading_untrusted
@@ -200,40 +204,13 @@ def _export(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """Writes the report and prints its summary tables: everything read from the folder."""
-    from reports.summary import (
-        across_seeds,
-        attack_table,
-        attacks_across_seeds,
-        format_interval,
-        format_pm,
-    )
-    from reports.tradeoff import (
-        privacy_axis,
-        tradeoff_figure,
-        tradeoff_points,
-        tradeoff_table,
-    )
     from workbench.api import build_report
-    from workbench.store import ResultsStore
 
     path = build_report(args.out)
-    store = ResultsStore(args.out)
-    for s in across_seeds(store.cells()):
-        seeds = ",".join(map(str, s.seeds))
-        print(
-            f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)} "
-            f"(95% CI {format_interval(s.accuracy_ci)})  "
-            f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
-        )
-    for line in attack_table(attacks_across_seeds(store.cells(), store.attacks())):
-        print(line)
-    points = tradeoff_points(store.cells(), store.attacks())
-    store.close()
-    if privacy_axis(points) is not None:
-        print("\nprivacy-utility:")
-        for line in tradeoff_table(points):
-            print(line)
+    points = print_measured(args.out)
     if args.tradeoff_png:
+        from reports.tradeoff import tradeoff_figure
+
         figure = tradeoff_figure(points)
         if figure is None:
             raise WorkbenchError(
@@ -242,6 +219,41 @@ def _report(args: argparse.Namespace) -> int:
         figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
     print(f"report: {path}")
     return 0
+
+
+def print_measured(out: str | Path) -> list:
+    """What a results folder measured, as short tables: utility per configuration (mean ±
+    std over seeds), each attack's figures, and the privacy–utility points (returned)."""
+    from reports.summary import (
+        across_seeds,
+        attack_table,
+        attacks_across_seeds,
+        format_interval,
+        format_pm,
+    )
+    from reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
+    from workbench.store import ResultsStore
+
+    store = ResultsStore(out, create=False)
+    try:
+        cells, attacks = store.cells(), store.attacks()
+    finally:
+        store.close()
+    for s in across_seeds(cells):
+        seeds = ",".join(map(str, s.seeds))
+        print(
+            f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)} "
+            f"(95% CI {format_interval(s.accuracy_ci)})  "
+            f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
+        )
+    for line in attack_table(attacks_across_seeds(cells, attacks)):
+        print(line)
+    points = tradeoff_points(cells, attacks)
+    if privacy_axis(points) is not None:
+        print("\nprivacy-utility:")
+        for line in tradeoff_table(points):
+            print(line)
+    return points
 
 
 def dry_run(suite, out: Path) -> int:

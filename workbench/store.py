@@ -138,9 +138,13 @@ class AttackRow:
 
     @property
     def label(self) -> str:
-        """Human-readable name: the attack with its parameters, e.g. ``mia-threshold(hops=2)``."""
-        args = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
-        return f"{self.attack}({args})" if args else self.attack
+        return attack_label(self.attack, self.params)
+
+
+def attack_label(name: str, params: dict[str, Any]) -> str:
+    """Human-readable name: the attack with its parameters, e.g. ``mia-threshold(hops=2)``."""
+    args = ", ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return f"{name}({args})" if args else name
 
 
 RUN_KEY = "run.key"

@@ -15,6 +15,9 @@ def test_quickstart_end_to_end(tmp_path, capsys):
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "4 cell(s) run" in printed and "report.html" in printed
+    # it ends with what it measured: utility per configuration and the attack tables
+    assert printed.count("seeds=0") == 4 and "accuracy=" in printed
+    assert "mia-threshold" in printed and any(line.startswith("| ") for line in printed.split("\n"))
     db = sqlite3.connect(out / "results.sqlite")
     eps = sorted(e is None for (e,) in db.execute("SELECT epsilon FROM cells"))
     assert eps == [False, False, True, True]  # the DP-FedAvg cells carry their ε

@@ -29,6 +29,7 @@ from workbench.data.partition import ClientPart
 from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
+from workbench.progress import report_round
 from workbench.query import GraphQueryAPI, InductiveQueryAPI, NodeQueryAPI, serve
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
@@ -143,6 +144,7 @@ class Centralized:
             val = score(model, [pooled], "val")["accuracy"] if scored else float("nan")
             history.append({"round": epoch, "val_accuracy": val})
             release.offer(epoch, val, model)
+            report_round(epoch + 1, cfg.epochs, val_accuracy=val)
         release.load_into(model)
         test = score(model, [pooled], "test")
         api = deployment(model, ds, pooled, cfg.serves_on)

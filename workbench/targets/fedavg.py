@@ -40,6 +40,7 @@ from workbench.data.federation import Federation, GraphClient, NodeClient
 from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
+from workbench.progress import report_round
 from workbench.query import GraphQueryAPI, NodeQueryAPI, serve
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
@@ -214,6 +215,7 @@ class _FedAvg:
             val = self.score(global_model, clients, "val", cfg.eval_dropout)
             history.append({"round": r, "val_accuracy": val["accuracy"]})
             release.offer(r, val["accuracy"], global_model)
+            report_round(r + 1, cfg.rounds, val_accuracy=val["accuracy"])
 
         release.load_into(global_model)
         test = self.score(global_model, clients, "test", cfg.eval_dropout)

@@ -42,6 +42,7 @@ from workbench.data.federation import Federation
 from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models.node import MLP
+from workbench.progress import report_round
 from workbench.query import TableQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.storable import storable
@@ -315,7 +316,9 @@ class FederatedRows:
                         (y[v].numpy(force=True), module(x)[v])
                         for x, y, v in zip(xs, ys, vals, strict=True)
                     ]
-                release.offer(r, utility_scores(pairs, full=False)["accuracy"], module)
+                val = utility_scores(pairs, full=False)["accuracy"]
+                release.offer(r, val, module)
+                report_round(r + 1, count, val_accuracy=val)
         return int(steps.max())
 
     def _optimizer(self, module: nn.Module, num_records: int) -> torch.optim.Optimizer:

@@ -43,6 +43,7 @@ from workbench.data.federation import Federation
 from workbench.device import seeded_generator
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.models import ModelConfig, ModelSpec
+from workbench.progress import report_round
 from workbench.query import AnswerTable, NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.storable import storable
@@ -215,6 +216,7 @@ class CEFedGNN:
             val = self._score(models, clients, edges, buffer, "val")[select]
             history.append({"round": float(r), f"val_{select}": val})
             release.offer(r, val, global_model if cfg.federated else local[0])
+            report_round(r + 1, cfg.rounds, val_accuracy=val)
         release.load_into(global_model)
         test = self._score(models, clients, edges, buffer, "test")
         boundary = np.concatenate([c.data.global_id[c.boundary].numpy(force=True) for c in clients])

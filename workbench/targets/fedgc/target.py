@@ -28,6 +28,7 @@ from workbench.data.federation import Federation, NodeClient
 from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
+from workbench.progress import report_round
 from workbench.query import NodeQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
@@ -311,6 +312,7 @@ class FedGC:
                 loss.backward()
                 opt.step()
             losses.append(float(loss.detach()))
+            report_round(r + 1, cfg.rounds, matching_loss=losses[-1])
             if (r + 1) % every == 0 or r + 1 == cfg.rounds:
                 snapshot = graph.release()
                 model, val = train_on_condensed(spec, snapshot, clients, cfg, eval_seed)
