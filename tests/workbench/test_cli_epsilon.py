@@ -20,6 +20,8 @@ def test_subsampled_gaussian_prints_epsilon_and_order(capsys):
     code, out, _ = run(capsys, SGM + " --sigma 1.1 --q 0.01 --steps 1000 --delta 1e-5")
     assert code == 0
     assert "epsilon = 1.71" in out and "best order" in out
+    # beside it, labelled, the tighter PLD figure (dp_accounting's pessimistic estimate)
+    assert "PLD accountant (dp_accounting, pessimistic): epsilon = 1.51" in out
 
 
 def test_json_matches_the_api(capsys):
@@ -35,6 +37,7 @@ def test_json_matches_the_api(capsys):
     )
     assert code == 0 and data["epsilon"] == want.epsilon and data["order"] == 3.9
     assert data["steps"] == 2250 and isinstance(data["steps"], int)
+    assert 0.5 * data["epsilon"] < data["epsilon_pld"] < data["epsilon"]
 
 
 def test_target_epsilon_calibrates_sigma_and_steps(capsys):
