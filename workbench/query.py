@@ -67,8 +67,39 @@ class KHop:
         return cols, np.stack([b_src, b_dst]), center_pos
 
 
+class NodeAnswers:
+    """What node-query deployments share: logits and embeddings by node id at a neighbourhood
+    size, and what a querier observes of them (``answers``), from one ``_answer``."""
+
+    _model: nn.Module
+
+    @property
+    def num_nodes(self) -> int:
+        raise NotImplementedError
+
+    def _answer(self, node_ids: np.ndarray, hops: int, embed: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return self._answer(node_ids, hops, embed=False)
+
+    @torch.no_grad()
+    def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
+        return self._answer(node_ids, hops, embed=True)
+
+    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+        """What a querier observes: this deployment's answers for every node at each of
+        ``hops`` (computed on the graph the deployment holds; the querier gets the rows and
+        nothing else of the deployment)."""
+        every = np.arange(self.num_nodes)
+        logits = {h: self.logits(every, h) for h in hops}
+        embeddings = {h: self.embeddings(every, h) for h in hops}
+        return AnswerTable(logits, embeddings, self._model, known)
+
+
 @storable
-class NodeQueryAPI:
+class NodeQueryAPI(NodeAnswers):
     def __init__(self, model: nn.Module, graph: Data, chunk: int = 1024) -> None:
         self._model = model
         self._x = graph.x
@@ -96,22 +127,6 @@ class NodeQueryAPI:
         graph = Data(x=x, edge_index=self._edge_index, num_nodes=self._num_nodes)
         return NodeQueryAPI(self._model, graph, self._chunk)
 
-    @torch.no_grad()
-    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
-        return self._answer(node_ids, hops, embed=False)
-
-    @torch.no_grad()
-    def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
-        return self._answer(node_ids, hops, embed=True)
-
-    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
-        """What a querier observes: this deployment's answers for every node at each of
-        ``hops`` (computed on the graph the deployment holds; the querier gets the rows)."""
-        every = np.arange(self._num_nodes)
-        logits = {h: self.logits(every, h) for h in hops}
-        embeddings = {h: self.embeddings(every, h) for h in hops}
-        return AnswerTable(logits, embeddings, self._model, known)
-
     def _answer(self, node_ids: np.ndarray, hops: int, embed: bool) -> torch.Tensor:
         node_ids = np.asarray(node_ids, dtype=np.int64)
         if hops < 0:
@@ -129,7 +144,7 @@ class NodeQueryAPI:
         return torch.cat(out) if out else torch.zeros(0)
 
 
-class InductiveQueryAPI:
+class InductiveQueryAPI(NodeAnswers):
     """Olatunji et al.'s deployments of an inductively trained model. A training node is
     answered on the subgraph the training nodes induce (where the model saw it); any other
     node on the population graph (``tstf``: train on subgraph, test on full) or on the
@@ -154,21 +169,7 @@ class InductiveQueryAPI:
     def num_nodes(self) -> int:
         return int(self._inside.size)
 
-    @torch.no_grad()
-    def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
-        return self._routed(node_ids, hops, embed=False)
-
-    @torch.no_grad()
-    def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
-        return self._routed(node_ids, hops, embed=True)
-
-    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
-        every = np.arange(self.num_nodes)
-        logits = {h: self.logits(every, h) for h in hops}
-        embeddings = {h: self.embeddings(every, h) for h in hops}
-        return AnswerTable(logits, embeddings, self._model, known)
-
-    def _routed(self, node_ids: np.ndarray, hops: int, embed: bool) -> torch.Tensor:
+    def _answer(self, node_ids: np.ndarray, hops: int, embed: bool) -> torch.Tensor:
         node_ids = np.asarray(node_ids, dtype=np.int64)
         member = self._inside[node_ids]
         out: torch.Tensor | None = None
@@ -419,7 +420,7 @@ def observed(api: Any, hops: Sequence[int], known: Data | None) -> Any:
     """What a querier of ``api`` gets: the answers of a deployment that holds node data, or
     the API itself where it holds none (published tables, graph queries the querier fills
     with graphs of its own)."""
-    if isinstance(api, NodeQueryAPI | OwnerRoutedQueryAPI):
+    if isinstance(api, NodeQueryAPI | InductiveQueryAPI | OwnerRoutedQueryAPI):
         return api.answers(hops, known)
     return api
 

@@ -420,10 +420,10 @@ def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
     if q["kind"] == "table":
         return subclass(q["type"], TableQueryAPI, EmbeddingRelease)(q["table"])
     if q["kind"] == "inductive" and isinstance(ds, NodeDataset):
-        train = _node_ids(q["train"], ds.num_items, "query.train")
-        if q["mode"] not in ("tstf", "tsts"):
-            raise SnapshotError(f"query.mode: expected 'tstf' or 'tsts', got {q['mode']!r}")
-        return InductiveQueryAPI(model(q["model"]), ds.data, train, q["mode"])
+        train = _node_ids(q.get("train"), ds.num_items, "query.train")
+        if q.get("mode") not in ("tstf", "tsts"):
+            raise SnapshotError(f"query.mode: expected 'tstf' or 'tsts', got {q.get('mode')!r}")
+        return InductiveQueryAPI(model(q.get("model")), ds.data, train, q["mode"])
     if q["kind"] == "owner-routed" and isinstance(ds, NodeDataset):
         return OwnerRoutedQueryAPI(clients, ds.data, q["owner"].numpy(force=True))
     return UnavailableQuery(q.get("type", q["kind"]))
@@ -431,7 +431,8 @@ def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
 
 def _node_ids(value: Any, num_nodes: int, field: str) -> np.ndarray:
     """Stored node ids, checked: a 1-D integer tensor of ids of this dataset's nodes."""
-    ok = isinstance(value, torch.Tensor) and value.dim() == 1 and not value.is_floating_point()
+    ok = isinstance(value, torch.Tensor) and value.dim() == 1
+    ok = ok and value.dtype in (torch.int32, torch.int64)
     ids = value.numpy(force=True).astype(np.int64) if ok else np.zeros(0, dtype=np.int64)
     if not ok or (ids.size and (ids.min() < 0 or ids.max() >= num_nodes)):
         raise SnapshotError(f"{field}: expected a 1-D integer tensor of node ids < {num_nodes}")

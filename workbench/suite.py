@@ -11,6 +11,7 @@ import copy
 import hashlib
 import itertools
 import json
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -288,15 +289,29 @@ def format_errors(exc: ValidationError, prefix: str = "", model: Any = None) -> 
 
 
 def _fields_at(model: Any, path: tuple) -> list[str]:
-    """The field names of the (nested) model at ``path`` below ``model``; [] if unknown."""
+    """The field names of the (nested) model at ``path`` below ``model``, stepping through
+    lists (``partitions[0]``) and optional fields; [] where the path leads to no model."""
     for step in path:
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return []
-        field = model.model_fields.get(step) if isinstance(step, str) else None
+        if isinstance(step, int):
+            model = _model_in(model, of_list=True)
+            continue
+        model = _model_in(model)
+        field = model.model_fields.get(step) if model is not None else None
         model = field.annotation if field is not None else None
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return list(model.model_fields)
-    return []
+    model = _model_in(model)
+    return list(model.model_fields) if model is not None else []
+
+
+def _model_in(annotation: Any, of_list: bool = False) -> type[BaseModel] | None:
+    """The model an annotation holds: itself, inside ``X | None``, or (``of_list``) the
+    items of ``list[X]``."""
+    if of_list:
+        args = typing.get_args(annotation) if typing.get_origin(annotation) is list else ()
+        return _model_in(args[0]) if args else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [a for a in typing.get_args(annotation) if _model_in(a) is not None]
+    return models[0] if len(models) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -318,7 +333,7 @@ def _parsed_sections(raw: dict[str, Any]) -> Sections:
         out = []
         for item in items if isinstance(items, list) else []:
             try:
-                out.append(model(**item) if isinstance(item, dict) else None)
+                out.append(model.model_validate(item) if isinstance(item, dict) else None)
             except ValidationError:
                 out.append(None)  # its own errors are in the suite's
         return out

@@ -65,6 +65,10 @@ def test_every_problem_is_reported_at_once_with_the_nearest_valid_name():
     ):
         assert line in msg, (line, msg)
     assert "did you mean" not in error_of(suite(targets=[{"name": "zzzz"}]))
+    msg = error_of(suite(partitions=[{"method": "louvain", "num_clients": 2, "splitt": "public"}]))
+    assert "partitions[0].splitt: unknown field (did you mean 'split'?); valid fields: " in msg
+    # a YAML key that is not a string is a config error too, not a crash
+    assert "targets[0]" in error_of(suite(seeds=[-1], targets=[{"name": "fedavg", 1: 2}]))
 
 
 def test_out_of_range_value_names_the_field_and_bound():

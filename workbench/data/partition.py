@@ -141,7 +141,7 @@ def make_partition(
     if not 0.0 <= aux_fraction < 1.0:
         raise ConfigError(f"partition.aux_fraction: must be in [0, 1) (got {aux_fraction})")
     public = _public_split(dataset) if split == "public" else None
-    ratios = DEFAULT_SPLIT[dataset.level] if split is None or public else tuple(split)
+    ratios = DEFAULT_SPLIT[dataset.level] if split is None or public is not None else tuple(split)
     rng = np.random.default_rng(seed)
     labels = dataset.labels
     all_ids = np.arange(dataset.num_items)

@@ -58,8 +58,8 @@ class CentralizedConfig(BaseModel):
     inductive: bool = Field(
         False,
         description="node level: train on the subgraph induced by the training nodes, so "
-        "training never sees a non-member (Olatunji et al.'s target); scored and queried on "
-        "the whole graph",
+        "training never sees a non-member (Olatunji et al.'s target); scored on the whole "
+        "graph, queried as serves_on says",
     )
     serves_on: Literal["population", "tstf", "tsts"] = Field(
         "population",
@@ -80,6 +80,21 @@ def pooled_client(federation: Federation) -> NodeClient | GraphClient:
         return node_client(ds, ClientPart(0, **ids))
     graphs = {f: [g for c in federation.clients for g in getattr(c, f)] for f in SPLITS[1:]}
     return GraphClient(0, **graphs)
+
+
+def _check_settings(cfg: CentralizedConfig, ds: Dataset) -> None:
+    node = isinstance(ds, NodeDataset)
+    if not node and (cfg.inductive or cfg.serves_on != "population"):
+        raise ConfigError(
+            "centralized: inductive and serves_on are node-level settings; graph-level "
+            f"dataset '{ds.name}' takes neither"
+        )
+    if cfg.serves_on != "population" and not cfg.inductive:
+        raise ConfigError(
+            f"centralized.serves_on: '{cfg.serves_on}' answers training nodes on the graph "
+            "they were trained on, which needs inductive: true (a transductive model trained "
+            "on the whole graph)"
+        )
 
 
 def deployment(
@@ -121,6 +136,7 @@ class Centralized:
         if defenses:
             raise ConfigError(f"centralized: defenses are not supported (got {len(defenses)})")
         cfg = config if isinstance(config, CentralizedConfig) else CentralizedConfig(**config)
+        _check_settings(cfg, federation.dataset)
         seed_everything(derive_seed(seed, "centralized"))
         ds = federation.dataset
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)

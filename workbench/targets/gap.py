@@ -319,6 +319,8 @@ class FederatedRows:
                 val = utility_scores(pairs, full=False)["accuracy"]
                 release.offer(r, val, module)
                 report_round(r + 1, count, val_accuracy=val)
+            else:  # the encoder phase scores nothing; it still says where it is
+                report_round(r + 1, count)
         return int(steps.max())
 
     def _optimizer(self, module: nn.Module, num_records: int) -> torch.optim.Optimizer:

@@ -216,7 +216,7 @@ class CEFedGNN:
             val = self._score(models, clients, edges, buffer, "val")[select]
             history.append({"round": float(r), f"val_{select}": val})
             release.offer(r, val, global_model if cfg.federated else local[0])
-            report_round(r + 1, cfg.rounds, val_accuracy=val)
+            report_round(r + 1, cfg.rounds, **{f"val_{select}": val})
         release.load_into(global_model)
         test = self._score(models, clients, edges, buffer, "test")
         boundary = np.concatenate([c.data.global_id[c.boundary].numpy(force=True) for c in clients])
