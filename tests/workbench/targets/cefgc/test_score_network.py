@@ -50,3 +50,22 @@ def test_the_noise_level_selects_its_own_gains():
     c = net(adj, x, mask, torch.tensor([3, 3, 3]))
     assert not torch.allclose(a, b)
     torch.testing.assert_close(a, c)  # untouched levels still share their initial gains
+
+
+def test_the_edge_layer_reads_channels_and_both_endpoints_as_one_linear_map():
+    """The first layer is split by blocks for speed; it must equal the map of the
+    concatenation [channels of (u, v), x_u, x_v] that the architecture defines."""
+    torch.manual_seed(0)
+    edge = EDPScoreNetwork(5, levels=6).double().edges[1]
+    adj = torch.rand(3, 2, 7, 7, dtype=torch.double)
+    x = torch.randn(3, 7, 16, dtype=torch.double)
+    level = torch.tensor([0, 2, 5])
+    ends = torch.cat(
+        [x.unsqueeze(2).expand(-1, -1, 7, -1), x.unsqueeze(1).expand(-1, 7, -1, -1)], -1
+    )
+    first = edge.first(torch.cat([adj.permute(0, 2, 3, 1), ends], -1), level)
+    h = torch.nn.functional.elu(edge.second(torch.nn.functional.elu(first), level))
+    expected = edge.last(h).permute(0, 3, 1, 2)
+    expected = (expected + expected.transpose(-1, -2)) / 2
+    pairs = torch.ones(3, 7, 7, dtype=torch.bool)
+    torch.testing.assert_close(edge(adj, x, level, pairs), expected)
