@@ -127,10 +127,12 @@ def batchable(
     """What the models share when the batched loop can train them (checked before anything
     is trained), else None: their clients must hold the same nodes, only the training records
     may differ."""
+    if schedule_of(recipe) is None:
+        return None  # not a recipe this loop reproduces (GAP's spec has no ``config``)
     arch = spec.config.arch or "gcn"
     # one layer: the models drop out their input features, which this loop does not draw
     one_layer = (spec.config.layers or 2) == 1 and spec.config.dropout > 0
-    if schedule_of(recipe) is None or arch not in ARCHS or one_layer:
+    if arch not in ARCHS or one_layer:
         return None
     if not isinstance(dataset, NodeDataset):
         return None

@@ -121,3 +121,15 @@ def test_the_pool_trains_batched_and_its_models_match(dataset):
     for a, b in zip(*models, strict=True):
         for (name, p), q in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
             assert torch.allclose(p, q, atol=1e-5, rtol=1e-4), name
+
+
+def test_a_gap_recipe_is_left_to_the_one_at_a_time_path(dataset):
+    """GAP's released spec has no ``ModelConfig``: the check must not read one (LiRA against
+    a GAP target crashed here)."""
+    from workbench.targets.batched import batchable
+    from workbench.targets.gap import GAPSpec
+
+    r = TrainingRecipe("gap", {"encoder_rounds": 2, "rounds": 3}, 4, 60)
+    spec = GAPSpec(40, 4, 16, 64, 2, 0.0)
+    jobs = jobs_for(dataset, r)
+    assert batchable(r, spec, dataset, [j.partition for j in jobs]) is None
