@@ -81,7 +81,13 @@ def _cell_columns(c: CellRow, configuration: str) -> dict[str, Any]:
         "defenses": "+".join(d["name"] for d in target.get("defenses") or []) or None,
         "seed": config["seed"],
     }
-    out |= {f"utility.{k}": v for k, v in c.utility.items() if _is_number(v)}
+    return out | cell_numbers(c)
+
+
+def cell_numbers(c: CellRow) -> dict[str, Any]:
+    """The cell's numbers: ``utility.<metric>`` and ``epsilon.<adversary>.<unit>`` (∞ where
+    nothing is guaranteed; None where a utility metric was not measured)."""
+    out = {f"utility.{k}": v for k, v in c.utility.items() if _is_number(v)}
     out |= {f"epsilon.{e['adversary']}.{e['unit']}": e["epsilon"] for e in c.epsilons}
     return out
 
@@ -95,8 +101,13 @@ def _attack_columns(a: AttackRow) -> dict[str, Any]:
         "status": a.status,
         "reason": a.reason,
     }
-    out |= {f"metric.{k}": v for k, v in (a.metrics or {}).items() if _is_number(v)}
-    return out
+    return out | attack_numbers(a)
+
+
+def attack_numbers(a: AttackRow) -> dict[str, Any]:
+    """The attack's numeric metrics as ``metric.<name>`` (nested ones left out; None where
+    the metric could not be measured)."""
+    return {f"metric.{k}": v for k, v in (a.metrics or {}).items() if _is_number(v)}
 
 
 def _is_number(value: Any) -> bool:

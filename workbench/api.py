@@ -5,6 +5,7 @@
     summary = run_suite("examples/quickstart.yaml", "runs/quickstart")  # train, attack, store
     privacy("runs/quickstart")              # per cell: ε per adversary, canary audit bounds
     results("runs/quickstart")              # pandas: a row per cell × attack, metrics as columns
+    log_mlflow("runs/quickstart", "file:///tmp/mlruns")               # a run per cell in MLflow
     attack("runs/quickstart", [{"name": "mia-lira"}])                 # later, no retraining
     html = build_report("runs/quickstart")                             # report.html and .pdf
     eps = epsilon(PrivacyLedger().record(Gaussian(sigma=2.0)), delta=1e-5).epsilon
@@ -47,6 +48,8 @@ from workbench.threat import background_knowledge, client_view, querier_view, se
 
 if TYPE_CHECKING:
     import pandas
+
+    from reports.mlflow_log import Logged
 
 Kind = Literal["targets", "attacks", "defenses"]
 
@@ -128,6 +131,15 @@ def results(out: str | Path) -> pandas.DataFrame:
     from reports.frame import results_frame
 
     return results_frame(out)
+
+
+def log_mlflow(out: str | Path, tracking_uri: str, experiment: str | None = None) -> Logged:
+    """Logs every cell of a results folder to MLflow at ``tracking_uri``: a run per cell with
+    its configuration as params, utility, ε and attack metrics (``reports.mlflow_log`` says
+    what and how); logging again updates those runs. Needs ``fgl-workbench[mlflow]``."""
+    from reports.mlflow_log import connect, log_results
+
+    return log_results(out, connect(tracking_uri), experiment)
 
 
 def _with_secrets(suite: Suite, keep: bool) -> Suite:
@@ -213,6 +225,7 @@ __all__ = [
     "epsilon",
     "load_dataset",
     "load_suite",
+    "log_mlflow",
     "make_partition",
     "parse_suite",
     "privacy",

@@ -8,6 +8,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from workbench import cli_epsilon
 from workbench.components import KINDS, listing
@@ -50,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
     _device_argument(att)
+    _mlflow_arguments(att)
     exp = sub.add_parser(
         "export", help="write a results folder as one table: a row per cell × attack"
     )
@@ -93,6 +95,22 @@ def _device_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _mlflow_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mlflow",
+        metavar="URI",
+        default=None,
+        help="after the run, log every cell of the folder to this MLflow tracking URI, a run "
+        "per cell (pip install 'fgl-workbench[mlflow]')",
+    )
+    p.add_argument(
+        "--mlflow-experiment",
+        metavar="NAME",
+        default=None,
+        help="the MLflow experiment (default: the suite's name)",
+    )
+
+
 def _suite_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments ``run`` and ``audit`` share: the suite, where results go, how to run."""
     p.add_argument("suite")
@@ -126,6 +144,7 @@ def _suite_arguments(p: argparse.ArgumentParser) -> None:
         "'auto' joins the running cluster, or a Ray address",
     )
     _device_argument(p)
+    _mlflow_arguments(p)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -139,6 +158,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from workbench.device import resolve_device
 
         resolve_device(args.device, "--device")  # named as typed, before anything is written
+    tracking = _tracking(args) if args.command in ("run", "audit", "attack") else None
     if args.command in ("run", "audit"):
         from workbench import api
 
@@ -158,6 +178,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         path = api.build_report(args.out)
         print_measured(args.out)
         print(f"report: {path}")
+        _log_mlflow(args, tracking)
         return 0
     if args.command == "attack":
         import json
@@ -181,6 +202,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         path = api.build_report(args.out)
         print_measured(args.out)
         print(f"report: {path}")
+        _log_mlflow(args, tracking)
         return 0
     if args.command in ("report", "export"):
         from workbench.registry import reading_untrusted
@@ -192,6 +214,32 @@ def _dispatch(args: argparse.Namespace) -> int:
         for line in listing(kind, args.imported):
             print(f"  {line}")
     return 0
+
+
+def _tracking(args: argparse.Namespace) -> Any:
+    """The MLflow client ``--mlflow`` asks for, opened before anything runs (a missing
+    mlflow or a store it cannot open is said at once), or None."""
+    if args.mlflow is None:
+        if args.mlflow_experiment is not None:
+            raise WorkbenchError("--mlflow-experiment: needs --mlflow URI")
+        return None
+    if args.mlflow_experiment is not None and not args.mlflow_experiment.strip():
+        raise WorkbenchError("--mlflow-experiment: expected a name")
+    from reports.mlflow_log import connect
+
+    return connect(args.mlflow)
+
+
+def _log_mlflow(args: argparse.Namespace, tracking: Any) -> None:
+    if tracking is None:
+        return
+    from reports.mlflow_log import log_results
+
+    logged = log_results(args.out, tracking, args.mlflow_experiment)
+    print(
+        f"mlflow: {logged.created} run(s) created, {logged.updated} updated in experiment "
+        f"'{logged.experiment}' at {args.mlflow}"
+    )
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -352,6 +352,10 @@ class ResultsStore:
             for r in self._db.execute(q)
         ]
 
+    def config_hashes(self) -> dict[str, str]:
+        """Each cell's full configuration hash (its id is the first 16 characters)."""
+        return dict(self._db.execute("SELECT cell_id, config_hash FROM cells").fetchall())
+
     def attacks(self) -> list[AttackRow]:
         q = (
             "SELECT cell_id, attack_key, attack, params_json, status, reason, metrics_json, "
