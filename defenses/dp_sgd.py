@@ -3,11 +3,13 @@ node level on independent rows (GAP's MLP modules, see ``aggregation_perturbatio
 
 One graph is one record. A PyG batch is one big node tensor, so Opacus's per-layer hooks would
 compute per-*node* gradients and clip the wrong thing. We compute per-graph gradients ourselves
-(one forward and backward per graph of the batch: measured faster on CPU than a vmapped
-backward over the batch) and hand them to Opacus as ``p.grad_sample``; its DPOptimizer clips
-each graph's gradient to ``clip``, adds N(0, (σ·clip)²) to the sum and divides by the expected
-batch size. Batches are Poisson samples (every graph joins with probability ``sample_rate``), as
-the subsampled-Gaussian accountant assumes.
+and hand them to Opacus as ``p.grad_sample``; its DPOptimizer clips each graph's gradient to
+``clip``, adds N(0, (σ·clip)²) to the sum and divides by the expected batch size. A model made
+of linear layers alone (the GIN) takes one forward and backward over the whole batch: graphs do
+not interact, so a graph's gradient of a layer is the sum over its own rows (its nodes, or the
+graph itself after pooling) of output gradient ⊗ input. Any other model runs one forward and
+backward per graph. Batches are Poisson samples (every graph joins with probability
+``sample_rate``), as the subsampled-Gaussian accountant assumes.
 
 Neighbouring datasets differ in one graph of one client. Every client's records are private to
 that client, so the run's ε is the worst client's: SubsampledGaussian(q, σ, steps) with the
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch_geometric.data import Batch, Data
+from torch_geometric.utils import to_dense_batch
 
 from accountants import ADVERSARIES, Scope, SubsampledGaussian
 from defenses.base import DEFENSES, PrivacyUnit
@@ -61,12 +64,59 @@ def private_optimizer(
 def per_graph_gradients(model: nn.Module, graphs: Sequence[Data]) -> list[torch.Tensor]:
     """For each trainable parameter, a [len(graphs), *shape] tensor of per-graph gradients."""
     params = [p for p in model.parameters() if p.requires_grad]
+    batched = linear_per_graph_gradients(model, graphs, params) if graphs else None
+    if batched is not None:
+        return batched
     rows = []
     for g in graphs:
         b = Batch.from_data_list([g])
         loss = F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1))
         rows.append(torch.autograd.grad(loss, params))
     return stacked(rows, params)
+
+
+def linear_per_graph_gradients(
+    model: nn.Module, graphs: Sequence[Data], params: list[nn.Parameter]
+) -> list[torch.Tensor] | None:
+    """Per-graph gradients from one pass over the batch, when every trainable parameter
+    belongs to a linear layer applied once, to rows that are either nodes or graphs; None
+    otherwise (the caller then runs one graph at a time)."""
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    owned = {id(p) for m in linears for p in m.parameters() if p.requires_grad}
+    mixing = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+    if mixing or {id(p) for p in params} != owned:  # batch norm makes graphs interact
+        return None
+    seen: dict[nn.Linear, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in linears}
+
+    def keep(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        seen[module].append((inputs[0], output))  # type: ignore[index]
+
+    hooks = [m.register_forward_hook(keep) for m in linears]
+    try:
+        b = Batch.from_data_list(list(graphs))
+        logits = model(b.x, b.edge_index, b.batch)
+    finally:
+        for h in hooks:
+            h.remove()
+    calls = [c for m in linears for c in seen[m]]
+    nodes, count = b.num_nodes, len(graphs)
+    if any(len(seen[m]) != 1 for m in linears) or any(
+        a.dim() != 2 or a.shape[0] not in (nodes, count) for a, _ in calls
+    ):
+        return None
+    loss = F.cross_entropy(logits, b.y.view(-1), reduction="sum")
+    outputs = torch.autograd.grad(loss, [out for _, out in calls], allow_unused=True)
+    grads: dict[int, torch.Tensor] = {}
+    for m, (a, out), g in zip(linears, calls, outputs, strict=True):
+        g, a = (torch.zeros_like(out) if g is None else g), a.detach()
+        if a.shape[0] == nodes and nodes != count:  # node rows: a graph's rows, padded
+            g, a = to_dense_batch(g, b.batch)[0], to_dense_batch(a, b.batch)[0]
+        else:  # one row per graph
+            g, a = g.unsqueeze(1), a.unsqueeze(1)
+        grads[id(m.weight)] = g.transpose(1, 2) @ a  # [graphs, out, in]
+        if m.bias is not None:
+            grads[id(m.bias)] = g.sum(1)
+    return [grads[id(p)] for p in params]
 
 
 def stacked(rows: list[tuple[torch.Tensor, ...]], params: list[nn.Parameter]) -> list[torch.Tensor]:

@@ -5,7 +5,12 @@ from torch_geometric.data import Batch
 
 from accountants import PrivacyLedger, SubsampledGaussian, epsilon
 from defenses import applied
-from defenses.dp_sgd import DPSGDConfig, per_graph_gradients, private_optimizer
+from defenses.dp_sgd import (
+    DPSGDConfig,
+    linear_per_graph_gradients,
+    per_graph_gradients,
+    private_optimizer,
+)
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
@@ -28,6 +33,51 @@ def test_per_graph_gradients_sum_to_the_batch_gradient(graphs, small_graphs):
     for g, w in zip(per_graph, whole, strict=True):
         assert g.shape[0] == len(graphs)
         torch.testing.assert_close(g.sum(0), w, rtol=1e-4, atol=1e-5)
+
+
+def _one_at_a_time(model, graphs):
+    rows = []
+    for g in graphs:
+        b = Batch.from_data_list([g])
+        loss = F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1))
+        rows.append(torch.autograd.grad(loss, list(model.parameters())))
+    return [torch.stack(r) for r in zip(*rows, strict=True)]
+
+
+def test_one_pass_gives_each_graphs_own_gradient(graphs, small_graphs):
+    """The GIN's per-graph gradients from one pass over the batch equal each graph's gradient
+    computed alone."""
+    torch.manual_seed(0)
+    model = GIN(small_graphs.num_features, 16, small_graphs.num_classes).eval()
+    params = list(model.parameters())
+    assert linear_per_graph_gradients(model, graphs, params) is not None  # the fast path ran
+    pairs = zip(per_graph_gradients(model, graphs), _one_at_a_time(model, graphs), strict=True)
+    for fast, slow in pairs:
+        torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-6)
+
+
+class _SharedLayer(torch.nn.Module):
+    """One linear layer applied twice: its rows' gradients cannot be told apart per call."""
+
+    def __init__(self, features: int, classes: int) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(features, features)
+        self.head = torch.nn.Linear(features, classes)
+
+    def forward(self, x, edge_index, batch):
+        from torch_geometric.nn import global_mean_pool
+
+        h = torch.relu(self.layer(torch.relu(self.layer(x))))
+        return self.head(global_mean_pool(h, batch))
+
+
+def test_a_model_outside_the_one_pass_rule_runs_graph_by_graph(graphs, small_graphs):
+    torch.manual_seed(0)
+    model = _SharedLayer(small_graphs.num_features, small_graphs.num_classes)
+    assert linear_per_graph_gradients(model, graphs, list(model.parameters())) is None
+    pairs = zip(per_graph_gradients(model, graphs), _one_at_a_time(model, graphs), strict=True)
+    for fast, slow in pairs:
+        torch.testing.assert_close(fast, slow)
 
 
 def test_clipping_bounds_every_graph(graphs, small_graphs):
