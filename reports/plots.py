@@ -1,6 +1,5 @@
 """Figures for the report: ROC curves per attack, the attack × configuration heatmap and the
-communication cost. Each returns a matplotlib figure; the renderers embed it (PNG in HTML,
-vector in PDF)."""
+communication cost. Each returns a matplotlib figure; the report embeds it as PNG."""
 
 from __future__ import annotations
 

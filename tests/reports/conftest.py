@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from reports import build_report
@@ -88,3 +90,17 @@ def drawn():
         assert histogram[255] < (1 - ink) * sum(histogram), f"{png} is blank"
 
     return check
+
+
+@pytest.fixture(scope="session")
+def needs_weasyprint() -> None:
+    """Skips where WeasyPrint cannot load (no Pango: the report is then HTML alone); .ci/run
+    installs what it needs, so in CI that fails instead."""
+    from reports.pdf import PdfUnavailable, load_weasyprint
+
+    try:
+        load_weasyprint()
+    except PdfUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))

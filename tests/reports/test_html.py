@@ -51,6 +51,7 @@ def test_report_is_self_contained_and_shows_every_section(results):
     assert "Loss / confidence / entropy threshold attack" in page
 
 
+@pytest.mark.usefixtures("needs_weasyprint")
 def test_the_pdf_carries_the_same_sections(results):
     page = build_report(results).read_text()
     pdf = results / "report.pdf"
