@@ -1,6 +1,6 @@
 """What a report says, apart from how it is drawn: sections of paragraphs, tables and
-figures. The HTML and the PDF renderers draw the same ``Report``, so both files always carry
-the same content."""
+figures. One template draws a ``Report`` as HTML and the PDF is laid out from that HTML, so
+both files always carry the same content."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     left_columns: int = 2  # how many leading columns hold names (left-aligned)
+    note: str = ""  # a caption under the table
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,23 @@ class Preformatted:
     text: str
 
 
-Block = Paragraph | Table | Figure | Preformatted
+CALLOUT_KINDS = ("ok", "warn", "info")
+
+
+@dataclass(frozen=True)
+class Callout:
+    """A highlighted verdict: ``kind`` is its severity, ``ok``, ``warn`` or ``info`` (a
+    coloured box in HTML and PDF)."""
+
+    text: str
+    kind: str = "info"
+
+    def __post_init__(self) -> None:
+        if self.kind not in CALLOUT_KINDS:
+            raise ValueError(f"callout kind {self.kind!r}: expected one of {CALLOUT_KINDS}")
+
+
+Block = Paragraph | Table | Figure | Preformatted | Callout
 
 
 @dataclass

@@ -1,63 +1,60 @@
-"""Draws a ``Report`` as one self-contained HTML file: figures embedded as PNG, no external
-resources, so the file can be mailed or archived as it is."""
+"""Draws a ``Report`` as one self-contained HTML file from the Jinja2 templates in
+``reports/templates``: CSS inline, figures embedded as PNG data URIs, no script and no
+external resource, so the file can be mailed or archived as it is. Autoescaping is on:
+everything a report says comes from a results folder and is drawn as text, never as markup."""
 
 from __future__ import annotations
 
-import html
+import base64
+import struct
+from functools import cache
 
-from reports.content import Figure, Paragraph, Preformatted, Report, Table
-from reports.plots import encode_png
+import jinja2
+from matplotlib.figure import Figure as MplFigure
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1150px;color:#222;padding:0 1em}
-table{border-collapse:collapse;margin:1em 0;font-size:0.85em}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
-th{background:#f3f3f3} td.l,th.l{text-align:left}
-img{max-width:100%;height:auto;display:block;margin:1em 0}
-nav a{margin-right:1em} pre{font-size:0.8em;background:#f6f6f6;padding:0.5em}
-summary h2{display:inline;cursor:pointer}
-"""
+from reports.content import Block, Callout, Figure, Paragraph, Preformatted, Report, Table
+from reports.plots import FIGURE_DPI, encode_png
+
+# each block type → its macro in templates/blocks.html.j2; a new block type needs both
+BLOCK_MACROS: dict[type, str] = {
+    Paragraph: "paragraph",
+    Table: "table",
+    Figure: "figure",
+    Preformatted: "preformatted",
+    Callout: "callout",
+}
+CSS_PX_PER_INCH = 96
 
 
 def render_html(report: Report) -> str:
-    nav = " ".join(f'<a href="#s{i}">{_e(s.title)}</a>' for i, s in enumerate(report.sections))
-    parts = [f"<h1>{_e(report.title)}</h1>", f"<nav>{nav}</nav>"]
-    for i, section in enumerate(report.sections):
-        heading = f'<h{section.level} id="s{i}">{_e(section.title)}</h{section.level}>'
-        body = "".join(_block(b) for b in section.blocks)
-        if section.folded:
-            parts.append(f"<details><summary>{heading}</summary>{body}</details>")
-        else:
-            parts.append(heading + body)
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(report.title)}</title>"
-        f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
+    return _environment().get_template("report.html.j2").render(report=report)
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
     )
+    env.globals.update(macro_of=macro_of, embed_png=embed_png)
+    return env
 
 
-def _block(block: object) -> str:
-    if isinstance(block, Paragraph):
-        return f"<p>{_e(block.text)}</p>"
-    if isinstance(block, Table):
-        return _table(block)
-    if isinstance(block, Figure):
-        return f'<img alt="{_e(block.alt)}" src="data:image/png;base64,{encode_png(block.figure)}">'
-    if isinstance(block, Preformatted):
-        return f"<pre>{_e(block.text)}</pre>"
-    raise TypeError(f"unknown report block {type(block).__name__}")
+def macro_of(block: Block) -> str:
+    try:
+        return BLOCK_MACROS[type(block)]
+    except KeyError:
+        raise TypeError(
+            f"unknown report block {type(block).__name__}: add it to reports.html.BLOCK_MACROS "
+            "with a macro in reports/templates/blocks.html.j2"
+        ) from None
 
 
-def _table(t: Table) -> str:
-    def cls(i: int) -> str:
-        return " class=l" if i < t.left_columns else ""
-
-    head = "".join(f"<th{cls(i)}>{_e(h)}</th>" for i, h in enumerate(t.header))
-    body = "".join(
-        "<tr>" + "".join(f"<td{cls(i)}>{_e(v)}</td>" for i, v in enumerate(r)) + "</tr>"
-        for r in t.rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _e(x: object) -> str:
-    return html.escape(str(x))
+def embed_png(fig: MplFigure) -> dict[str, str | int]:
+    """The figure as base64 PNG at ``FIGURE_DPI`` with its width in CSS pixels: shown at the
+    size it was drawn for (its fonts at their point sizes), narrowed to fit the page."""
+    data = encode_png(fig)
+    (width_px,) = struct.unpack(">I", base64.b64decode(data[:32])[16:20])  # from the IHDR
+    return {"data": data, "width": round(width_px * CSS_PX_PER_INCH / FIGURE_DPI)}

@@ -6,6 +6,7 @@ one self-contained HTML file and as a PDF."""
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -38,28 +39,37 @@ from reports.summary import (
 from reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from workbench.errors import WorkbenchError
 from workbench.registry import reading_untrusted
-from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore, written
+from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore, inside, written
 
 HTML_FILE = "report.html"
 PDF_FILE = "report.pdf"
 
 
 def build_report(out_dir: str | Path) -> Path:
-    """Writes ``report.html`` and ``report.pdf`` into ``out_dir``; returns the HTML's path."""
+    """Writes ``report.html`` and ``report.pdf`` (the same page laid out by WeasyPrint) into
+    ``out_dir``; returns the HTML's path. Where WeasyPrint cannot load, the HTML alone, a line
+    on stderr saying how to get the PDF, and no stale PDF left beside it."""
     from reports.html import render_html
-    from reports.pdf import render_pdf
+    from reports.pdf import PdfUnavailable, load_weasyprint, write_pdf
 
     out_dir = Path(out_dir)
     with reading_untrusted(f"the results folder {out_dir}"):
         report = report_content(out_dir)
     try:
-        with written(out_dir, HTML_FILE) as f:
-            f.write(render_html(report).encode())
-        with written(out_dir, PDF_FILE) as f:
-            render_pdf(report, f)
+        page = render_html(report)
     finally:
         for fig in report.figures():
             plt.close(fig)
+    with written(out_dir, HTML_FILE) as f:
+        f.write(page.encode())
+    try:
+        load_weasyprint()
+    except PdfUnavailable as exc:
+        inside(out_dir, PDF_FILE).unlink(missing_ok=True)
+        print(f"{PDF_FILE} skipped: {exc}", file=sys.stderr)
+    else:
+        with written(out_dir, PDF_FILE) as f:
+            write_pdf(page, f)
     return out_dir / HTML_FILE
 
 

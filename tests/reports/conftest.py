@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from reports import build_report
@@ -27,3 +29,78 @@ def dp_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("dp-report")
     run_suite(parse_suite(DP_SUITE), out, quiet=True)
     return build_report(out)
+
+
+HOSTILE = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
+
+
+@pytest.fixture(scope="session")
+def hostile_text() -> str:
+    """Markup as a results folder could hold it in any label: it must be drawn as text."""
+    return HOSTILE
+
+
+@pytest.fixture
+def every_block_report():
+    """A report with one block of each type, every text carrying markup that must be drawn as
+    text, and a table long enough to run over pages."""
+    import matplotlib.pyplot as plt
+
+    from reports.content import Callout, Figure, Paragraph, Preformatted, Report, Section, Table
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot([0, 1], [0, 1], label=HOSTILE)
+    ax.legend()
+    rows = [[f"cell {i} {HOSTILE}", f"{i / 7:.3f}"] for i in range(120)]
+    report = Report(
+        f"title {HOSTILE}",
+        [
+            Section(
+                f"first {HOSTILE}",
+                [
+                    Paragraph(f"paragraph {HOSTILE}"),
+                    Callout(f"verdict ok {HOSTILE}", "ok"),
+                    Callout("verdict warn", "warn"),
+                    Callout("verdict info", "info"),
+                    Figure(fig, f"alt {HOSTILE}"),
+                ],
+            ),
+            Section(
+                "long table",
+                [Table([f"name {HOSTILE}", "value"], rows, 1, note=f"note {HOSTILE}")],
+            ),
+            Section("folded", [Preformatted(f"suite:\n  name: {HOSTILE}")], folded=True),
+        ],
+    )
+    yield report
+    plt.close(fig)
+
+
+@pytest.fixture(scope="session")
+def drawn():
+    """Checks that a PNG (a screenshot or a PDF page) is drawn: of the expected size when
+    given, and not blank (more than ``ink`` of its pixels off white)."""
+    from PIL import Image
+
+    def check(png, size=None, ink=0.03) -> None:
+        pixels = Image.open(png).convert("L")
+        if size is not None:
+            assert pixels.size == size
+        histogram = pixels.histogram()
+        assert histogram[255] < (1 - ink) * sum(histogram), f"{png} is blank"
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def needs_weasyprint() -> None:
+    """Skips where WeasyPrint cannot load (no Pango: the report is then HTML alone); .ci/run
+    installs what it needs, so in CI that fails instead."""
+    from reports.pdf import PdfUnavailable, load_weasyprint
+
+    try:
+        load_weasyprint()
+    except PdfUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))

@@ -1,10 +1,13 @@
 import re
 import shutil
 import subprocess
+import typing
 
 import pytest
 
 from reports import build_report
+from reports.content import Block, Callout, Report, Section
+from reports.html import BLOCK_MACROS, render_html
 from workbench.errors import WorkbenchError
 from workbench.runner import run_suite
 from workbench.suite import parse_suite
@@ -48,6 +51,7 @@ def test_report_is_self_contained_and_shows_every_section(results):
     assert "Loss / confidence / entropy threshold attack" in page
 
 
+@pytest.mark.usefixtures("needs_weasyprint")
 def test_the_pdf_carries_the_same_sections(results):
     page = build_report(results).read_text()
     pdf = results / "report.pdf"
@@ -102,7 +106,8 @@ def test_roc_ceilings_only_where_epsilon_bounds_membership(tmp_path):
 
 def test_no_aux_pool_means_no_threshold(results):
     page = build_report(results).read_text()
-    assert page.count("<td>n/a</td>") >= 2  # balanced accuracy and TPR@0.1% are n/a
+    # balanced accuracy and TPR@0.1% are n/a
+    assert len(re.findall(r"<td( class=\"n\")?>n/a</td>", page)) >= 2
 
 
 def test_missing_store(tmp_path):
@@ -153,3 +158,50 @@ def test_sweep_configurations_get_distinct_labels(tmp_path):
         "csbm/metis-2/fedavg [lr=0.01]",
         "csbm/metis-2/fedavg [lr=0.1]",
     ]
+
+
+def test_every_block_type_has_a_macro(every_block_report):
+    assert set(typing.get_args(Block)) == set(BLOCK_MACROS)
+    page = render_html(every_block_report)
+    for kind in ("ok", "warn", "info"):
+        assert f'<div class="callout {kind}" role="note">verdict {kind}' in page
+    assert "<caption>note " in page and "<thead>" in page
+    assert re.search(r'<details class="section"><summary><h2 id="s2">folded</h2></summary>', page)
+
+    class Unknown:
+        pass
+
+    with pytest.raises(TypeError, match="unknown report block Unknown: add it to"):
+        render_html(Report("t", [Section("s", [Unknown()])]))
+    with pytest.raises(ValueError, match="callout kind 'danger'"):
+        Callout("x", "danger")
+
+
+def test_report_text_is_escaped_never_markup(every_block_report):
+    page = render_html(every_block_report)
+    escaped = "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+    # <title>, <h1>, nav, heading, paragraph, callout, alt, header, note, preformatted, cells
+    assert page.count(escaped) == 10 + 120
+    assert "<script" not in page and "onerror=alert(1)>" not in page
+    assert len(re.findall(r"<img ", page)) == 1
+
+
+def test_a_results_folder_value_is_escaped(results, tmp_path, hostile_text):
+    from workbench.store import ResultsStore
+
+    hostile = tmp_path / "hostile"
+    shutil.copytree(results, hostile)
+    store = ResultsStore(hostile, create=False)
+    store.set_meta("suite_name", hostile_text)
+    store.close()
+    page = build_report(hostile).read_text()
+    assert "fgl-workbench report: &#34;&gt;&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;" in page
+    assert "<script" not in page and "onerror=alert(1)>" not in page
+
+
+def test_the_page_is_self_contained(dp_report):
+    page = dp_report.read_text()
+    # every resource inline: images as data URIs, links to the page's own sections
+    assert re.findall(r'src="([^":]+):', page) == ["data"] * 4
+    assert set(re.findall(r'href="(.)', page)) == {"#"}
+    assert not re.search(r"<(script|link|iframe|object|embed)\b|url\(|@import", page)
