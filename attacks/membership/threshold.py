@@ -16,7 +16,13 @@ from pydantic import Field
 
 from attacks.adaptive import adaptive_input
 from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.membership.observe import QueryConfig, observed_apis, per_model_output, query
+from attacks.membership.observe import (
+    QueryConfig,
+    observed_apis,
+    per_model_output,
+    query,
+    true_label_logit_margin,
+)
 
 
 class ThresholdConfig(QueryConfig):
@@ -25,15 +31,21 @@ class ThresholdConfig(QueryConfig):
 
 
 def signal_scores(logits: torch.Tensor, labels: np.ndarray, signal: str) -> np.ndarray:
-    """Membership scores, oriented so that higher means 'more likely a member'."""
+    """Membership scores, oriented so that higher means 'more likely a member'.
+
+    Loss and confidence are scored by the log-odds of the label (of the top class), log p −
+    log(1 − p): an increasing function of −loss (of the confidence), so every rank-based
+    metric is the loss's (the confidence's), but without the ties rounding makes once a model
+    is confident: past a logit margin of about 37, 1 + e^−margin is 1 in double precision and
+    log p is exactly 0 for every such record, which hides the most memorised ones."""
     y = torch.as_tensor(np.asarray(labels, dtype=np.int64))
     logp = F.log_softmax(logits.double(), dim=1)
     p = logp.exp()
     if signal == "loss":
-        s = logp.gather(1, y[:, None]).squeeze(1)
-    elif signal == "confidence":
-        s = p.max(1).values
-    elif signal == "entropy":
+        return true_label_logit_margin(logits, labels)
+    if signal == "confidence":
+        return true_label_logit_margin(logits, logits.argmax(1).numpy(force=True))
+    if signal == "entropy":
         s = (p * logp).sum(1)
     else:  # modified entropy (Song & Mittal 2021), uses the true label
         py = p.gather(1, y[:, None]).squeeze(1)

@@ -124,3 +124,20 @@ def test_signals_are_oriented_member_high():
     # A confidently wrong prediction is a non-member-like loss but a member-like confidence.
     wrong = signal_scores(torch.tensor([[0.0, 6.0]]), np.array([0]), "loss")
     assert wrong[0] < signal_scores(torch.tensor([[0.0, 6.0]]), np.array([1]), "loss")[0]
+
+
+def test_confident_records_keep_their_order():
+    """Past a margin of ~37, log p rounds to 0 in double precision: the loss and confidence
+    signals must still rank a margin of 60 above one of 45 (ties would hide memorised
+    records at low FPR), and agree with the loss's order where it does not round."""
+    logits = torch.tensor([[60.0, 0.0], [45.0, 0.0], [3.0, 0.0], [-2.0, 0.0]])
+    labels = np.array([0, 0, 0, 0])
+    for signal in ("loss", "confidence"):
+        s = signal_scores(logits, labels, signal)
+        assert s[0] > s[1], signal
+    loss = signal_scores(logits, labels, "loss")
+    assert loss[0] > loss[1] > loss[2] > loss[3]
+    exact = -torch.nn.functional.cross_entropy(
+        logits.double(), torch.zeros(4).long(), reduction="none"
+    )
+    assert float(exact[0]) == float(exact[1]) == 0.0  # what the plain loss would score
