@@ -9,6 +9,7 @@ from accountants.accountant import (
     delta,
     epsilon,
     epsilons_by_adversary,
+    largest_finite_epsilon,
     max_steps,
     subsampled_gaussian_grid,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "NoGuarantee",
     "Scope",
     "epsilons_by_adversary",
+    "largest_finite_epsilon",
     "Composed",
     "Gaussian",
     "Laplace",

@@ -135,12 +135,16 @@ def calibrate(
     lower: float = 1e-3,
     upper: float = 1e4,
     rtol: float = 1e-6,
+    per_adversary: bool = False,
     **kwargs,
 ) -> float:
     """Smallest noise parameter x in [lower, upper] with ε(make_ledger(x)) ≤ target.
 
-    ε decreases in the noise, so a bisection on log x finds it; the answer is the upper end of
-    the final bracket, which always meets the budget."""
+    ε is the composed ledger's, or with ``per_adversary`` the largest finite ε over the
+    adversaries and units its events state (``largest_finite_epsilon``: a ledger a target
+    wrote, where a party without a guarantee is ∞ whatever the noise). ε decreases in the
+    noise, so a bisection on log x finds it; the answer is the upper end of the final
+    bracket, which always meets the budget."""
     _positive("target_epsilon", target_epsilon)
 
     def eps(x: float) -> float:
@@ -148,6 +152,8 @@ def calibrate(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
+        if per_adversary:
+            eps = _worst_covered(make_ledger, delta, upper)
         if eps(upper) > target_epsilon:
             raise ValueError(
                 f"target_epsilon={target_epsilon} is out of reach with noise ≤ {upper}"
@@ -308,6 +314,55 @@ def epsilons_by_adversary(ledger: PrivacyLedger, delta: float) -> tuple[Adversar
     the finer units it contains). A row with no such event, or with a ``NoGuarantee``, is ∞.
     Every event must carry a scope: an ε nobody is named for is refused."""
     standard = ledger.standard()
+    return tuple(_row(a, u, applies, delta) for a, u, applies in _applicable(standard))
+
+
+def largest_finite_epsilon(ledger: PrivacyLedger, delta: float) -> float:
+    """The largest finite ε of ``epsilons_by_adversary`` (what calibration by ε bounds: rows
+    that are ∞ whatever the noise, a ``NoGuarantee`` or no applicable event, are left out, as
+    the report shows them ∞ anyway); a ledger with no finite row is refused."""
+    finite = [e for e in _row_epsilons(ledger, delta).values() if math.isfinite(e)]
+    if not finite:
+        raise ValueError("no adversary gets a finite ε from this ledger (every row is ∞)")
+    return max(finite)
+
+
+def _worst_covered(
+    make_ledger: Callable[[float], PrivacyLedger], delta: float, upper: float
+) -> Callable[[float], float]:
+    """ε(x) for calibration by adversary: the largest ε over the rows that are finite at the
+    most noise, ``upper`` (the others are ∞ whatever the noise). A covered row that is ∞ at
+    some x makes ε(x) ∞, never skipped, so a numerical ∞ cannot pass as meeting a budget."""
+    covered = [k for k, e in _row_epsilons(make_ledger(upper), delta).items() if math.isfinite(e)]
+    if not covered:
+        raise ValueError(
+            f"no adversary gets a finite ε at any noise up to {upper:g} (every row is ∞): "
+            "there is nothing to calibrate"
+        )
+
+    def eps(x: float) -> float:
+        rows = _row_epsilons(make_ledger(x), delta)
+        return max(rows[k] for k in covered)
+
+    return eps
+
+
+def _row_epsilons(ledger: PrivacyLedger, delta: float) -> dict[tuple[str, str], float]:
+    """ε per (adversary, unit), as ``epsilons_by_adversary`` states it; rows composing the
+    same events are accounted once."""
+    out: dict[tuple[str, str], float] = {}
+    seen: dict[tuple, float] = {}
+    for adversary, unit, applies in _applicable(ledger.standard()):
+        key = tuple(applies)
+        if key not in seen:
+            seen[key] = _row(adversary, unit, applies, delta).epsilon
+        out[(adversary, unit)] = seen[key]
+    return out
+
+
+def _applicable(standard: PrivacyLedger) -> list[tuple[str, str, list]]:
+    """(adversary, unit, the events that apply) for every adversary × unit the events state
+    (refused: an event without a scope)."""
     unscoped = [type(e).__name__ for e in standard.events if e.scope is None]
     if unscoped:
         raise ValueError(
@@ -316,12 +371,11 @@ def epsilons_by_adversary(ledger: PrivacyLedger, delta: float) -> tuple[Adversar
         )
     stated = [e for e in standard.events if not isinstance(e, Caveat)]
     units = [u for u in UNITS if any(e.scope.unit == u for e in stated)]
-    rows = []
-    for adversary in ADVERSARIES:
-        for unit in units:
-            applies = [e for e in standard.events if e.scope.applies(adversary, unit)]
-            rows.append(_row(adversary, unit, applies, delta))
-    return tuple(rows)
+    return [
+        (adversary, unit, [e for e in standard.events if e.scope.applies(adversary, unit)])
+        for adversary in ADVERSARIES
+        for unit in units
+    ]
 
 
 def _row(adversary: str, unit: str, applies: list, delta: float) -> AdversaryEpsilon:

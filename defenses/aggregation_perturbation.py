@@ -12,23 +12,30 @@ noise once per hop. Every row of the input has norm ≤ 1, so
   level therefore needs ``dp-sgd`` as well (the target refuses otherwise).
 
 The aggregates are computed once (training on each client's subgraph, inference once on the
-population graph), so each is ``hops`` Gaussian mechanisms: Gaussian(σ·Δ, Δ, hops) twice."""
+population graph), so each is ``hops`` Gaussian mechanisms: Gaussian(σ·Δ, Δ, hops) twice.
+
+``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
+smallest whose ledger meets the target against everyone, exactly (hops are fixed); at node level
+the ε is that of both events and DP-SGD's, whose σ stays as written (only one of the two
+defenses may be calibrated)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from accountants import ADVERSARIES, Gaussian, Scope
 from defenses.base import DEFENSES, PrivacyUnit
+from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 from defenses.metric_dp import normalise
 
 
-class APConfig(BaseModel):
+class APConfig(NoiseOrEpsilon):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / sensitivity")
+    target_epsilon: float | None = target_epsilon_field()
     level: Literal["edge", "node"] = "edge"
     max_degree: int = Field(50, ge=1, description="node level: out-degree bound D")
 

@@ -21,7 +21,13 @@ Whom the ε protects (``ledger_events``):
   server sees each noisy update (std σ·clip) of the rounds the client took part in (under
   secure aggregation only the sum of the n_r noisy updates of round r, std σ·clip·√n_r), and
   everyone else sees post-processing of that: one Gaussian at sensitivity 2·clip per round,
-  no amplification, counted for the client with the most such rounds."""
+  no amplification, counted for the client with the most such rounds.
+
+``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
+smallest whose ledger's largest finite ε meets the target. Central: that is the other clients'
+and the querier's ε, exact (q and the rounds are known before training); the server's stays ∞
+whatever σ. Local: everyone's, planned for a client that takes part in every round, so the real
+ε is at most the target (equal when ``client_fraction`` is 1)."""
 
 from __future__ import annotations
 
@@ -29,18 +35,20 @@ from collections.abc import Sequence
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from accountants import ADVERSARIES, Gaussian, NoGuarantee, Scope, SubsampledGaussian
 from defenses.base import DEFENSES, PrivacyUnit
+from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 
 State = dict[str, torch.Tensor]
 
 
-class DPFedAvgConfig(BaseModel):
+class DPFedAvgConfig(NoiseOrEpsilon):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     clip: float = Field(1.0, gt=0.0, description="L2 bound on one client's update")
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / clip")
+    target_epsilon: float | None = target_epsilon_field()
     mode: Literal["central", "local"] = "central"
 
 

@@ -13,7 +13,13 @@ backward per graph. Batches are Poisson samples (every graph joins with probabil
 
 Neighbouring datasets differ in one graph of one client. Every client's records are private to
 that client, so the run's ε is the worst client's: SubsampledGaussian(q, σ, steps) with the
-largest number of DP steps any client took."""
+largest number of DP steps any client took.
+
+``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
+smallest whose ledger meets the target against everyone (DP-SGD's events cover every party), with
+the busiest client's steps planned as a client training in every round (exact when every client
+takes part in every round: FedAvg at ``client_fraction`` 1, GAP, CeFGC). Composed with another
+defense's fixed events (GAP at node level), the composition meets it."""
 
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 from opacus.optimizers import DPOptimizer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from torch import nn
 from torch.func import functional_call, grad, vmap
 from torch_geometric.data import Batch, Data
@@ -30,12 +36,14 @@ from torch_geometric.utils import to_dense_batch
 
 from accountants import ADVERSARIES, Scope, SubsampledGaussian
 from defenses.base import DEFENSES, PrivacyUnit
+from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 
 
-class DPSGDConfig(BaseModel):
+class DPSGDConfig(NoiseOrEpsilon):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     clip: float = Field(1.0, gt=0.0, description="L2 bound on one graph's gradient")
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / clip")
+    target_epsilon: float | None = target_epsilon_field()
     sample_rate: float = Field(
         0.1, gt=0.0, le=1.0, description="Poisson rate: each graph joins a step's batch w.p. q"
     )
@@ -183,11 +191,17 @@ def dp_steps(
 ) -> int:
     """Poisson batches (each record joins w.p. q), per-record gradients, one private step."""
     model.train()
-    steps = epochs * cfg.steps_per_epoch
+    steps = steps_for(cfg, epochs)
     for _ in range(steps):
         chosen = torch.rand(num_records, generator=generator) < cfg.sample_rate
         private_step(model, optimizer, gradients(chosen.nonzero().flatten()))
     return steps
+
+
+def steps_for(cfg: DPSGDConfig, epochs: int) -> int:
+    """DP steps of ``epochs`` epochs: ⌈1/q⌉ each, whatever the Poisson batches hold (the
+    count ``dp_steps`` takes and the ledger and a planned ledger record)."""
+    return epochs * cfg.steps_per_epoch
 
 
 def private_step(model: nn.Module, optimizer: DPOptimizer, grads: list[torch.Tensor]) -> None:

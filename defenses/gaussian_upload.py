@@ -10,6 +10,10 @@ none is hidden by sampling or aggregation), and everyone else sees post-processi
 Adding or removing a client is not a neighbouring relation this mechanism protects: its noise
 leaves with its upload, so without the client the receiver's sum lacks that noise too (exactly
 zero where nobody else uploads). ``neighbouring: add-remove`` is refused for that reason.
+
+``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
+smallest whose ledger meets the target against everyone, planned for a client uploading in
+every round (the real ε is at most the target, equal when every client uploads every round).
 """
 
 from __future__ import annotations
@@ -17,17 +21,19 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from accountants import ADVERSARIES, Gaussian, Scope
 from defenses.base import DEFENSES, PrivacyUnit
+from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 from defenses.dp_fedavg import clip_to_norm
 
 
-class GaussianUploadConfig(BaseModel):
+class GaussianUploadConfig(NoiseOrEpsilon):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     clip: float = Field(1.0, gt=0.0, description="L2 bound on one upload")
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / sensitivity")
+    target_epsilon: float | None = target_epsilon_field()
     neighbouring: Literal["replace"] = Field(
         "replace", description="replace one client's data: sensitivity 2·clip"
     )

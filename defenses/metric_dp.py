@@ -229,6 +229,10 @@ class MetricDP:
     stage = "release"
     Config = MetricDPConfig
     accounted = True  # its ε(ρ) is in the ledger, though over no neighbouring relation
+    no_target_epsilon = (
+        "its ε(ρ) depends on ρ, measured on the released embeddings after training, so no σ0 "
+        "can be chosen for an ε before training; give sigma0"
+    )
 
     def privacy_unit(self, config: MetricDPConfig) -> PrivacyUnit | None:
         return None  # ε(ρ) is metric-DP, not (ε, δ) over a neighbouring relation

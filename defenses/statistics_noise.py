@@ -61,6 +61,11 @@ class StatisticsNoise:
     name = "statistics-noise"
     stage = "upload"
     Config = StatisticsNoiseConfig
+    no_target_epsilon = (
+        "its ledger claims no finite ε (ε = ∞ against every party: no node-level sensitivity "
+        "bounds what O-pFGL uploads), so no noise multiplier reaches any target; give "
+        "noise_multiplier"
+    )
 
     def privacy_unit(self, config: StatisticsNoiseConfig) -> PrivacyUnit | None:
         return "node"

@@ -37,6 +37,7 @@ from reports.summary import (
     natural_key,
 )
 from reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
+from workbench.calibration import CALIBRATED_SIGMA
 from workbench.errors import WorkbenchError
 from workbench.registry import reading_untrusted
 from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore, inside, written
@@ -207,8 +208,10 @@ def _utility(cells: list[CellRow], labels: dict[str, str]) -> Section:
             "Accuracy and macro-F1 of the released global model on the clients' test sets "
             "(weighted by test size) and ROC AUC pooled over them, at the round selected on "
             "validation. ε is shown only when the privacy ledger holds DP events: the "
-            "accountant's ε at the suite's δ, metric-DP's ε(ρ) at the k-NN percentile ρ, or the "
-            "information bottleneck's KL term (no formal guarantee)."
+            "accountant's ε at the suite's δ (with the noise multiplier σ a defense's "
+            "target_epsilon was calibrated to: the largest finite ε over adversaries and units "
+            "meets it), metric-DP's ε(ρ) at the k-NN percentile ρ, or the information "
+            "bottleneck's KL term (no formal guarantee)."
         ),
         Table(
             ["cell", "accuracy", "macro-F1", "AUC", "best round", "rounds", "ε", "train s"],
@@ -555,11 +558,22 @@ def privacy_figure(c: CellRow) -> str:
     """The cell's privacy figure: the accountant's ε, metric-DP's ε(ρ), or the information
     bottleneck's KL term (no formal guarantee); "no DP" otherwise."""
     parts = [] if c.epsilon is None else [f"querier {format_epsilon(c.epsilon)}"]
+    if CALIBRATED_SIGMA in c.utility:
+        parts.append(f"σ {c.utility[CALIBRATED_SIGMA]:.4g} calibrated to {calibrated_for(c)}")
     if "metric_epsilon" in c.utility:
         parts.append(f"ε(ρ={c.utility['metric_rho']:.3f}) = {c.utility['metric_epsilon']:.2f}")
     if "ib_kl_nats" in c.utility:
         parts.append(f"IB KL {c.utility['ib_kl_nats']:.2f} nats")
     return "; ".join(parts) or "no DP"
+
+
+def calibrated_for(c: CellRow) -> str:
+    """The target a cell's σ was calibrated to, as its suite entry wrote it."""
+    for d in c.config["target"].get("defenses") or []:
+        goal = d.get("params", {}).get("target_epsilon")
+        if goal is not None:
+            return f"ε ≤ {goal:g} ({d['name']})"
+    return "a target ε"
 
 
 def _interval(metrics: dict | None) -> str:

@@ -24,6 +24,8 @@ from attacks.family import CellInputs
 from attacks.membership.reference import ReferencePool
 from audits import GAMES, audit_run, context_of
 from defenses import applied
+from defenses.calibration import calibrating
+from workbench.calibration import CALIBRATED_SIGMA, calibrate_defenses, check_met
 from workbench.data.catalog import load_dataset
 from workbench.data.datasets import Dataset
 from workbench.data.federation import Federation, build_federation
@@ -140,14 +142,22 @@ def run_cell(
     partitioned = partitioned or partition_cell(cell, dataset, streams)
     partition = partitioned.partition
     federation = build_federation(dataset, partition)
+    target = TARGETS.get(cell.target.name)
+    config = target.Config(**cell.target.params)
+    given = [applied(d.name, d.params) for d in cell.target.defenses]
+    if calibrating(given):
+        report("calibrate σ")
+    # σ for a defense's target_epsilon, from the ledger the target will write: the target,
+    # its recipe, snapshot and audit see that σ, never the target ε
+    calibration = calibrate_defenses(target, federation, config, given, delta)
+    defenses = calibration.defenses
     report("train")
     t1 = time.perf_counter()
-    target = TARGETS.get(cell.target.name)
-    defenses = [applied(d.name, d.params) for d in cell.target.defenses]
-    config = target.Config(**cell.target.params)
     with listening_to_rounds(lambda k, total, v: report(f"train {round_text(k, total, v)}")):
         trained = target.fit(federation, config, defenses, streams.seed(cell.seed, "target"))
     t2 = time.perf_counter()
+    if calibration.noise_multiplier is not None:
+        trained.utility[CALIBRATED_SIGMA] = calibration.noise_multiplier
     if "metric_rho" in trained.utility:  # metric-DP: ε at the evaluator's ρ, same δ
         rho = trained.utility["metric_rho"]
         with warnings.catch_warnings():
@@ -156,6 +166,7 @@ def run_cell(
                 trained.ledger.metric(), delta, rho=rho
             ).epsilon
     querier_epsilon, epsilons = ledger_epsilons(trained.ledger, delta)
+    check_met(calibration, epsilons)
     audits = ()
     if auditable(cell):
         report("canary audit")

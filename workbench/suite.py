@@ -30,6 +30,9 @@ from pydantic import (
 import workbench.data  # noqa: F401  (registers partitioners)
 from attacks import ATTACKS
 from defenses import DEFENSES
+from defenses.calibration import calibratable
+from defenses.calibration import refusal as calibration_refused
+from workbench.calibration import refusal
 from workbench.data.catalog import DATASETS
 from workbench.data.partition import PARTITIONERS
 from workbench.errors import ConfigError
@@ -381,7 +384,14 @@ def _check_components(suite: Suite | Sections) -> list[str]:
         check(f"targets[{i}].name", TARGETS, t.name, t.params, lambda t: t.Config)
         for j, d in enumerate(t.defenses):
             field = f"targets[{i}].defenses[{j}].name"
+            if _asks_calibration(d) and not calibratable(d.name):
+                problems.append(
+                    f"  targets[{i}].defenses[{j}].params.target_epsilon: {d.name} cannot be "
+                    f"calibrated by ε: {calibration_refused(d.name)}"
+                )
+                continue
             check(field, DEFENSES, d.name, d.params, lambda d: d.Config)
+        problems += _calibration_problems(i, t)
     for i, a in enumerate(suite.attacks):
         if a is not None:
             check(f"attacks[{i}].name", ATTACKS, a.name, a.params, lambda a: a.Config)
@@ -396,6 +406,21 @@ def _check_components(suite: Suite | Sections) -> list[str]:
                 f"add one of: {', '.join(fits)}"
             )
     return problems
+
+
+def _calibration_problems(i: int, t: TargetEntry) -> list[str]:
+    """A target entry whose defenses ask for calibration by ε the target cannot do: more
+    than one calibrated defense, or a target with no planned ledger."""
+    if not TARGETS.known(t.name):
+        return []
+    calibrated = [d.name for d in t.defenses if _asks_calibration(d) and calibratable(d.name)]
+    why = refusal(TARGETS.get(t.name), calibrated)
+    return [f"  targets[{i}].defenses: {why}"] if why else []
+
+
+def _asks_calibration(d: DefenseEntry) -> bool:
+    """A known defense given ``target_epsilon`` (unknown names are reported on their own)."""
+    return d.params.get("target_epsilon") is not None and DEFENSES.known(d.name)
 
 
 def expand(suite: Suite) -> list[Cell]:

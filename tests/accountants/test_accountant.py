@@ -11,11 +11,16 @@ from accountants import (
     Gaussian,
     Laplace,
     MetricGaussian,
+    NoGuarantee,
     PrivacyLedger,
+    Scope,
     SubsampledGaussian,
+    calibrate,
     calibrate_sigma,
     delta,
     epsilon,
+    epsilons_by_adversary,
+    largest_finite_epsilon,
     max_steps,
     subsampled_gaussian_grid,
 )
@@ -117,6 +122,55 @@ def test_calibration_meets_the_budget_tightly():
     assert max_steps(1e-3, 1e-5, 0.5, 0.5) == 0
     with pytest.raises(ValueError, match="out of reach"):
         calibrate_sigma(1e-9, 1e-5, 1.0, 10**9, upper=10.0)
+
+
+def scoped(sigma, steps=100):
+    """Central DP-FedAvg's shape: amplified for clients and querier, ∞ for the server, and an
+    edge-level Gaussian for everyone."""
+    return PrivacyLedger(
+        (
+            SubsampledGaussian(
+                0.1, sigma, steps, scope=Scope("client", "c", ("clients", "querier"))
+            ),
+            NoGuarantee("adds the noise", Scope("client", "s", ("server",))),
+            Gaussian(4 * sigma, 1.0, 1, scope=Scope("edge", "e", ("server", "clients", "querier"))),
+        )
+    )
+
+
+def test_calibration_by_adversary_bounds_the_largest_finite_row():
+    """The server's row is ∞ at any σ and left out; the largest finite row (other clients and
+    the querier at client level and, composed with the edge event, at edge level) meets the
+    target tightly."""
+    sigma = calibrate(scoped, 2.0, 1e-5, per_adversary=True)
+    rows = epsilons_by_adversary(scoped(sigma), 1e-5)
+    assert math.isinf(max(r.epsilon for r in rows))  # the server stays ∞
+    finite = [r.epsilon for r in rows if math.isfinite(r.epsilon)]
+    assert max(finite) == largest_finite_epsilon(scoped(sigma), 1e-5) <= 2.0
+    assert largest_finite_epsilon(scoped(sigma * (1 - 1e-4)), 1e-5) > 2.0
+    # one amplified event for every row: the same σ as the DP-SGD calculator's
+    record = Scope("record", "r", ("querier",))
+
+    def dp_sgd(s):
+        return PrivacyLedger((SubsampledGaussian(0.1, s, 100, scope=record),))
+
+    one = calibrate(dp_sgd, 2.0, 1e-5, per_adversary=True)
+    assert one == calibrate_sigma(2.0, 1e-5, 0.1, 100)
+
+
+def test_calibration_by_adversary_refuses_what_no_noise_reaches():
+    blind = NoGuarantee("sees everything", Scope("client", "s", ("server",)))
+    with pytest.raises(ValueError, match="nothing to calibrate"):
+        calibrate(lambda s: PrivacyLedger((blind,)), 2.0, 1e-5, per_adversary=True)
+    with pytest.raises(ValueError, match="every row is"):
+        largest_finite_epsilon(PrivacyLedger((blind,)), 1e-5)
+    fixed = Gaussian(0.1, 1.0, 1, scope=Scope("edge", "e", ("querier",)))  # no σ moves it
+
+    def with_fixed(s):
+        return PrivacyLedger((fixed, Gaussian(s, 1.0, 1, scope=Scope("edge", "e", ("querier",)))))
+
+    with pytest.raises(ValueError, match="out of reach"):
+        calibrate(with_fixed, 2.0, 1e-5, per_adversary=True)
 
 
 def test_grid_matches_single_calls_and_dedupes_pairs():

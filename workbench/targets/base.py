@@ -62,6 +62,19 @@ class Target(Protocol):
     ) -> TrainedTarget: ...
 
 
+class PlansLedger(Protocol):
+    """A target that can calibrate a defense's noise by ε (``workbench.calibration``) has
+    ``planned_ledger``: the ledger ``fit`` will write for these defenses, before training,
+    built by the same functions as the real one. Counts only training tells (rounds a
+    Poisson-sampled client took part in, DP steps taken) are at their most, so the real ε is
+    at most the planned one; only the defenses' noise may change the planned ledger's ε.
+    Targets without it refuse ``target_epsilon``."""
+
+    def planned_ledger(
+        self, federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> PrivacyLedger: ...
+
+
 def target_plugin(loaded: Any, where: str) -> Target:
     """A third-party target, checked against the interface (a class is instantiated)."""
     return component(

@@ -19,6 +19,7 @@ from torch import nn
 
 from accountants import PrivacyLedger
 from defenses.base import accounted, with_selection_caveat
+from defenses.calibration import require_noise
 from defenses.dp_fedavg import (
     apply_update,
     client_update,
@@ -27,7 +28,7 @@ from defenses.dp_fedavg import (
     server_noise,
     update_vector,
 )
-from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
+from defenses.dp_sgd import DPSGDConfig, private_optimizer, steps_for, train_graph_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from defenses.gaussian_upload import ledger_events as upload_events
 from defenses.gaussian_upload import privatize
@@ -117,7 +118,8 @@ class _FedAvg:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        cfg = config if isinstance(config, FedAvgConfig) else FedAvgConfig(**(config or {}))
+        require_noise(self.name, defenses)
+        cfg = self.config(config)
         on = {d.name: d.config for d in defenses}
         dp, dp_sgd, gauss = on.get("dp-fedavg"), on.get("dp-sgd"), on.get("gaussian-upload")
         ib, mdp = on.get("information-bottleneck"), on.get("metric-dp")
@@ -278,6 +280,26 @@ class _FedAvg:
             else None,
         )
 
+    def config(self, config: Any) -> FedAvgConfig:
+        return config if isinstance(config, self.Config) else self.Config(**(config or {}))
+
+    def planned_ledger(
+        self, federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> PrivacyLedger:
+        """The ledger ``fit`` will write, before training (calibration by ε): the same
+        ``ledger`` with the counts only training tells at their most, as if the busiest client
+        took part in every round (its DP-SGD steps and noisy uploads; under local DP-FedAvg
+        what the server sees of its rounds, Σ 1/n_r ≤ rounds under secure aggregation).
+        Nothing else depends on the run, so the real ε is at most this ledger's, and equal
+        when every client takes part in every round (``client_fraction: 1``) or the count
+        does not enter (central DP-FedAvg)."""
+        cfg = self.config(config)
+        on = {d.name: d.config for d in defenses}
+        steps = cfg.rounds * self.dp_steps_per_round(cfg, on.get("dp-sgd"))
+        secure = "secure-aggregation" in on
+        ledger = self.ledger(cfg, defenses, steps, cfg.rounds, float(cfg.rounds), secure)
+        return with_selection_caveat(ledger, release_rule(cfg.release, accounted(defenses)))
+
     def start(
         self,
         federation: Federation,
@@ -339,6 +361,10 @@ class NodeFedAvg(_FedAvg):
         train_node_epochs(model, c.data, opt, cfg.local_epochs)
         return 0
 
+    @staticmethod
+    def dp_steps_per_round(cfg: FedAvgConfig, dp_sgd: DPSGDConfig | None) -> int:
+        return 0  # DP-SGD is refused at node level
+
     score = staticmethod(score_node_clients)
 
     @staticmethod
@@ -368,6 +394,11 @@ class GraphFedAvg(_FedAvg):
         train_graph_epochs(model, c.train, opt, cfg.local_epochs, cfg.batch_size, gen)
         return 0
 
+    @staticmethod
+    def dp_steps_per_round(cfg: FedAvgConfig, dp_sgd: DPSGDConfig | None) -> int:
+        """What ``train_local`` returns: ``local_epochs`` epochs of DP-SGD steps."""
+        return 0 if dp_sgd is None else steps_for(dp_sgd, cfg.local_epochs)
+
     score = staticmethod(score_graph_clients)
 
     @staticmethod
@@ -396,6 +427,18 @@ class FedAvg:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
+        return self._level(federation, defenses).fit(federation, config, defenses, seed)
+
+    def planned_ledger(
+        self, federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> PrivacyLedger:
+        """``fit``'s ledger before training (``_FedAvg.planned_ledger``), refused as ``fit``
+        refuses."""
+        return self._level(federation, defenses).planned_ledger(federation, config, defenses)
+
+    @staticmethod
+    def _level(federation: Federation, defenses: Sequence[Any]) -> _FedAvg:
+        """The loop for the federation's level, once the defenses are known to fit it."""
         for d in defenses:
             if d.name not in SUPPORTED_DEFENSES:
                 raise ConfigError(
@@ -423,8 +466,7 @@ class FedAvg:
                 "independent records, so per-node clipping bounds nothing); node-level DP needs "
                 "aggregation perturbation (GAP), which is not implemented yet"
             )
-        impl = NodeFedAvg() if federation.level == "node" else GraphFedAvg()
-        return impl.fit(federation, config, defenses, seed)
+        return NodeFedAvg() if federation.level == "node" else GraphFedAvg()
 
 
 TARGETS.register("fedavg")(FedAvg())

@@ -35,7 +35,8 @@ from accountants import PrivacyLedger
 from defenses.aggregation_perturbation import APConfig, bound_out_degree, perturbed_hops
 from defenses.aggregation_perturbation import ledger_events as ap_events
 from defenses.base import accounted, with_selection_caveat
-from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_rows_epochs_dp
+from defenses.calibration import require_noise
+from defenses.dp_sgd import DPSGDConfig, private_optimizer, steps_for, train_rows_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
@@ -158,11 +159,10 @@ class GAP:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        cfg = config if isinstance(config, GAPConfig) else GAPConfig(**(config or {}))
+        require_noise(self.name, defenses)
+        cfg, ap, dp_sgd = self._checked(federation, config, defenses)
         ds = federation.dataset
-        if not isinstance(ds, NodeDataset):
-            raise ConfigError("targets: gap is node-level; the federation is graph-level")
-        ap, dp_sgd = checked_defenses(defenses)
+        assert isinstance(ds, NodeDataset)
         seed_everything(derive_seed(seed, "gap"))
         spec = GAPSpec(
             ds.num_features, ds.num_classes, cfg.encoder_dim, cfg.hidden, cfg.hops, cfg.dropout
@@ -206,14 +206,7 @@ class GAP:
                     for c, y, x in zip(clients, ys, cached, strict=True)
                 ]
             )
-        ledger = PrivacyLedger()
-        if ap is not None:
-            for event in ap_events(ap, cfg.hops):
-                ledger = ledger.record(event)
-        if dp_sgd is not None:  # node level: a node's row is part of the node unit
-            unit = "node" if ap is not None and ap.level == "node" else "record"
-            ledger = ledger.record(dp_sgd_event(dp_sgd, steps, unit))
-        ledger = with_selection_caveat(ledger, release.rule)
+        ledger = gap_ledger(cfg, ap, dp_sgd, steps, release.rule)
         return TrainedTarget(
             name=self.name,
             level="node",
@@ -236,6 +229,43 @@ class GAP:
                 "best_round": float(release.round),
             },
         )
+
+    def planned_ledger(
+        self, federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> PrivacyLedger:
+        """The ledger ``fit`` will write, before training (calibration by ε). Every client
+        trains in every round of both phases, so its DP-SGD steps are known exactly: the
+        planned ledger is the real one."""
+        cfg, ap, dp_sgd = self._checked(federation, config, defenses)
+        rounds = cfg.encoder_rounds + cfg.rounds
+        steps = 0 if dp_sgd is None else rounds * steps_for(dp_sgd, cfg.local_epochs)
+        rule = release_rule(cfg.release, accounted(defenses))
+        return gap_ledger(cfg, ap, dp_sgd, steps, rule)
+
+    @staticmethod
+    def _checked(
+        federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> tuple[GAPConfig, APConfig | None, DPSGDConfig | None]:
+        cfg = config if isinstance(config, GAPConfig) else GAPConfig(**(config or {}))
+        if not isinstance(federation.dataset, NodeDataset):
+            raise ConfigError("targets: gap is node-level; the federation is graph-level")
+        return (cfg, *checked_defenses(defenses))
+
+
+def gap_ledger(
+    cfg: GAPConfig, ap: APConfig | None, dp_sgd: DPSGDConfig | None, steps: int, rule: str
+) -> PrivacyLedger:
+    """Aggregation perturbation's events, then DP-SGD's over ``steps`` steps of the busiest
+    client (at node level a node's own row is part of the node unit), with the caveat of a
+    best-validation release."""
+    ledger = PrivacyLedger()
+    if ap is not None:
+        for event in ap_events(ap, cfg.hops):
+            ledger = ledger.record(event)
+    if dp_sgd is not None:
+        unit = "node" if ap is not None and ap.level == "node" else "record"
+        ledger = ledger.record(dp_sgd_event(dp_sgd, steps, unit))
+    return with_selection_caveat(ledger, rule)
 
 
 def checked_defenses(defenses: Sequence[Any]) -> tuple[APConfig | None, DPSGDConfig | None]:

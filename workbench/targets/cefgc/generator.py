@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.data import Data
 from torch_geometric.utils import dense_to_sparse, to_dense_adj
 
-from defenses.dp_sgd import DPSGDConfig, dp_steps, private_optimizer, stacked
+from defenses.dp_sgd import DPSGDConfig, dp_steps, private_optimizer, stacked, steps_for
 from workbench.targets.cefgc.diffusion import SIGMAS, dsm_loss, langevin_sample
 from workbench.targets.cefgc.score_network import EDPScoreNetwork
 
@@ -140,7 +140,7 @@ def client_generators(
 
 def generator_dp_steps(cfg: GeneratorConfig, dp: DPSGDConfig) -> int:
     """DP-SGD steps a generator trains for (every record takes part in all of them)."""
-    return cfg.epochs * dp.steps_per_epoch
+    return steps_for(dp, cfg.epochs)
 
 
 def per_graph_dsm_gradients(

@@ -28,7 +28,8 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
 from accountants import PrivacyLedger
-from defenses.dp_sgd import DPSGDConfig, private_optimizer, train_graph_epochs_dp
+from defenses.calibration import require_noise
+from defenses.dp_sgd import DPSGDConfig, private_optimizer, steps_for, train_graph_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from defenses.secure_aggregation import KeyHolder, SecureAggConfig, Session
 from workbench.data.datasets import GraphDataset
@@ -103,13 +104,8 @@ class CeFGC:
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
-        unknown = [d.name for d in defenses if d.name != "dp-sgd"]
-        if unknown:
-            raise ConfigError(f"defenses: cefgc applies only dp-sgd (got {', '.join(unknown)})")
-        dp = next((d.config for d in defenses), None)
-        if federation.level != "graph":
-            raise ConfigError("datasets: cefgc classifies graphs; the dataset is node-level")
-        cfg = config if isinstance(config, CeFGCConfig) else CeFGCConfig(**(config or {}))
+        require_noise(self.name, defenses)
+        cfg, dp = self._checked(federation, config, defenses)
         ds = federation.dataset
         assert isinstance(ds, GraphDataset)
         seed_everything(derive_seed(seed, "cefgc"))
@@ -139,8 +135,7 @@ class CeFGC:
         local, synthetic, copies = [], [], 0
         for k, c in enumerate(clients):
             fake = self._synthesise(received[k], c, cfg, ds.num_features, gen)
-            templates = len(trainable(c.train, cfg.generator))
-            copies = max(copies, -(-len(fake) // templates) if templates else 0)
+            copies = max(copies, copies_of(len(fake), len(trainable(c.train, cfg.generator))))
             model = self._train(initial, c.train + fake, c.val, cfg, gen, dp)
             transcript.send(2, client(k), SERVER, MODEL_WEIGHTS, model.state_dict())
             local.append(model)
@@ -178,6 +173,33 @@ class CeFGC:
             senders=senders,
         )
 
+    def planned_ledger(
+        self, federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> PrivacyLedger:
+        """The ledger ``fit`` will write, before training (calibration by ε). Steps are fixed
+        (no early stop under DP-SGD); the copies of one real graph are at their most, each
+        client synthesising its full count (it synthesises none only when it received no
+        generator), so the real ε is at most this ledger's and equal in practice."""
+        cfg, dp = self._checked(federation, config, defenses)
+        copies = max(
+            copies_of(synthetic_count(c, cfg), len(trainable(c.train, cfg.generator)))
+            for c in federation.clients
+        )
+        return self.ledger(cfg, dp, copies)
+
+    @staticmethod
+    def _checked(
+        federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> tuple[CeFGCConfig, DPSGDConfig | None]:
+        unknown = [d.name for d in defenses if d.name != "dp-sgd"]
+        if unknown:
+            raise ConfigError(f"defenses: cefgc applies only dp-sgd (got {', '.join(unknown)})")
+        dp = next((d.config for d in defenses), None)
+        if federation.level != "graph":
+            raise ConfigError("datasets: cefgc classifies graphs; the dataset is node-level")
+        cfg = config if isinstance(config, CeFGCConfig) else CeFGCConfig(**(config or {}))
+        return cfg, dp
+
     @staticmethod
     def ledger(cfg: CeFGCConfig, dp: DPSGDConfig | None, copies: int) -> PrivacyLedger:
         """DP-SGD: a client's graph enters its generator's training (one generator per class,
@@ -188,7 +210,7 @@ class CeFGC:
         (the most any client made of one graph). Every client runs as many steps."""
         if dp is None:
             return PrivacyLedger()
-        gin = dp_sgd_event(dp, cfg.epochs * dp.steps_per_epoch, group=copies + 1)
+        gin = dp_sgd_event(dp, steps_for(dp, cfg.epochs), group=copies + 1)
         return PrivacyLedger((dp_sgd_event(dp, generator_dp_steps(cfg.generator, dp)), gin))
 
     @staticmethod
@@ -200,7 +222,7 @@ class CeFGC:
         graph used as evenly as the counts allow."""
         sources = generator_sources(received, cfg.generator, features)
         templates = trainable(c.train, cfg.generator)
-        total = int(round(cfg.synthetic_ratio * len(c.train)))
+        total = synthetic_count(c, cfg)
         if not sources or not templates or total == 0:
             return []
         out: list[Data] = []
@@ -256,6 +278,17 @@ class CeFGC:
         if val:
             model.load_state_dict(best_state)
         return model.eval()
+
+
+def synthetic_count(c: GraphClient, cfg: CeFGCConfig) -> int:
+    """How many synthetic graphs a client samples (none if it received no generator)."""
+    return int(round(cfg.synthetic_ratio * len(c.train)))
+
+
+def copies_of(synthetic: int, templates: int) -> int:
+    """The most synthetic graphs one real graph lends its features to: templates are cycled,
+    so ⌈synthetic / templates⌉."""
+    return -(-synthetic // templates) if templates else 0
 
 
 def shuffled_senders(n: int, rng) -> dict[int, tuple[int, ...]]:

@@ -15,6 +15,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
+from accountants import PrivacyLedger
 from workbench.data.federation import Federation
 from workbench.device import seeded_generator
 from workbench.models import ModelSpec
@@ -121,6 +122,16 @@ class FedTAD(NodeFedAvg):
     def fit(
         self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
     ) -> TrainedTarget:
+        self._check(federation, defenses)
+        return super().fit(federation, self.config(config), defenses, seed)
+
+    def planned_ledger(
+        self, federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> PrivacyLedger:
+        self._check(federation, defenses)
+        return super().planned_ledger(federation, config, defenses)
+
+    def _check(self, federation: Federation, defenses: Sequence[Any]) -> None:
         check_node_target(
             self.name,
             federation,
@@ -128,8 +139,6 @@ class FedTAD(NodeFedAvg):
             SUPPORTED_DEFENSES,
             "its server distils from every client's own model",
         )
-        cfg = config if isinstance(config, FedTADConfig) else FedTADConfig(**(config or {}))
-        return super().fit(federation, cfg, defenses, seed)
 
     def start(
         self,
