@@ -9,7 +9,7 @@ from reports.report import report_content
 from workbench.errors import ConfigError
 from workbench.runner import run_suite
 from workbench.seeding import Streams, public_seed
-from workbench.store import ResultsStore
+from workbench.store import ResultsStore, attack_label
 from workbench.suite import parse_suite
 
 RAW = {
@@ -261,7 +261,14 @@ def test_a_cell_reports_each_stage_it_enters(tmp_path):
     cell_pipeline.run_cell(
         cell, list(cell.attacks), dataset, store, streams, on_stage=stages.append
     )
-    assert stages == ["partition", "train"] + [f"attack {a.key}" for a in cell.attacks]
+    rounds = cell.target.params["rounds"]
+    trained = [f"train round {k}/{rounds}" for k in range(1, rounds + 1)]
+    assert stages[:2] == ["partition", "train"]
+    assert [s.split(",")[0] for s in stages[2 : 2 + rounds]] == trained  # + validation accuracy
+    assert "val_accuracy" in stages[2]
+    assert stages[2 + rounds :] == [
+        f"attack {attack_label(a.name, a.params)}" for a in cell.attacks
+    ]
 
 
 def test_reconstruction_families_run_from_a_suite_and_say_what_does_not_apply(tmp_path):
