@@ -16,7 +16,16 @@ import yaml
 
 from attacks import ATTACKS
 from defenses.base import COVERING_UNITS
-from reports.content import Figure, Paragraph, Preformatted, Report, Section, Table
+from reports.content import (
+    Block,
+    Callout,
+    Figure,
+    Paragraph,
+    Preformatted,
+    Report,
+    Section,
+    Table,
+)
 from reports.glossary import glossary_rows
 from reports.plots import (
     CommunicationCost,
@@ -37,6 +46,7 @@ from reports.summary import (
     natural_key,
 )
 from reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
+from reports.verdict import adversary_of, verdicts
 from workbench.calibration import CALIBRATED_SIGMA
 from workbench.errors import WorkbenchError
 from workbench.registry import reading_untrusted
@@ -91,7 +101,9 @@ def report_content(out_dir: Path) -> Report:
         store.close()
     labels = cell_labels(cells)
     cells = sorted(cells, key=lambda c: natural_key(labels[c.cell_id]))
+    delta = suite.get("delta", 1e-5)
     sections = [
+        _verdicts(cells, attacks, delta),
         _setup(cells, labels),
         _utility(cells, labels),
         _communication(cells),
@@ -128,6 +140,22 @@ def report_content(out_dir: Path) -> Report:
     )
     sections[0].blocks.insert(0, intro)
     return Report(f"fgl-workbench report: {name}", sections)
+
+
+def _verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> Section:
+    blocks: list[Block] = [
+        Paragraph(
+            "One paragraph per configuration: which membership and link attacks beat chance "
+            "(their AUC's 95 % interval lies above 0.5), the strongest adversary, the ε the "
+            "run states against each party and per privacy unit, and the accuracy with its "
+            "95 % interval beside the undefended twin's. Green: a DP configuration where no "
+            "attack beats chance; orange: something leaks, or a warning stands; blue: neither."
+        )
+    ]
+    for v in verdicts(cells, attacks, delta):
+        text = v.text + ("" if not v.warnings else " Warnings: " + " ".join(v.warnings))
+        blocks.append(Callout(text, v.kind))
+    return Section("Verdict", blocks)
 
 
 def _setup(cells: list[CellRow], labels: dict[str, str]) -> Section:
@@ -421,14 +449,6 @@ def roc_curves(
         fpr, tpr = mean_roc(rocs)
         out.append(RocCurve(label, attack, fpr, tpr, len(rocs), ceiling))
     return out
-
-
-def adversary_of(params: dict) -> str:
-    """Whom an attack plays, from its parameters: the server, a client, or (by default) a
-    querier; reading the embeddings exchanged through the server is the server."""
-    if params.get("source") == "exchanged":
-        return "server"
-    return {"client": "clients", "server": "server"}.get(params.get("adversary", ""), "querier")
 
 
 def _roc(curves: list[RocCurve]) -> Section:

@@ -1,0 +1,254 @@
+"""The report's first word: one paragraph per configuration saying which attacks beat chance,
+the strongest adversary, the ε against each party and what it covers, and the utility cost,
+with warnings where a reader could be misled (utility at the majority-class rate, a vacuous
+ε, inconclusive rows, a failed canary audit).
+
+Everything is read from the summaries the report's tables show (``attacks_across_seeds``, the
+cells' ε rows), so the verdict cannot say what the numbers below it do not."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats
+
+from reports.summary import (
+    READ_BY_AUC,
+    AttackSummary,
+    attacks_across_seeds,
+    configurations,
+    family_of,
+    mean_interval,
+    reading,
+)
+from workbench.store import AttackRow, CellRow
+
+# ε above this allows an attack a TPR of 1 at any FPR ≥ e^−ε ≈ 4.5e-5: no meaningful bound
+VACUOUS_EPSILON = 10.0
+Kind = Literal["ok", "warn", "info"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``kind``: "warn" when an attack beats chance or a warning stands, "ok" when a DP
+    configuration has no attack beating chance and nothing to warn of, else "info"."""
+
+    configuration: str
+    kind: Kind
+    text: str
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Utility:
+    accuracy: float
+    interval: tuple[float, float]  # 95 %: Student-t over seeds, or Wilson on one seed's records
+    majority: float  # the share of the most common class among the clients' records
+
+
+def verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> list[Verdict]:
+    """One verdict per configuration, in the report's order."""
+    summary = attacks_across_seeds(cells, attacks)
+    adversary = {a.label: adversary_of(a.params) for a in attacks}
+    groups = configurations(cells)
+    twins = {label: _twin(group, groups) for label, group in groups}
+    return [
+        _verdict(
+            label,
+            group,
+            [r for r in summary if r.cell == label],
+            adversary,
+            utility(group),
+            None if twins[label] is None else utility(twins[label]),
+            delta,
+        )
+        for label, group in groups
+    ]
+
+
+def adversary_of(params: dict) -> str:
+    """Whom an attack plays, from its parameters: the server, a client, or (by default) a
+    querier; reading the embeddings exchanged through the server is the server."""
+    if params.get("source") == "exchanged":
+        return "server"
+    return {"client": "clients", "server": "server"}.get(params.get("adversary", ""), "querier")
+
+
+def utility(group: list[CellRow]) -> Utility:
+    accuracies = [float(c.utility["accuracy"]) for c in group]
+    if len(group) > 1:
+        interval = mean_interval(accuracies)
+    else:
+        tested = sum(int(p["num_test"]) for p in group[0].partition)
+        interval = wilson(accuracies[0], tested)
+    counts = np.sum([p["label_histogram"] for p in group[0].partition], axis=0)
+    return Utility(float(np.mean(accuracies)), interval, float(counts.max() / counts.sum()))
+
+
+def wilson(p: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` over ``n`` trials."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def _twin(group: list[CellRow], groups: list[tuple[str, list[CellRow]]]) -> list[CellRow] | None:
+    """The undefended configuration a defended one is measured against: same dataset,
+    partition and target with the same parameters, no defenses."""
+    target = group[0].config["target"]
+    if not target.get("defenses"):
+        return None
+    for _, other in groups:
+        mine = other[0].config
+        if (
+            not mine["target"].get("defenses")
+            and mine["target"]["name"] == target["name"]
+            and mine["target"].get("params", {}) == target.get("params", {})
+            and mine["dataset"] == group[0].config["dataset"]
+            and mine["partition"] == group[0].config["partition"]
+        ):
+            return other
+    return None
+
+
+def _verdict(
+    label: str,
+    group: list[CellRow],
+    rows: list[AttackSummary],
+    adversary: dict[str, str],
+    mine: Utility,
+    twin: Utility | None,
+    delta: float,
+) -> Verdict:
+    scored = [r for r in rows if r.status == "ok" and family_of(r.attack) in READ_BY_AUC]
+    scored = [r for r in scored if "auc" in r.metrics]
+    readings = {r.attack: reading(r.auc_interval) for r in scored}
+    leaking = [r for r in scored if readings[r.attack] == "leaks"]
+    parts = [f"{label} ({_seeds(group)})."]
+    if scored:
+        top = max(scored, key=lambda r: r.metrics["auc"][0])
+        low, high = top.auc_interval
+        tpr = top.metrics.get("tpr@0.01")
+        parts.append(
+            f"{len(leaking)} of {len(scored)} attacks beat chance (95 % interval of the AUC "
+            f"above 0.5). The strongest is {top.attack} as the {adversary.get(top.attack)}: "
+            f"AUC {top.metrics['auc'][0]:.3f} [{low:.3f}, {high:.3f}]"
+            + ("" if tpr is None else f", TPR {tpr[0]:.1%} at 1 % FPR")
+            + "."
+        )
+    else:
+        parts.append("No membership or link attack was scored.")
+    epsilons = worst_epsilons(group)
+    parts.append(epsilon_sentence(epsilons, delta))
+    parts.append(_utility_sentence(mine, twin))
+    warnings = _warnings(scored, readings, leaking, epsilons, group, mine, delta)
+    dp = any(math.isfinite(e) for e in epsilons.values())
+    kind: Kind = "warn" if leaking or warnings else ("ok" if dp else "info")
+    return Verdict(label, kind, " ".join(parts), tuple(warnings))
+
+
+def _seeds(group: list[CellRow]) -> str:
+    seeds = [str(c.config["seed"]) for c in group]
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(seeds)
+
+
+def worst_epsilons(group: list[CellRow]) -> dict[tuple[str, str], float]:
+    """ε per (adversary, unit), the largest over the seeds (each seed's ledger states its
+    own; the configuration is only as private as its worst seed)."""
+    out: dict[tuple[str, str], float] = {}
+    for c in group:
+        for e in c.epsilons:
+            key = (e["adversary"], e["unit"])
+            out[key] = max(out.get(key, 0.0), float(e["epsilon"]))
+    return out
+
+
+def epsilon_sentence(epsilons: dict[tuple[str, str], float], delta: float) -> str:
+    """ε per unit, the parties with the same ε named together: "ε = 4 per record against the
+    server, clients and querier (δ = 1e-05)"."""
+    if not epsilons:
+        return "No DP mechanism ran: no ε bounds any party."
+    phrases = []
+    for unit in sorted({u for _, u in epsilons}):
+        by_value: dict[float, list[str]] = {}
+        for (who, u), eps in sorted(epsilons.items(), key=lambda item: _party(item[0][0])):
+            if u == unit:
+                by_value.setdefault(eps, []).append(who)
+        for eps, who in sorted(by_value.items()):
+            value = "∞" if not math.isfinite(eps) else f"{eps:.3g}"
+            phrases.append(f"ε = {value} per {unit} against the {_and(who)}")
+    return "; ".join(phrases) + f" (δ = {delta:g})."
+
+
+def _party(name: str) -> tuple[int, str]:
+    """The parties in the order the report names them: server, other clients, querier."""
+    order = ("server", "clients", "querier")
+    return (order.index(name) if name in order else len(order), name)
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _utility_sentence(mine: Utility, twin: Utility | None) -> str:
+    low, high = mine.interval
+    text = f"Accuracy {mine.accuracy:.1%} [{low:.1%}, {high:.1%}]"
+    if twin is None:
+        return text + "."
+    cost = 100 * (twin.accuracy - mine.accuracy)
+    return text + f" against {twin.accuracy:.1%} undefended: the defense costs {cost:.1f} points."
+
+
+def _warnings(
+    scored: list[AttackSummary],
+    readings: dict[str, str],
+    leaking: list[AttackSummary],
+    epsilons: dict[tuple[str, str], float],
+    group: list[CellRow],
+    mine: Utility,
+    delta: float,
+) -> list[str]:
+    out = []
+    if mine.accuracy <= mine.majority:
+        out.append(
+            f"Accuracy {mine.accuracy:.1%} is at or below the majority-class rate "
+            f"({mine.majority:.1%}): the model predicts no better than the most common class, "
+            "so an attack at chance here says nothing about the defense."
+        )
+    finite = [e for e in epsilons.values() if math.isfinite(e)]
+    if any(e > VACUOUS_EPSILON for e in finite):
+        worst = max(finite)
+        out.append(
+            f"ε = {worst:.3g} is vacuous: it allows an attack a TPR of 100 % at every FPR "
+            f"above e^−ε = {math.exp(-worst):.1e}."
+        )
+    unbounded = sorted({w for (w, _), e in epsilons.items() if not math.isfinite(e)}, key=_party)
+    if finite and unbounded:
+        out.append(f"No guarantee against the {_and(unbounded)} (ε = ∞): see the ε table.")
+    if finite and leaking:
+        eps = min(finite)
+        ceiling = min(1.0, math.exp(eps) * 0.01 + delta)
+        out.append(
+            f"Attacks still beat chance under DP ({_and([r.attack for r in leaking])}): ε = "
+            f"{eps:.3g} bounds the worst case (a TPR of at most {ceiling:.1%} at 1 % FPR), "
+            "not every average-case signal."
+        )
+    inconclusive = [r.attack for r in scored if readings[r.attack] == "inconclusive"]
+    if inconclusive:
+        out.append(
+            f"Inconclusive: {_and(inconclusive)} (the AUC's 95 % interval holds 0.5 but "
+            "reaches beyond 0.5 ± 0.05): more seeds or records are needed to tell."
+        )
+    violated = [a for c in group for a in c.audits if a["lower_bound"] > a["claimed"]]
+    if violated:
+        out.append(
+            f"The canary audit's lower bound exceeds the claimed ε in {len(violated)} game(s): "
+            "the mechanism leaks more than its ledger says."
+        )
+    return out

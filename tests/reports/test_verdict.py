@@ -1,0 +1,109 @@
+"""The verdict says what the stored metrics say: which attacks beat chance, the strongest one,
+the ε against each party, the accuracy and its cost, and the warnings a reader needs."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reports.summary import configurations
+from reports.verdict import verdicts, wilson
+from workbench.store import AttackRow, CellRow, ResultsStore
+
+
+@pytest.fixture(scope="module")
+def stored(dp_report):
+    store = ResultsStore(Path(dp_report).parent)
+    try:
+        return store.cells(), store.attacks()
+    finally:
+        store.close()
+
+
+def test_each_configuration_gets_the_stored_numbers(stored):
+    cells, attacks = stored
+    found = {v.configuration: v for v in verdicts(cells, attacks, 1e-5)}
+    assert set(found) == {label for label, _ in configurations(cells)}
+    for label, group in configurations(cells):
+        v = found[label]
+        ids = {c.cell_id for c in group}
+        mine = [a for a in attacks if a.cell_id in ids and a.status == "ok"]
+        best = max(mine, key=lambda a: a.metrics["auc"])  # one seed: the stored row itself
+        assert f"AUC {best.metrics['auc']:.3f} [{best.metrics['auc_ci_low']:.3f}, " in v.text
+        beating = sum(a.metrics["auc_ci_low"] > 0.5 for a in mine)
+        assert f"{beating} of {len(mine)} attacks beat chance" in v.text
+        assert f"Accuracy {group[0].utility['accuracy']:.1%}" in v.text
+        for e in group[0].epsilons:
+            value = "∞" if not math.isfinite(e["epsilon"]) else f"{e['epsilon']:.3g}"
+            assert f"ε = {value} per {e['unit']}" in v.text
+    defended = next(v for v in found.values() if "dp-fedavg" in v.configuration)
+    assert "against" in defended.text and "undefended: the defense costs" in defended.text
+    assert any("No guarantee against the server" in w for w in defended.warnings)
+
+
+def _cell(seed, accuracy, epsilons=(), defenses=(), audits=(), histogram=(50, 50)):
+    config = {
+        "dataset": {"name": "d"},
+        "partition": {"method": "p", "num_clients": 1},
+        "target": {"name": "t", "params": {}, **({"defenses": list(defenses)} if defenses else {})},
+        "seed": seed,
+    }
+    part = [{"label_histogram": list(histogram), "num_test": 400}]
+    label = "d/p-1/t" + "".join(f"+{d['name']}" for d in defenses) + f"/seed{seed}"
+    return CellRow(
+        f"{label}", label, config, {"accuracy": accuracy, "macro_f1": accuracy}, {}, part,
+        None, 0.0, 0.0, tuple(epsilons), tuple(audits),
+    )  # fmt: skip
+
+
+def _attack(cell, auc, low, high, key="mia-threshold-1"):
+    metrics = {"auc": auc, "auc_ci_low": low, "auc_ci_high": high, "tpr@0.01": 0.02}
+    return AttackRow(cell.cell_id, key, "mia-threshold", {}, "ok", None, metrics, None, 0.0)
+
+
+def _eps(value, who=("server", "clients", "querier")):
+    return [{"adversary": w, "unit": "record", "epsilon": value, "note": ""} for w in who]
+
+
+def test_a_defended_configuration_at_chance_reads_ok_and_names_its_cost():
+    plain = _cell(0, 0.80)
+    dp = _cell(0, 0.70, _eps(2.0), [{"name": "dp-sgd", "params": {}}])
+    v = {
+        x.configuration: x
+        for x in verdicts(
+            [plain, dp], [_attack(plain, 0.7, 0.66, 0.74), _attack(dp, 0.5, 0.47, 0.53)], 1e-5
+        )
+    }
+    defended = v["d/p-1/t+dp-sgd"]
+    assert defended.kind == "ok" and defended.warnings == ()
+    assert "0 of 1 attacks beat chance" in defended.text
+    assert "ε = 2 per record against the server, clients and querier" in defended.text
+    assert "the defense costs 10.0 points" in defended.text
+    assert v["d/p-1/t"].kind == "warn"  # it leaks
+
+
+def test_warnings_name_what_could_mislead():
+    dp = _cell(
+        0,
+        0.55,
+        _eps(50.0, ("clients", "querier")) + _eps(math.inf, ("server",)),
+        [{"name": "dp-fedavg", "params": {}}],
+        [{"lower_bound": 3.0, "claimed": 2.0}],
+        histogram=(60, 40),
+    )
+    (v,) = verdicts([dp], [_attack(dp, 0.55, 0.40, 0.70)], 1e-5)
+    text = " ".join(v.warnings)
+    assert "majority-class rate (60.0%)" in text
+    assert "ε = 50 is vacuous" in text
+    assert "No guarantee against the server" in text
+    assert "Inconclusive: mia-threshold (" in text
+    assert "canary audit" in text
+    assert v.kind == "warn"
+
+
+def test_one_seeds_accuracy_interval_is_wilsons():
+    low, high = wilson(0.8, 400)
+    assert low < 0.8 < high and high - low == pytest.approx(
+        2 * 1.96 * np.sqrt(0.16 / 400), rel=0.02
+    )
