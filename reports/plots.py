@@ -34,6 +34,14 @@ class RocCurve:
     tpr: np.ndarray
     seeds: int
     ceiling: tuple[float, float] | None = None
+    resolution: float = FPR_FLOOR  # the smallest FPR the negatives resolve: 1 / their count
+
+
+def resolution(curves: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """The smallest non-zero FPR every seed's ROC resolves (1 / its negatives), so a mean curve
+    is not drawn where some seed has no point: below it the curve is interpolation."""
+    steps = [float(fpr[fpr > 0].min()) for fpr, _ in curves if (fpr > 0).any()]
+    return max(steps, default=1.0)
 
 
 def mean_roc(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -63,9 +71,10 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
     for ax, attack in zip(axes.flat, attacks, strict=False):
         for c in (c for c in curves if c.attack == attack):
             colour = colours[c.configuration]
+            resolved = c.fpr >= c.resolution
             ax.plot(
-                np.clip(c.fpr, FPR_FLOOR, 1),
-                np.clip(c.tpr, FPR_FLOOR, 1),
+                np.clip(c.fpr[resolved], FPR_FLOOR, 1),
+                np.clip(c.tpr[resolved], FPR_FLOOR, 1),
                 color=colour,
                 linewidth=1.4,
                 label=c.configuration,
@@ -93,7 +102,7 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
         ax.title.set_fontsize(9)
     for ax in list(axes.flat)[len(attacks) :]:
         ax.set_visible(False)
-    legend_below(fig, 1 if len(attacks) == 1 else 2)
+    legend_below(fig, 1 if len(attacks) == 1 else 2, fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -111,8 +120,8 @@ def heatmap_figure(
         len(values), 1, figsize=(width + 4.0, height * len(values) + 2.2), squeeze=False
     )
     for i, (ax, (title, matrix)) in enumerate(zip(axes[:, 0], values.items(), strict=True)):
-        top = float(np.nanmax(matrix)) if np.isfinite(matrix).any() else 0.0
-        low, high = (0.5, 1.0) if title.startswith("AUC") else (0.0, max(0.05, top))
+        # a fixed scale: a chance-level TPR of 0.04 must not look like a strong attack
+        low, high = (0.5, 1.0) if title.startswith("AUC") else (0.0, 1.0)
         sns.heatmap(
             matrix,
             ax=ax,
@@ -177,7 +186,7 @@ def _configuration_colours(configurations: list[str]) -> dict[str, tuple[float, 
     return out
 
 
-def legend_below(fig: Figure, columns: int) -> None:
+def legend_below(fig: Figure, columns: int, fontsize: float = 9) -> None:
     """One legend under all panels, each label once: panels share their configurations."""
     handles, labels = [], []
     for a in fig.axes:
@@ -191,7 +200,7 @@ def legend_below(fig: Figure, columns: int) -> None:
         loc="upper center",
         bbox_to_anchor=(0.5, 0.0),
         ncol=columns,
-        fontsize=7,
+        fontsize=fontsize,
         frameon=False,
     )
 

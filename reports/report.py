@@ -33,9 +33,11 @@ from reports.plots import (
     communication_figure,
     heatmap_figure,
     mean_roc,
+    resolution,
     roc_figure,
 )
 from reports.summary import (
+    accuracy_interval,
     across_seeds,
     attacks_across_seeds,
     cell_labels,
@@ -234,7 +236,8 @@ def _utility(cells: list[CellRow], labels: dict[str, str]) -> Section:
     blocks = [
         Paragraph(
             "Accuracy and macro-F1 of the released global model on the clients' test sets "
-            "(weighted by test size) and ROC AUC pooled over them, at the round selected on "
+            "(weighted by test size; the interval is Wilson's over the test records) and ROC "
+            "AUC pooled over them, at the round selected on "
             "validation. ε is shown only when the privacy ledger holds DP events: the "
             "accountant's ε at the suite's δ (with the noise multiplier σ a defense's "
             "target_epsilon was calibrated to: the largest finite ε over adversaries and units "
@@ -242,11 +245,22 @@ def _utility(cells: list[CellRow], labels: dict[str, str]) -> Section:
             "bottleneck's KL term (no formal guarantee)."
         ),
         Table(
-            ["cell", "accuracy", "macro-F1", "AUC", "best round", "rounds", "ε", "train s"],
+            [
+                "cell",
+                "accuracy",
+                "accuracy 95% CI",
+                "macro-F1",
+                "AUC",
+                "best round",
+                "rounds",
+                "ε",
+                "train s",
+            ],
             [
                 [
                     labels[c.cell_id],
                     _f(c.utility.get("accuracy")),
+                    format_interval(accuracy_interval([c]), 1.0, 3),
                     _f(c.utility.get("macro_f1")),
                     _f(c.utility.get("auc")),
                     _f(c.utility.get("best_round"), 0),
@@ -342,24 +356,25 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
         "Attacks",
         [
             Paragraph(
-                "Attack × configuration: mean over seeds of the AUC and of the TPR at 1% FPR "
-                "(grey: not applicable, or fewer than 100 non-members). The tables give mean "
-                "± std over seeds, one per attack family. Membership: ε lb is the empirical "
-                "lower bound on ε from the best ROC point with Clopper–Pearson intervals; "
-                "client AUC is the server's attack on each client's upload, scored on that "
-                "client's records. Link: AUC on pairs inside one client (against non-edges of "
-                "the same client), the same edges against uniformly drawn non-edges (He et "
-                "al.'s protocol, easier negatives), and on pairs across clients (edges the "
-                "partition cut). Reading: leaks (or below chance) when the AUC's 95% interval "
-                "(over seeds, or one seed's own) lies above (below) 0.5, at chance when it "
-                "stays within 0.5 ± 0.05, otherwise inconclusive: not evidence of a small "
-                "leak. Attribute: accuracy beside always guessing "
-                "the prior's most likely value. Distribution: total-variation distance between "
-                "inferred and true client label distributions, beside the prior's. Client "
-                "data and feature: how close reconstructed node features are to the true ones "
-                "(cosine; AUC of ranking a binary row's present features first) beside "
-                "guessing the auxiliary mean, and reconstructed labels beside the prior's "
-                "mode. Every cell's own numbers are in the section after the glossary."
+                "Attack × configuration: mean over seeds of the AUC (scale 0.5 to 1) and of the TPR"
+                " at 1% FPR (scale 0 to 1, so a chance-level 0.01 stays pale; grey: not applicable,"
+                " or fewer than 100 non-members). The tables give mean ± std over seeds (the mean "
+                "alone for one seed; the AUC with its 95 % interval, over seeds or one seed's "
+                "bootstrap), one per attack family. Membership: ε lb is the empirical lower bound "
+                "on ε from the best ROC point with Clopper–Pearson intervals; client AUC is the "
+                "server's attack on each client's upload, scored on that client's records. Link: "
+                "AUC on pairs inside one client (against non-edges of the same client), the same "
+                "edges against uniformly drawn non-edges (He et al.'s protocol, easier negatives), "
+                "and on pairs across clients (edges the partition cut). Reading: leaks (or below "
+                "chance) when the AUC's 95% interval (over seeds, or one seed's own) lies above "
+                "(below) 0.5, at chance when it stays within 0.5 ± 0.05, otherwise inconclusive: "
+                "not evidence of a small leak. Attribute: accuracy beside always guessing the "
+                "prior's most likely value. Distribution: total-variation distance between inferred"
+                " and true client label distributions, beside the prior's. Client data and feature:"
+                " how close reconstructed node features are to the true ones (cosine; AUC of "
+                "ranking a binary row's present features first) beside guessing the auxiliary mean,"
+                " and reconstructed labels beside the prior's mode. Every cell's own numbers are in"
+                " the section after the glossary."
             ),
             *(
                 [
@@ -447,7 +462,7 @@ def roc_curves(
         finite = [e for e in eps if e is not None and np.isfinite(e)]
         ceiling = (max(finite), delta) if finite and len(finite) == len(eps) else None
         fpr, tpr = mean_roc(rocs)
-        out.append(RocCurve(label, attack, fpr, tpr, len(rocs), ceiling))
+        out.append(RocCurve(label, attack, fpr, tpr, len(rocs), ceiling, resolution(rocs)))
     return out
 
 
@@ -456,13 +471,14 @@ def _roc(curves: list[RocCurve]) -> Section:
         "ROC curves",
         [
             Paragraph(
-                "Log-log ROC per attack, mean over seeds, one colour per target (shades for "
-                "the settings of a sweep). Dashed: the highest TPR any attack can reach "
-                "against the run's (ε, δ) for that attack's adversary, drawn only where an ε "
-                "against that adversary protects a whole client, a record or a node (edge-level "
-                "ε does not bound membership; the server under central DP-FedAvg has ε = ∞, so "
-                "no ceiling); a curve above its "
-                "ceiling would mean the accounting is wrong."
+                "Log-log ROC per attack, mean over seeds, one colour per target (shades for the "
+                "settings of a sweep), drawn from the smallest FPR its non-members resolve (1 / "
+                "their number; below it a curve would be interpolation). Dashed: the highest TPR "
+                "any attack can reach against the run's (ε, δ) for that attack's adversary, drawn "
+                "only where an ε against that adversary protects a whole client, a record or a node"
+                " (edge-level ε does not bound membership; the server under central DP-FedAvg has ε"
+                " = ∞, so no ceiling); a curve above its ceiling would mean the accounting is "
+                "wrong."
             ),
             Figure(roc_figure(curves), "membership inference ROC curves"),
         ],

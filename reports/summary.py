@@ -4,6 +4,7 @@ as mean ± sample standard deviation over the seeds."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -16,14 +17,14 @@ from workbench.store import AttackRow, CellRow
 # each attack family's columns: (metric key, header)
 FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "membership": (
-        ("auc", "AUC"),
+        ("auc", "AUC [95% CI]"),
         ("tpr@0.01", "TPR@1%"),
         ("tpr@0.001", "TPR@0.1%"),
         ("epsilon_lb", "ε lb"),
         ("client_auc_mean", "client AUC"),
     ),
     "link": (
-        ("auc", "AUC"),
+        ("auc", "AUC [95% CI]"),
         ("auc_intra", "AUC intra-client"),
         ("auc_uniform", "AUC intra, He et al. negatives"),
         ("auc_cut", "AUC cut"),
@@ -81,7 +82,7 @@ class SeedSummary:
     accuracy: tuple[float, float]  # mean, std
     macro_f1: tuple[float, float]
     auc: tuple[float, float]
-    accuracy_ci: tuple[float, float]  # 95 % Student-t interval of the mean; NaN for one seed
+    accuracy_ci: tuple[float, float]  # 95 %: Student-t over seeds, or Wilson on one seed
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
             accuracy=_mean_std([c.utility["accuracy"] for c in group]),
             macro_f1=_mean_std([c.utility["macro_f1"] for c in group]),
             auc=_mean_std([c.utility.get("auc", float("nan")) for c in group]),
-            accuracy_ci=mean_interval([c.utility["accuracy"] for c in group]),
+            accuracy_ci=accuracy_interval(group),
         )
         for label, group in configurations(cells)
     ]
@@ -144,7 +145,7 @@ def auc_interval(metrics: list[dict]) -> tuple[float, float]:
         low, high = mean_interval([m["auc"] for m in rows])
         mean, half = (low + high) / 2, (high - low) / 2
         half = max(half, float(np.mean(own))) if own else half
-        return mean - half, mean + half
+        return max(mean - half, 0.0), min(mean + half, 1.0)  # an AUC lies in [0, 1]
     if rows and own:
         return float(rows[0]["auc_ci_low"]), float(rows[0]["auc_ci_high"])
     return float("nan"), float("nan")
@@ -195,14 +196,20 @@ def family_rows(
             missing = "n/a" if r.status == "ok" else r.status.replace("_", " ")
             body.append(
                 [r.cell, r.attack, str(r.seeds)]
-                + [
-                    format_pm(r.metrics[k], 1.0, 3) if k in r.metrics else missing
-                    for k, _ in columns
-                ]
+                + [_with_interval(r, k) if k in r.metrics else missing for k, _ in columns]
                 + ([reading(r.auc_interval) if r.status == "ok" else missing] if read else [])
             )
         out.append((family, header, body))
     return out
+
+
+def _with_interval(r: AttackSummary, metric: str) -> str:
+    """A metric's mean ± std over seeds; the AUC with its 95 % interval (over seeds, or one
+    seed's bootstrap) instead of a spread, which one seed does not have."""
+    if metric != "auc" or np.isnan(r.auc_interval[0]):
+        return format_pm(r.metrics[metric], 1.0, 3)
+    low, high = r.auc_interval
+    return f"{r.metrics[metric][0]:.3f} [{low:.3f}, {high:.3f}]"
 
 
 def attack_table(rows: list[AttackSummary]) -> list[str]:
@@ -292,6 +299,24 @@ def mean_interval(xs: list[float], level: float = 0.95) -> tuple[float, float]:
     return float(a.mean() - half), float(a.mean() + half)
 
 
+def accuracy_interval(group: list[CellRow]) -> tuple[float, float]:
+    """95 % interval of a configuration's accuracy: Student-t over its seeds, or with one
+    seed the Wilson interval over that cell's test records."""
+    if len(group) > 1:
+        return mean_interval([c.utility["accuracy"] for c in group])
+    return wilson(group[0].utility["accuracy"], sum(int(p["num_test"]) for p in group[0].partition))
+
+
+def wilson(p: float, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` over ``n`` trials."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
 def format_interval(interval: tuple[float, float], scale: float = 100.0, digits: int = 1) -> str:
     if np.isnan(interval[0]):
         return "n/a"
@@ -299,11 +324,15 @@ def format_interval(interval: tuple[float, float], scale: float = 100.0, digits:
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation; the deviation of one value is unknown (NaN), not 0."""
     a = np.asarray(xs, dtype=float)
-    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
+    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else float("nan")
 
 
 def format_pm(mean_std: tuple[float, float], scale: float = 100.0, digits: int = 1) -> str:
+    """ "mean ± std", or the mean alone where one seed leaves the spread unknown."""
     if np.isnan(mean_std[0]):
         return "n/a"
+    if np.isnan(mean_std[1]):
+        return f"{mean_std[0] * scale:.{digits}f}"
     return f"{mean_std[0] * scale:.{digits}f} ± {mean_std[1] * scale:.{digits}f}"

@@ -12,15 +12,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullLocator
 
 from reports.colours import series_colours, series_of
-from reports.plots import legend_below
 from reports.summary import _mean_std, attacks_across_seeds, configurations, format_pm
 from workbench.store import AttackRow, CellRow
 
 METRICS = ("auc", "tpr@0.01", "epsilon_lb")
 REFERENCE_DASHES = (":", (0, (5, 2, 1, 2)), (0, (1, 4)))
+ATTACK_STYLES = ["o-", "s--", "^-.", "d:", "v-", "P--"]  # marker, then line style
 PRIVACY = {
     "epsilon": "accountant ε against a querier (δ of the suite)",
     "metric": "metric-DP ε(ρ) at the k-NN percentile ρ",
@@ -145,17 +146,45 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> Figure | None:
         return None
     sns.set_theme(style="whitegrid", context="notebook")
     settings = sorted({_setting(p) for p in points})
-    fig, grid = plt.subplots(len(settings), 4, figsize=(20, 4.2 * len(settings)), squeeze=False)
+    fig, grid = plt.subplots(2 * len(settings), 2, figsize=(12, 8.4 * len(settings)), squeeze=False)
     names = sorted({a for p in points for a in p.attacks})
     colours = series_colours([series_of(p.series) for p in points])
-    for setting, axes in zip(settings, grid, strict=True):
+    styles = dict(zip(names, ATTACK_STYLES * (len(names) // len(ATTACK_STYLES) + 1), strict=False))
+    for i, setting in enumerate(settings):
+        axes = grid[2 * i : 2 * i + 2].ravel()
         mine = [p for p in points if _setting(p) == setting]
-        _tradeoff_row(axes, mine, axis, names, colours)
+        _tradeoff_row(axes, mine, axis, names, colours, styles)
         if len(settings) > 1:
             axes[0].set_ylabel(f"{setting}\ntest accuracy")
-    legend_below(fig, 2)
+    _legends(fig, sorted({p.series for p in points}), colours, styles)
     fig.tight_layout()
     return fig
+
+
+def _legends(
+    fig: Figure,
+    series: list[str],
+    colours: dict[str, tuple[float, float, float]],
+    styles: dict[str, str],
+) -> None:
+    """Two legends under the panels: a colour per configuration series, a line style per
+    attack (instead of one entry per series × attack, which grows past reading)."""
+    targets = [Line2D([], [], color=colours[series_of(s)], linewidth=3, label=s) for s in series]
+    targets.append(Line2D([], [], color="grey", linestyle=":", label="undefended (reference line)"))
+    attacks = [
+        Line2D([], [], color="black", linestyle=style[1:], marker=style[0], label=name)
+        for name, style in styles.items()
+    ]
+    attacks.append(Line2D([], [], color="black", linestyle="--", label="lb = accountant ε"))
+    for handles, anchor in ((targets, 0.25), (attacks, 0.75)):
+        fig.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(anchor, 0.0),
+            ncol=1,
+            fontsize=9,
+            frameon=False,
+        )
 
 
 def _setting(p: TradeoffPoint) -> str:
@@ -169,6 +198,7 @@ def _tradeoff_row(
     axis: str,
     names: list[str],
     colours: dict[str, tuple[float, float, float]],
+    styles: dict[str, str],
 ) -> None:
     panels = [
         ("accuracy", None),
@@ -176,25 +206,26 @@ def _tradeoff_row(
         ("attack TPR at 1% FPR", "tpr@0.01"),
         ("audit: empirical ε lower bound", "epsilon_lb"),
     ]
-    styles = dict(zip(names, ["o-", "s--", "^-.", "d:", "v-", "P--"] * 4, strict=False))
     series = sorted({p.series for p in points})
+    ticks = sorted({x for p in points if (x := _x(p, axis)) is not None})
     for ax, (title, metric) in zip(axes, panels, strict=True):
         for s in series:
             colour = colours[series_of(s)]
             keyed = [(_x(p, axis), p) for p in points if p.series == s]
             dp = sorted([(x, p) for x, p in keyed if x is not None], key=lambda t: t[0])
             for name in [None] if metric is None else names:
-                label = s if metric is None else f"{s} · {name}"
                 ys = [_y(p, metric, name) for _, p in keyed]
                 if dp:
                     xs = [x for x, _ in dp]
                     ys = [_y(p, metric, name) for _, p in dp]
-                    ax.plot(xs, ys, styles.get(name, "o-"), color=colour, label=label)
+                    ax.plot(xs, ys, styles.get(name or "", "o-"), color=colour)
                 elif not np.isnan(ys).all():  # undefended: a reference line per attack
                     dash = REFERENCE_DASHES[names.index(name) % 3] if name else ":"
-                    ax.axhline(np.nanmean(ys), color=colour, linestyle=dash, label=label)
+                    ax.axhline(np.nanmean(ys), color=colour, linestyle=dash)
         ax.set(xscale="log", xlabel=PRIVACY[axis], title=title)
-        ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on short ranges
+        # a tick at each configuration's value: a log axis over one decade shows one tick
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(_thinned(ticks), [f"{t:.3g}" for t in _thinned(ticks)])
     axes[0].set_ylabel("test accuracy")
     axes[1].axhline(0.5, color="k", linewidth=0.8)
     # fixed floors, so seed noise around chance does not fill the panel
@@ -208,6 +239,14 @@ def _tradeoff_row(
             note = f"the line lb = ε lies above this panel (ε ≥ {xs[0]:.2g})"
             axes[3].text(0.02, 0.97, note, transform=axes[3].transAxes, va="top", fontsize=8)
     axes[3].set_ylim(0.0, top)
+
+
+def _thinned(ticks: list[float], most: int = 8) -> list[float]:
+    """At most ``most`` of the values, evenly spread and keeping both ends."""
+    if len(ticks) <= most:
+        return ticks
+    keep = np.unique(np.linspace(0, len(ticks) - 1, most).round().astype(int))
+    return [ticks[i] for i in keep]
 
 
 def _y(p: TradeoffPoint, metric: str | None, attack: str | None) -> float:

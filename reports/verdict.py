@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from reports.summary import (
     READ_BY_AUC,
     AttackSummary,
+    accuracy_interval,
     attacks_across_seeds,
     configurations,
     family_of,
-    mean_interval,
     reading,
 )
 from workbench.store import AttackRow, CellRow
@@ -79,23 +78,9 @@ def adversary_of(params: dict) -> str:
 
 def utility(group: list[CellRow]) -> Utility:
     accuracies = [float(c.utility["accuracy"]) for c in group]
-    if len(group) > 1:
-        interval = mean_interval(accuracies)
-    else:
-        tested = sum(int(p["num_test"]) for p in group[0].partition)
-        interval = wilson(accuracies[0], tested)
+    interval = accuracy_interval(group)
     counts = np.sum([p["label_histogram"] for p in group[0].partition], axis=0)
     return Utility(float(np.mean(accuracies)), interval, float(counts.max() / counts.sum()))
-
-
-def wilson(p: float, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p`` over ``n`` trials."""
-    if n <= 0:
-        return float("nan"), float("nan")
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return centre - half, centre + half
 
 
 def _twin(group: list[CellRow], groups: list[tuple[str, list[CellRow]]]) -> list[CellRow] | None:

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 from reports.summary import across_seeds, attack_table, attacks_across_seeds
@@ -25,7 +27,9 @@ def test_attack_rows_average_over_seeds_per_configuration():
         "D/p/fedavg [lr=0.1]",
     ]
     assert rows[1].metrics["auc"] == pytest.approx((0.7, 0.1414), abs=1e-4)
-    assert rows[0].metrics["auc"] == (0.7, 0.0) and rows[0].seeds == 2  # the failed seed skipped
+    mean, spread = rows[0].metrics["auc"]
+    assert mean == 0.7 and math.isnan(spread)  # one seed reported: its spread is unknown
+    assert rows[0].seeds == 2  # the failed seed skipped
     assert "tpr@0.001" not in rows[0].metrics  # never resolvable: shown as n/a
     assert [s.label for s in across_seeds(cells)] == [r.cell for r in rows]
 
@@ -36,8 +40,9 @@ def test_attack_table_marks_unresolvable_metrics_and_failed_rows():
         attacks_across_seeds(cells, [attack("c0-0.1", 0.6), attack("c1-0.1", 0.8)])
     )
     assert table[0] == "\nmembership:"
-    assert table[1].startswith("| configuration | attack | seeds | AUC | TPR@1% |")
-    assert "| 0.700 ± 0.141 | 0.100 ± 0.000 | n/a |" in table[3]
+    assert table[1].startswith("| configuration | attack | seeds | AUC [95% CI] | TPR@1% |")
+    # two seeds: Student-t with one degree of freedom, cut to the AUC's range
+    assert "| 0.700 [0.000, 1.000] | 0.100 ± 0.000 | n/a |" in table[3]
     failed = attack_table(attacks_across_seeds(cells, [attack("c0-0.1", None, "not_applicable")]))
     assert failed[3].endswith("| not applicable |")
 

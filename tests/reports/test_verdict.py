@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports.summary import configurations
-from reports.verdict import verdicts, wilson
+from reports.summary import configurations, wilson
+from reports.verdict import verdicts
 from workbench.store import AttackRow, CellRow, ResultsStore
 
 
