@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -58,21 +60,24 @@ HTML_FILE = "report.html"
 PDF_FILE = "report.pdf"
 
 
-def build_report(out_dir: str | Path) -> Path:
+def build_report(out_dir: str | Path, sources: Sequence[str | Path] | None = None) -> Path:
     """Writes ``report.html`` and ``report.pdf`` (the same page laid out by WeasyPrint) into
-    ``out_dir``; returns the HTML's path. Where WeasyPrint cannot load, the HTML alone, a line
-    on stderr saying how to get the PDF, and no stale PDF left beside it."""
+    ``out_dir``, from the results folder ``out_dir`` or, to compare several, from ``sources``;
+    returns the HTML's path. Where WeasyPrint cannot load, the HTML alone, a line on stderr
+    saying how to get the PDF, and no stale PDF left beside it."""
     from reports.html import render_html
     from reports.pdf import PdfUnavailable, load_weasyprint, write_pdf
 
     out_dir = Path(out_dir)
-    with reading_untrusted(f"the results folder {out_dir}"):
-        report = report_content(out_dir)
+    folders = [Path(f) for f in sources] if sources else [out_dir]
+    with reading_untrusted("the results folder " + ", ".join(map(str, folders))):
+        report = report_content(folders)
     try:
         page = render_html(report)
     finally:
         for fig in report.figures():
             plt.close(fig)
+    out_dir.mkdir(parents=True, exist_ok=True)
     with written(out_dir, HTML_FILE) as f:
         f.write(page.encode())
     try:
@@ -86,24 +91,71 @@ def build_report(out_dir: str | Path) -> Path:
     return out_dir / HTML_FILE
 
 
-def report_content(out_dir: Path) -> Report:
-    if not (out_dir / STORE_FILE).is_file():
-        raise WorkbenchError(
-            f"no results store in {out_dir} (expected {out_dir / STORE_FILE}); "
-            "run `fgl-workbench run SUITE.yaml --out DIR` first"
-        )
-    store = ResultsStore(out_dir)
-    try:
-        cells, attacks = store.cells(), store.attacks()
-        name = store.meta("suite_name") or out_dir.name
-        suite = json.loads(store.meta("suite_json") or "{}")
-        reproducible = store.meta("reproducible") == "1"
-        curves = roc_curves(store, cells, attacks, suite.get("delta", 1e-5))
-    finally:
-        store.close()
+@dataclass(frozen=True)
+class Results:
+    """What a report reads from one or several results folders. Compared folders keep their
+    cells apart: each cell's config gains ``results`` (the folder's name), so the same suite in
+    two folders makes two configurations, and its ids are prefixed with that name."""
+
+    cells: list[CellRow]
+    attacks: list[AttackRow]
+    rocs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (cell id, attack key) → ROC
+    names: list[str]  # each folder's suite name
+    suites: list[dict]
+    reproducible: list[bool]
+
+
+def load_results(folders: Sequence[Path]) -> Results:
+    """Reads every folder's store (cells, attacks, ROC arrays, suite); several folders are
+    told apart as ``Results`` says."""
+    tags = _folder_tags(folders)
+    cells, attacks, rocs = [], [], {}
+    names, suites, reproducible = [], [], []
+    for folder, tag in zip(folders, tags, strict=True):
+        if not (folder / STORE_FILE).is_file():
+            raise WorkbenchError(
+                f"no results store in {folder} (expected {folder / STORE_FILE}); "
+                "run `fgl-workbench run SUITE.yaml --out DIR` first"
+            )
+        store = ResultsStore(folder)
+        try:
+            mine, theirs = store.cells(), store.attacks()
+            names.append(store.meta("suite_name") or folder.name)
+            suites.append(json.loads(store.meta("suite_json") or "{}"))
+            reproducible.append(store.meta("reproducible") == "1")
+            if tag is not None:
+                mine = [_tagged_cell(c, tag) for c in mine]
+                theirs = [replace(a, cell_id=f"{tag}:{a.cell_id}") for a in theirs]
+            for a in theirs:
+                if a.artifact:
+                    rocs[(a.cell_id, a.attack_key)] = store.load_roc(a.artifact)
+        finally:
+            store.close()
+        cells += mine
+        attacks += theirs
+    return Results(cells, attacks, rocs, names, suites, reproducible)
+
+
+def _folder_tags(folders: Sequence[Path]) -> list[str | None]:
+    """None for a single folder; else each folder's name, numbered where names repeat."""
+    if len(folders) == 1:
+        return [None]
+    names = [f.resolve().name for f in folders]
+    return [n if names.count(n) == 1 else f"{i + 1}-{n}" for i, n in enumerate(names)]
+
+
+def _tagged_cell(c: CellRow, tag: str) -> CellRow:
+    return replace(c, cell_id=f"{tag}:{c.cell_id}", config={**c.config, "results": tag})
+
+
+def report_content(folders: Path | Sequence[Path]) -> Report:
+    folders = [folders] if isinstance(folders, Path) else list(folders)
+    found = load_results(folders)
+    cells, attacks = found.cells, found.attacks
+    delta = max(s.get("delta", 1e-5) for s in found.suites)
+    curves = roc_curves(found.rocs, cells, attacks, delta)
     labels = cell_labels(cells)
     cells = sorted(cells, key=lambda c: natural_key(labels[c.cell_id]))
-    delta = suite.get("delta", 1e-5)
     sections = [
         _verdicts(cells, attacks, delta),
         _setup(cells, labels),
@@ -124,24 +176,52 @@ def report_content(out_dir: Path) -> Report:
     sections.append(
         Section("Methods glossary", [Table(["term", "meaning"], glossary_rows(sorted(names)), 2)])
     )
-    suite_text = yaml.safe_dump(suite, sort_keys=False, default_flow_style=None, width=100)
     if attacks:
         sections.append(_every_attack(attacks, labels))
-    sections.append(Section("Suite configuration", [Preformatted(suite_text)], folded=True))
-    intro = Paragraph(
-        f"{len(cells)} trained cell(s) in {len(configurations(cells))} configuration(s), "
-        f"{len(attacks)} attack result(s); ε is reported at δ = {suite.get('delta', 1e-5):g}. "
-        "Everything shown is read from the results store. "
-        + (
+    texts = [
+        yaml.safe_dump(suite, sort_keys=False, default_flow_style=None, width=100)
+        for suite in found.suites
+    ]
+    if len(folders) > 1:
+        texts = [f"# {f}\n{t}" for f, t in zip(folders, texts, strict=True)]
+    sections.append(Section("Suite configuration", [Preformatted(t) for t in texts], folded=True))
+    sections[0].blocks.insert(0, _intro(found, cells, attacks, delta, folders))
+    title = found.names[0] if len(folders) == 1 else "comparing " + ", ".join(found.names)
+    return Report(f"fgl-workbench report: {title}", sections)
+
+
+def _intro(
+    found: Results,
+    cells: list[CellRow],
+    attacks: list[AttackRow],
+    delta: float,
+    folders: Sequence[Path],
+) -> Paragraph:
+    compared = (
+        ""
+        if len(folders) == 1
+        else f"Compares {len(folders)} results folders ("
+        + ", ".join(str(f) for f in folders)
+        + "); each configuration is labelled with its folder where two folders share it. "
+    )
+    if all(found.reproducible):
+        streams = (
             "Reproducible run: every random stream (partition, training, DP noise, challenges, "
             "attacks) derives from the public seed, so anyone holding the suite can rebuild them."
-            if reproducible
-            else "Random streams derive from a secret run key (OS entropy) kept in the folder: "
+        )
+    elif not any(found.reproducible):
+        streams = (
+            "Random streams derive from a secret run key (OS entropy) kept in the folder: "
             "no attack could rebuild the partition or the DP noise from the public seed."
         )
+    else:
+        streams = "Some folders are reproducible runs, others draw from a secret run key."
+    return Paragraph(
+        compared
+        + f"{len(cells)} trained cell(s) in {len(configurations(cells))} configuration(s), "
+        f"{len(attacks)} attack result(s); ε is reported at δ = {delta:g}. "
+        "Everything shown is read from the results store. " + streams
     )
-    sections[0].blocks.insert(0, intro)
-    return Report(f"fgl-workbench report: {name}", sections)
 
 
 def _verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> Section:
@@ -161,13 +241,16 @@ def _verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> S
 
 
 def _setup(cells: list[CellRow], labels: dict[str, str]) -> Section:
+    compared = any("results" in c.config for c in cells)
     return Section(
         "Setup",
         [
             Table(
-                ["cell", "dataset", "partition", "clients", "aux pool", "target", "seed"],
+                ["results folder"] * compared
+                + ["cell", "dataset", "partition", "clients", "aux pool", "target", "seed"],
                 [
-                    [
+                    ([c.config["results"]] if compared else [])
+                    + [
                         labels[c.cell_id],
                         c.config["dataset"]["name"],
                         c.config["partition"]["method"],
@@ -181,6 +264,7 @@ def _setup(cells: list[CellRow], labels: dict[str, str]) -> Section:
                     ]
                     for c in cells
                 ],
+                2 + compared,
             ),
             Paragraph(
                 "Data statistics per dataset and partition (first seed): records held by "
@@ -438,7 +522,10 @@ def _every_attack(attacks: list[AttackRow], labels: dict[str, str]) -> Section:
 
 
 def roc_curves(
-    store: ResultsStore, cells: list[CellRow], attacks: list[AttackRow], delta: float
+    rocs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]],
+    cells: list[CellRow],
+    attacks: list[AttackRow],
+    delta: float,
 ) -> list[RocCurve]:
     """Each configuration's ROC per attack, averaged over seeds; with the DP ceiling where the
     run's ε bounds what the attack infers (membership: not under edge-level DP alone; links:
@@ -446,8 +533,8 @@ def roc_curves(
     config_of = {c.cell_id: (label, group) for label, group in configurations(cells) for c in group}
     grouped: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     for a in attacks:
-        if a.artifact and a.cell_id in config_of:
-            grouped[(config_of[a.cell_id][0], a.label)].append(store.load_roc(a.artifact))
+        if (a.cell_id, a.attack_key) in rocs and a.cell_id in config_of:
+            grouped[(config_of[a.cell_id][0], a.label)].append(rocs[(a.cell_id, a.attack_key)])
     groups = dict(configurations(cells))
     attack_names = {a.label: a.attack for a in attacks}
     params_of = {a.label: a.params for a in attacks}

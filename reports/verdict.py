@@ -85,7 +85,8 @@ def utility(group: list[CellRow]) -> Utility:
 
 def _twin(group: list[CellRow], groups: list[tuple[str, list[CellRow]]]) -> list[CellRow] | None:
     """The undefended configuration a defended one is measured against: same dataset,
-    partition and target with the same parameters, no defenses."""
+    partition and target with the same parameters, no defenses, from the same results folder
+    (when folders are compared)."""
     target = group[0].config["target"]
     if not target.get("defenses"):
         return None
@@ -93,6 +94,7 @@ def _twin(group: list[CellRow], groups: list[tuple[str, list[CellRow]]]) -> list
         mine = other[0].config
         if (
             not mine["target"].get("defenses")
+            and mine.get("results") == group[0].config.get("results")
             and mine["target"]["name"] == target["name"]
             and mine["target"].get("params", {}) == target.get("params", {})
             and mine["dataset"] == group[0].config["dataset"]

@@ -20,6 +20,7 @@ ledger and accountants, and the results store (``ResultsStore``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -182,11 +183,12 @@ def attack(
     return attack_stored(out, entries, data_root, jobs, device=device)
 
 
-def build_report(out: str | Path) -> Path:
-    """Writes ``report.html`` and ``report.pdf`` for a results folder; returns the HTML."""
+def build_report(out: str | Path, sources: Sequence[str | Path] | None = None) -> Path:
+    """Writes ``report.html`` and ``report.pdf`` into ``out`` for that results folder, or
+    comparing the folders ``sources``; returns the HTML."""
     from reports import build_report as write_report
 
-    return write_report(out)
+    return write_report(out, sources)
 
 
 def components(kind: Kind) -> dict[str, str]:

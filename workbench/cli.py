@@ -32,8 +32,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     aud.add_argument(
         "--canaries", type=int, default=None, help="canaries per audited claim (default 1000)"
     )
-    rep = sub.add_parser("report", help="write report.html from an output folder")
-    rep.add_argument("out")
+    rep = sub.add_parser(
+        "report",
+        help="write report.html and report.pdf from a results folder, or compare several",
+    )
+    rep.add_argument("folders", nargs="+", metavar="DIR", help="results folders written by run")
+    rep.add_argument(
+        "--out",
+        default=None,
+        help="where the report goes (default: the folder; required to compare several)",
+    )
     rep.add_argument(
         "--tradeoff-png", default=None, help="also write the privacy-utility figure to this file"
     )
@@ -204,11 +212,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"report: {path}")
         _log_mlflow(args, tracking)
         return 0
-    if args.command in ("report", "export"):
+    if args.command == "report":
+        return _report(args)
+    if args.command == "export":
         from workbench.registry import reading_untrusted
 
         with reading_untrusted(f"the results folder {args.out}"):
-            return _report(args) if args.command == "report" else _export(args)
+            return _export(args)
     for kind in [args.kind] if args.kind else KINDS:
         print(f"{kind}:")
         for line in listing(kind, args.imported):
@@ -251,11 +261,18 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    """Writes the report and prints its summary tables: everything read from the folder."""
+    """Writes the report and prints its summary tables: everything read from the folders."""
     from workbench.api import build_report
+    from workbench.registry import reading_untrusted
 
-    path = build_report(args.out)
-    points = print_measured(args.out)
+    if len(args.folders) > 1 and args.out is None:
+        raise WorkbenchError(
+            "report: several folders are compared in one report; name where it goes with --out"
+        )
+    out = args.out or args.folders[0]
+    path = build_report(out, args.folders)
+    with reading_untrusted("the results folder " + ", ".join(args.folders)):
+        points = print_measured(args.folders)
     if args.tradeoff_png:
         from reports.tradeoff import tradeoff_figure
 
@@ -269,9 +286,11 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_measured(out: str | Path) -> list:
-    """What a results folder measured, as short tables: utility per configuration (mean ±
-    std over seeds), each attack's figures, and the privacy–utility points (returned)."""
+def print_measured(out: str | Path | list[str]) -> list:
+    """What a results folder (or several, compared) measured, as short tables: utility per
+    configuration (mean ± std over seeds), each attack's figures, and the privacy–utility
+    points (returned)."""
+    from reports.report import load_results
     from reports.summary import (
         across_seeds,
         attack_table,
@@ -280,13 +299,9 @@ def print_measured(out: str | Path) -> list:
         format_pm,
     )
     from reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
-    from workbench.store import ResultsStore
 
-    store = ResultsStore(out, create=False)
-    try:
-        cells, attacks = store.cells(), store.attacks()
-    finally:
-        store.close()
+    found = load_results([Path(f) for f in (out if isinstance(out, list) else [out])])
+    cells, attacks = found.cells, found.attacks
     for s in across_seeds(cells):
         seeds = ",".join(map(str, s.seeds))
         print(

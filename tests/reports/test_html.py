@@ -74,8 +74,7 @@ def test_a_dp_run_gets_ceilings_tradeoff_and_audit(dp_report):
 
 
 def test_roc_ceilings_only_where_epsilon_bounds_membership(tmp_path):
-    from reports.report import roc_curves
-    from workbench.store import ResultsStore
+    from reports.report import load_results, roc_curves
 
     raw = {
         "name": "units",
@@ -96,11 +95,11 @@ def test_roc_ceilings_only_where_epsilon_bounds_membership(tmp_path):
         "attacks": [{"name": "mia-threshold"}],
     }
     run_suite(parse_suite(raw), tmp_path, quiet=True)
-    store = ResultsStore(tmp_path)
-    curves = roc_curves(store, store.cells(), store.attacks(), 1e-5)
+    found = load_results([tmp_path])
+    curves = roc_curves(found.rocs, found.cells, found.attacks, 1e-5)
     ceilings = {c.configuration.split("/")[2]: c.ceiling for c in curves}
     assert ceilings["gap+aggregation-perturbation"] is None  # edge-level ε: no node bound
-    eps = next(c.epsilon for c in store.cells() if "dp-fedavg" in c.label)
+    eps = next(c.epsilon for c in found.cells if "dp-fedavg" in c.label)
     assert ceilings["fedavg+dp-fedavg"] == (eps, 1e-5)
 
 
