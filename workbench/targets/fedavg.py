@@ -9,7 +9,7 @@ then says it excludes the validation records), and test accuracy is read for tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -157,7 +157,15 @@ class _FedAvg:
         # length of an encrypted contribution: every float parameter (+ the weight, without DP)
         encrypted_size = update_vector(*[global_model.state_dict()] * 2).numel() + (dp is None)
 
-        context = self.start(federation, clients, global_model, transcript, cfg, seed)
+        def protect(upload: torch.Tensor) -> torch.Tensor:
+            """What a client sends outside the rounds, noised like its updates (if at all)."""
+            if gauss is None:
+                return upload
+            return privatize(upload, gauss, noise).reshape(upload.shape)
+
+        context = self.start(federation, clients, global_model, transcript, cfg, seed, protect)
+        if gauss is not None:
+            noisy_uploads += self.uploads_before_rounds
         for r in range(cfg.rounds):
             if dp is None:
                 chosen = np.sort(rng.choice(len(clients), per_round, replace=False))
@@ -297,8 +305,12 @@ class _FedAvg:
         on = {d.name: d.config for d in defenses}
         steps = cfg.rounds * self.dp_steps_per_round(cfg, on.get("dp-sgd"))
         secure = "secure-aggregation" in on
-        ledger = self.ledger(cfg, defenses, steps, cfg.rounds, float(cfg.rounds), secure)
+        uploads = cfg.rounds + self.uploads_before_rounds
+        ledger = self.ledger(cfg, defenses, steps, uploads, float(cfg.rounds), secure)
         return with_selection_caveat(ledger, release_rule(cfg.release, accounted(defenses)))
+
+    # uploads each client makes in ``start``, before the rounds: counted in the ledger
+    uploads_before_rounds = 0
 
     def start(
         self,
@@ -308,9 +320,12 @@ class _FedAvg:
         transcript: Transcript,
         cfg: Any,
         seed: int,
+        protect: Callable[[torch.Tensor], torch.Tensor],
     ) -> Any:
-        """Before the first round: what a method computes once (and may upload); its result is
-        handed to every ``after_aggregation``. FedAvg computes nothing."""
+        """Before the first round: what a method computes once (and may upload: each of its
+        ``uploads_before_rounds`` uploads per client through ``protect``, which noises it
+        under gaussian-upload); its result is handed to every ``after_aggregation``. FedAvg
+        computes nothing."""
         return None
 
     def after_aggregation(

@@ -85,6 +85,8 @@ def class_reliability(
 
 def reliability_weights(phi: np.ndarray) -> np.ndarray:
     """ω [clients, C]: each class's reliabilities normalised over clients; a class no client
-    holds gets weight 0 everywhere (not NaN)."""
+    holds gets weight 0 everywhere (not NaN). A noised upload (gaussian-upload) can be
+    negative: it counts as 0 (post-processing; exact reliabilities are never negative)."""
+    phi = np.clip(phi, 0.0, None)
     total = phi.sum(0, keepdims=True)
     return np.where(total != 0, phi / np.where(total != 0, total, 1.0), 0.0)

@@ -6,7 +6,7 @@ the first round (Algorithm 1). Defaults are the official code's where the paper 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -140,6 +140,8 @@ class FedTAD(NodeFedAvg):
             "its server distils from every client's own model",
         )
 
+    uploads_before_rounds = 1  # the reliability vector
+
     def start(
         self,
         federation: Federation,
@@ -148,8 +150,12 @@ class FedTAD(NodeFedAvg):
         transcript: Transcript,
         cfg: Any,
         seed: int,
+        protect: Callable[[torch.Tensor], torch.Tensor],
     ) -> Distiller:
-        """Each client computes its class-wise reliability once and uploads it."""
+        """Each client computes its class-wise reliability once and uploads it, through
+        ``protect`` (under gaussian-upload, clipped and noised like its updates and counted
+        in the ledger as one more upload: the vector is computed from its labels, features
+        and edges)."""
         ds = federation.dataset
         phi = []
         for c in clients:
@@ -163,8 +169,9 @@ class FedTAD(NodeFedAvg):
                 cfg.walk_length,
                 cfg.reliability,
             )
-            transcript.send(0, client(c.client_id), SERVER, RELIABILITY, torch.as_tensor(vector))
-            phi.append(vector)
+            sent = protect(torch.as_tensor(vector))
+            transcript.send(0, client(c.client_id), SERVER, RELIABILITY, sent)
+            phi.append(sent.numpy(force=True))
         rng = seeded_generator(derive_seed(seed, "fedtad"))
         torch.manual_seed(derive_seed(seed, "fedtad-generator"))
         generator = ConditionalGenerator(ds.num_classes, ds.num_features, cfg.noise_dim)

@@ -68,3 +68,22 @@ def test_defenses_that_hide_individual_models_are_refused(federation):
 def test_the_servers_first_round_holds_weights_beside_the_reliabilities(trained, federation):
     sent, upload = observed_round(server_view(trained, federation), 0, "first")
     assert set(sent) == set(upload) == set(trained.global_model.state_dict())
+
+
+def test_under_gaussian_upload_the_reliabilities_leave_noised_and_are_counted(federation):
+    """The reliability vector is computed from a client's labels, features and edges: under
+    gaussian-upload it is clipped and noised like the updates, and the ledger counts it (one
+    upload more than the rounds)."""
+    from accountants import Gaussian, epsilon
+
+    fedtad = TARGETS.get("fedtad")
+    upload = applied("gaussian-upload", {"clip": 1.0, "noise_multiplier": 2.0})
+    plain = fedtad.fit(federation, fedtad.Config(**SHORT), [], 0)
+    noisy = fedtad.fit(federation, fedtad.Config(**SHORT), [upload], 0)
+    clean = [m.payload for m in plain.transcript.messages if m.kind == RELIABILITY]
+    sent = [m.payload for m in noisy.transcript.messages if m.kind == RELIABILITY]
+    assert all(not np.allclose(a.numpy(), b.numpy()) for a, b in zip(clean, sent, strict=True))
+    (event,) = noisy.ledger.events
+    assert isinstance(event, Gaussian) and event.count == SHORT["rounds"] + 1
+    planned = fedtad.planned_ledger(federation, fedtad.Config(**SHORT), [upload])
+    assert epsilon(planned, 1e-5).epsilon == pytest.approx(epsilon(noisy.ledger, 1e-5).epsilon)
