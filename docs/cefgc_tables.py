@@ -1,8 +1,10 @@
-"""CeFGC's Table 2 reproduction from the results store of examples/reproduction/
-cefgc-table2.yaml: global-model AUC per dataset and method, and the membership attacks' AUC,
-as markdown (mean ± standard deviation over seeds).
+"""CeFGC's Table 2 reproduction from the results stores of examples/reproduction/
+cefgc-table2.yaml, cefgc-across-dataset.yaml, cefgc-across-domain.yaml and cefgc-budget.yaml:
+global-model AUC per dataset (per member in the mixtures) and method beside the paper's, what
+the generator budget changes, and the membership attacks' AUC, as markdown (mean ± population
+standard deviation over seeds).
 
-    .venv/bin/python docs/cefgc_tables.py runs/cefgc-table2
+    cd docs && ../.venv/bin/python cefgc_tables.py ../runs/cefgc-table2 ../runs/cefgc-budget
 """
 
 from __future__ import annotations
@@ -14,10 +16,22 @@ from tables import fmt, load
 
 from workbench.store import CellRow
 
-PAPER = {  # Table 2, single-dataset, 3 clients: CeFGC, CeFGC*, FedAvg
+PAPER = {  # Table 2 (CeFGC, CeFGC*, FedAvg): single dataset, 3 clients
     "MUTAG": (0.91, 0.90, 0.78),
+    "ENZYMES": (0.68, 0.69, 0.55),
     "PROTEINS": (0.87, 0.87, 0.83),
     "IMDB-BINARY": (0.81, 0.85, 0.80),
+    "IMDB-MULTI": (0.76, 0.77, 0.75),
+}
+ACROSS = {  # across-dataset (Protein, Social) and across-domain (Mix) columns, per member
+    ("ENZYMES+PROTEINS", "ENZYMES"): (0.75, 0.79, 0.73),
+    ("ENZYMES+PROTEINS", "PROTEINS"): (0.89, 0.86, 0.88),
+    ("IMDB-BINARY+IMDB-MULTI", "IMDB-BINARY"): (0.80, 0.79, 0.72),
+    ("IMDB-BINARY+IMDB-MULTI", "IMDB-MULTI"): (0.79, 0.78, 0.77),
+    ("MUTAG+ENZYMES+IMDB-BINARY+IMDB-MULTI", "MUTAG"): (0.88, 0.92, 0.76),
+    ("MUTAG+ENZYMES+IMDB-BINARY+IMDB-MULTI", "ENZYMES"): (0.80, 0.79, 0.71),
+    ("MUTAG+ENZYMES+IMDB-BINARY+IMDB-MULTI", "IMDB-BINARY"): (0.80, 0.80, 0.77),
+    ("MUTAG+ENZYMES+IMDB-BINARY+IMDB-MULTI", "IMDB-MULTI"): (0.80, 0.80, 0.69),
 }
 METHODS = ("CeFGC", "CeFGC*", "FedAvg")
 
@@ -26,7 +40,17 @@ def method(cell: CellRow) -> str:
     target = cell.config["target"]
     if target["name"] == "fedavg":
         return "FedAvg"
-    return "CeFGC*" if (target.get("params") or {}).get("label_channel") else "CeFGC"
+    params = target.get("params") or {}
+    name = "CeFGC*" if params.get("label_channel") else "CeFGC"
+    generator = params.get("generator", {})
+    budget = (generator.get("epochs"), generator.get("steps"))
+    return name if budget == (10, 50) else f"{name} ({budget[0]} epochs, {budget[1]} steps)"
+
+
+def dataset(cell: CellRow) -> str:
+    d = cell.config["dataset"]
+    members = (d.get("params") or {}).get("members")
+    return "+".join(members) if members else d["name"]
 
 
 def main() -> None:
@@ -36,25 +60,45 @@ def main() -> None:
     auc: dict[tuple[str, str], list[float]] = defaultdict(list)
     mia: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for c in cells:
-        key = (c.config["dataset"]["name"], method(c))
+        key = (dataset(c), method(c))
         auc[key].append(c.utility["auc"])
+        for name, value in c.utility.items():
+            if name.startswith("auc/"):
+                auc[(f"{key[0]}:{name[4:]}", key[1])].append(value)
         for a in attacks[c.cell_id]:
             if a.status == "ok":
                 mia[(*key, a.attack)].append(a.metrics["auc"])
     print("| dataset | " + " | ".join(f"{m} (paper) | {m} (ours)" for m in METHODS) + " |")
     print("|---" * (1 + 2 * len(METHODS)) + "|")
-    for ds, paper in PAPER.items():
-        row = [
-            f"{p:.2f} | {fmt(auc[(ds, m)], 1.0, 3)}" for m, p in zip(METHODS, paper, strict=True)
+    rows = [(ds, ds, paper) for ds, paper in PAPER.items()]
+    rows += [
+        (f"{mix}: {member}", f"{mix}:{member}", paper) for (mix, member), paper in ACROSS.items()
+    ]
+    for name, key, paper in rows:
+        if not any(auc.get((key, m)) for m in METHODS):
+            continue
+        cols = [
+            f"{p:.2f} | {fmt(auc[(key, m)], 1.0, 3)}" for m, p in zip(METHODS, paper, strict=True)
         ]
-        print(f"| {ds} | " + " | ".join(row) + " |")
+        print(f"| {name} | " + " | ".join(cols) + " |")
+    budgets = sorted({m for _, m in auc if m not in METHODS})
+    if budgets:
+        print("\n| dataset | method | AUC | MIA on the GIN | MIA on generators (DSM loss) |")
+        print("|---|---|---|---|---|")
+        for ds in PAPER:
+            for m in ("CeFGC", *budgets):
+                if auc.get((ds, m)):
+                    gin = fmt(mia[(ds, m, "mia-threshold")], 1.0, 3)
+                    gen = fmt(mia[(ds, m, "mia-generator-loss")], 1.0, 3)
+                    print(f"| {ds} | {m} | {fmt(auc[(ds, m)], 1.0, 3)} | {gin} | {gen} |")
     print("\n| dataset | method | MIA on the GIN (loss threshold) | MIA on generators (DSM loss) |")
     print("|---|---|---|---|")
     for ds in PAPER:
         for m in METHODS:
-            gin = fmt(mia[(ds, m, "mia-threshold")], 1.0, 3)
-            gen = fmt(mia[(ds, m, "mia-generator-loss")], 1.0, 3)
-            print(f"| {ds} | {m} | {gin} | {gen} |")
+            if auc.get((ds, m)):
+                gin = fmt(mia[(ds, m, "mia-threshold")], 1.0, 3)
+                gen = fmt(mia[(ds, m, "mia-generator-loss")], 1.0, 3)
+                print(f"| {ds} | {m} | {gin} | {gen} |")
 
 
 if __name__ == "__main__":
