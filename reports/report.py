@@ -236,6 +236,7 @@ def _verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> S
     ]
     for v in verdicts(cells, attacks, delta):
         text = v.text + ("" if not v.warnings else " Warnings: " + " ".join(v.warnings))
+        text += "" if not v.notes else " Note: " + " ".join(v.notes)
         blocks.append(Callout(text, v.kind))
     return Section("Verdict", blocks)
 

@@ -33,12 +33,14 @@ Kind = Literal["ok", "warn", "info"]
 @dataclass(frozen=True)
 class Verdict:
     """``kind``: "warn" when an attack beats chance or a warning stands, "ok" when a DP
-    configuration has no attack beating chance and nothing to warn of, else "info"."""
+    configuration has no attack beating chance and nothing to warn of, else "info".
+    ``notes`` qualify without warning (rows too noisy to read either way)."""
 
     configuration: str
     kind: Kind
     text: str
     warnings: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,10 +136,20 @@ def _verdict(
     epsilons = worst_epsilons(group)
     parts.append(epsilon_sentence(epsilons, delta))
     parts.append(_utility_sentence(mine, twin))
-    warnings = _warnings(scored, readings, leaking, epsilons, group, mine, delta)
+    warnings = _warnings(leaking, epsilons, group, mine, delta)
+    inconclusive = [r.attack for r in scored if readings[r.attack] == "inconclusive"]
+    notes = (
+        [
+            f"Inconclusive: {_and(inconclusive)} (the AUC's 95 % interval holds 0.5 but "
+            "reaches beyond 0.5 ± 0.05): not a leak, nor evidence of none; more seeds or "
+            "records would tell."
+        ]
+        if inconclusive
+        else []
+    )
     dp = any(math.isfinite(e) for e in epsilons.values())
     kind: Kind = "warn" if leaking or warnings else ("ok" if dp else "info")
-    return Verdict(label, kind, " ".join(parts), tuple(warnings))
+    return Verdict(label, kind, " ".join(parts), tuple(warnings), tuple(notes))
 
 
 def _seeds(group: list[CellRow]) -> str:
@@ -189,12 +201,11 @@ def _utility_sentence(mine: Utility, twin: Utility | None) -> str:
     if twin is None:
         return text + "."
     cost = 100 * (twin.accuracy - mine.accuracy)
-    return text + f" against {twin.accuracy:.1%} undefended: the defense costs {cost:.1f} points."
+    change = f"costs {cost:.1f} points" if cost >= 0 else f"gains {-cost:.1f} points"
+    return text + f" against {twin.accuracy:.1%} undefended: the defense {change}."
 
 
 def _warnings(
-    scored: list[AttackSummary],
-    readings: dict[str, str],
     leaking: list[AttackSummary],
     epsilons: dict[tuple[str, str], float],
     group: list[CellRow],
@@ -225,12 +236,6 @@ def _warnings(
             f"Attacks still beat chance under DP ({_and([r.attack for r in leaking])}): ε = "
             f"{eps:.3g} bounds the worst case (a TPR of at most {ceiling:.1%} at 1 % FPR), "
             "not every average-case signal."
-        )
-    inconclusive = [r.attack for r in scored if readings[r.attack] == "inconclusive"]
-    if inconclusive:
-        out.append(
-            f"Inconclusive: {_and(inconclusive)} (the AUC's 95 % interval holds 0.5 but "
-            "reaches beyond 0.5 ± 0.05): more seeds or records are needed to tell."
         )
     violated = [a for c in group for a in c.audits if a["lower_bound"] > a["claimed"]]
     if violated:

@@ -66,6 +66,16 @@ def _eps(value, who=("server", "clients", "querier")):
     return [{"adversary": w, "unit": "record", "epsilon": value, "note": ""} for w in who]
 
 
+def test_an_inconclusive_row_is_noted_and_a_gain_is_named_as_one():
+    plain = _cell(0, 0.80)
+    dp = _cell(0, 0.85, _eps(2.0), [{"name": "dp-sgd", "params": {}}])
+    attacks = [_attack(plain, 0.7, 0.66, 0.74), _attack(dp, 0.52, 0.44, 0.60)]
+    defended = verdicts([plain, dp], attacks, 1e-5)[1]
+    assert defended.kind == "ok" and defended.warnings == ()
+    assert "Inconclusive: mia-threshold" in defended.notes[0]
+    assert "the defense gains 5.0 points" in defended.text
+
+
 def test_a_defended_configuration_at_chance_reads_ok_and_names_its_cost():
     plain = _cell(0, 0.80)
     dp = _cell(0, 0.70, _eps(2.0), [{"name": "dp-sgd", "params": {}}])
@@ -97,7 +107,7 @@ def test_warnings_name_what_could_mislead():
     assert "majority-class rate (60.0%)" in text
     assert "ε = 50 is vacuous" in text
     assert "No guarantee against the server" in text
-    assert "Inconclusive: mia-threshold (" in text
+    assert "Inconclusive: mia-threshold (" in " ".join(v.notes)  # noted, not warned
     assert "canary audit" in text
     assert v.kind == "warn"
 

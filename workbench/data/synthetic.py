@@ -59,12 +59,18 @@ class SyntheticGraphsParams(BaseModel):
     min_nodes: int = Field(10, ge=2)
     max_nodes: int = Field(30, ge=2)
     signal: float = Field(0.15, ge=0.0, description="class-dependent feature shift")
+    label_noise: float = Field(
+        0.0, ge=0.0, lt=1.0, description="share of graphs labelled with another class"
+    )
     seed: int = 0
 
 
 def synthetic_graphs(params: SyntheticGraphsParams) -> GraphDataset:
     """Class ``k`` graphs are Erdős–Rényi with edge density rising with ``k`` plus a
-    class-dependent feature shift, so both structure and features carry the label."""
+    class-dependent feature shift, so both structure and features carry the label. With
+    ``label_noise``, that share of the graphs (drawn after the others, so the rest stay as
+    they are) is labelled with a uniformly drawn other class: atypical records a model can
+    only fit by memorising them, the ones membership attacks find first."""
     if params.max_nodes < params.min_nodes:
         raise ValueError("max_nodes must be >= min_nodes")
     rng = np.random.default_rng(params.seed)
@@ -80,4 +86,9 @@ def synthetic_graphs(params: SyntheticGraphsParams) -> GraphDataset:
         edge_index = to_undirected(torch.as_tensor(np.stack([src, dst])), num_nodes=n)
         x = rng.standard_normal((n, params.num_features)) + shifts[label]
         graphs.append(graph_data(torch.as_tensor(x), edge_index, int(label)))
+    if params.label_noise > 0:
+        flip = np.random.default_rng([params.seed, 1]).random(len(graphs)) < params.label_noise
+        other = np.random.default_rng([params.seed, 2]).integers(1, c, size=len(graphs))
+        for i in np.flatnonzero(flip):
+            graphs[i].y = torch.tensor([(int(labels[i]) + int(other[i])) % c])
     return GraphDataset(name="synthetic-graphs", graphs=graphs, num_classes=c)
