@@ -96,3 +96,14 @@ def cell_inputs():
         )
 
     return build
+
+
+@pytest.fixture(scope="session")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make demo`'s run (examples/quickstart.yaml through the command line), once per
+    session: the end-to-end test and the browser test read the same folder."""
+    from workbench.cli import main
+
+    out = tmp_path_factory.mktemp("quickstart") / "qs"
+    assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0
+    return out
