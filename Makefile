@@ -37,6 +37,7 @@ bench: setup-dev
 	$(BIN)/python benchmarks/suite.py
 	$(BIN)/python benchmarks/fedtad_round.py
 	$(BIN)/python benchmarks/fedgc_client_gradients.py
+	$(BIN)/python benchmarks/graph_dp_sgd.py
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/gpu.py || true  # needs a GPU
 

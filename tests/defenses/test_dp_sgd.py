@@ -125,3 +125,22 @@ def test_refusals_are_clear(federation, small_csbm):
     nodes = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, 0))
     with pytest.raises(ConfigError, match="graph-level only"):
         TARGETS.get("fedavg").fit(nodes, {}, [dp_sgd], 0)
+
+
+def test_a_batch_dominated_by_padding_runs_graph_by_graph(graphs, small_graphs):
+    """One large graph would pad every small one to its size: the one pass declines, and the
+    gradients are still each graph's own."""
+    from torch_geometric.data import Data
+
+    torch.manual_seed(0)
+    big = Data(
+        x=torch.randn(400, small_graphs.num_features),
+        edge_index=torch.stack([torch.arange(399), torch.arange(1, 400)]),
+        y=torch.tensor([0]),
+    )
+    batch = [big, *graphs[:8]]
+    model = GIN(small_graphs.num_features, 8, small_graphs.num_classes).eval()
+    assert linear_per_graph_gradients(model, batch, list(model.parameters())) is None
+    pairs = zip(per_graph_gradients(model, batch), _one_at_a_time(model, batch), strict=True)
+    for fast, slow in pairs:
+        torch.testing.assert_close(fast, slow)
