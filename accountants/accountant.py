@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -299,22 +299,49 @@ def _name(orders: str | list[float]) -> str:
 @dataclass(frozen=True)
 class AdversaryEpsilon:
     """ε against one adversary for one privacy unit (∞ where a channel is unprotected or no
-    event speaks of the unit to that adversary), with what it rests on."""
+    event speaks of the unit to that adversary), with what it rests on. ``epsilon`` is the
+    RDP figure (the primary one); ``epsilon_pld`` the PLD accountant's for the same events,
+    where asked for and every event has a PLD form (None otherwise)."""
 
     adversary: str
     unit: str
     epsilon: float
     delta: float
     note: str
+    epsilon_pld: float | None = None
 
 
-def epsilons_by_adversary(ledger: PrivacyLedger, delta: float) -> tuple[AdversaryEpsilon, ...]:
+def epsilons_by_adversary(
+    ledger: PrivacyLedger, delta: float, pld: bool = False
+) -> tuple[AdversaryEpsilon, ...]:
     """One row per adversary × unit the ledger's standard events state: the composition of
     every event that applies to that adversary and unit (a coarser unit's event applies to
     the finer units it contains). A row with no such event, or with a ``NoGuarantee``, is ∞.
-    Every event must carry a scope: an ε nobody is named for is refused."""
-    standard = ledger.standard()
-    return tuple(_row(a, u, applies, delta) for a, u, applies in _applicable(standard))
+    Every event must carry a scope: an ε nobody is named for is refused. ``pld``: each
+    finite row also gets dp_accounting's PLD ε of the same events (tighter; slower, so
+    not for calibration's search)."""
+    rows = []
+    tight: dict[tuple, float | None] = {}
+    for adversary, unit, applies in _applicable(ledger.standard()):
+        row = _row(adversary, unit, applies, delta)
+        if pld and math.isfinite(row.epsilon):
+            key = tuple(applies)
+            if key not in tight:
+                tight[key] = _pld(applies, delta)
+            row = replace(row, epsilon_pld=tight[key])
+        rows.append(row)
+    return tuple(rows)
+
+
+def _pld(applies: list, delta: float) -> float | None:
+    """The PLD ε of a row's mechanisms; None where one has no PLD form (metric-DP)."""
+    from accountants.pld import PLDUnavailable, pld_epsilon
+
+    mechanisms = tuple(e for e in applies if not isinstance(e, Caveat))
+    try:
+        return pld_epsilon(PrivacyLedger(mechanisms), delta)
+    except PLDUnavailable:
+        return None
 
 
 def largest_finite_epsilon(ledger: PrivacyLedger, delta: float) -> float:

@@ -7,7 +7,9 @@ empty). Columns, in this order:
   apart by their settings, as in the report), ``dataset``, ``partition``, ``num_clients``,
   ``target``, ``defenses`` (``+``-joined), ``seed``;
 - ``utility.<metric>`` for each utility metric (accuracy, macro-F1, ...);
-- ``epsilon.<adversary>.<unit>`` for each ε the run states (∞ where nothing is guaranteed);
+- ``epsilon.<adversary>.<unit>`` for each ε the run states (the RDP accountant's; ∞ where
+  nothing is guaranteed) and ``epsilon_pld.<adversary>.<unit>`` beside each finite one with
+  a PLD form (dp_accounting's privacy-loss-distribution accountant: usually tighter);
 - the attack: ``attack``, ``attack_label`` (its name with its parameters), ``attack_key``
   (the store's key), ``attack_params`` (JSON), ``status``, ``reason``;
 - ``metric.<name>`` for each attack metric (auc, auc_ci_low, tpr_at_1pct_fpr, ...).
@@ -85,10 +87,15 @@ def _cell_columns(c: CellRow, configuration: str) -> dict[str, Any]:
 
 
 def cell_numbers(c: CellRow) -> dict[str, Any]:
-    """The cell's numbers: ``utility.<metric>`` and ``epsilon.<adversary>.<unit>`` (∞ where
-    nothing is guaranteed; None where a utility metric was not measured)."""
+    """The cell's numbers: ``utility.<metric>``, ``epsilon.<adversary>.<unit>`` (RDP; ∞ where
+    nothing is guaranteed) and ``epsilon_pld.<adversary>.<unit>`` (PLD, where it has one)."""
     out = {f"utility.{k}": v for k, v in c.utility.items() if _is_number(v)}
     out |= {f"epsilon.{e['adversary']}.{e['unit']}": e["epsilon"] for e in c.epsilons}
+    out |= {
+        f"epsilon_pld.{e['adversary']}.{e['unit']}": e["epsilon_pld"]
+        for e in c.epsilons
+        if e.get("epsilon_pld") is not None
+    }
     return out
 
 
@@ -120,7 +127,7 @@ def _column_order(name: str) -> tuple[int, int]:
         return 0, CELL_COLUMNS.index(name)
     if name in ATTACK_COLUMNS:
         return 3, ATTACK_COLUMNS.index(name)
-    prefix = {"utility": 1, "epsilon": 2, "metric": 4}[name.split(".", 1)[0]]
+    prefix = {"utility": 1, "epsilon": 2, "epsilon_pld": 2, "metric": 4}[name.split(".", 1)[0]]
     return prefix, 0
 
 

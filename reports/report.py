@@ -601,7 +601,14 @@ def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
 def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
     """Every DP cell's ε per adversary and privacy unit, with what each rests on."""
     rows = [
-        [labels[c.cell_id], e["adversary"], e["unit"], format_epsilon(e["epsilon"]), e["note"]]
+        [
+            labels[c.cell_id],
+            e["adversary"],
+            e["unit"],
+            format_epsilon(e["epsilon"]),
+            "–" if e.get("epsilon_pld") is None else format_epsilon(e["epsilon_pld"]),
+            e["note"],
+        ]
         for c in cells
         for e in c.epsilons
     ]
@@ -615,9 +622,12 @@ def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
                 "its edges, one training record, one edge). ∞: that party sees private data "
                 "without noise, or no DP mechanism protects that unit against it (the note says "
                 "which). Amplification by subsampling is claimed only against parties who do "
-                "not see the sample."
+                "not see the sample. ε (RDP) is the Rényi-DP accountant's bound, the figure "
+                "used everywhere else; ε (PLD) is Google's dp_accounting privacy-loss-"
+                "distribution accountant on the same events, a valid and usually tighter bound "
+                "(–: an event without a PLD form, such as metric DP, or an ∞ row)."
             ),
-            Table(["cell", "adversary", "unit", "ε", "rests on"], rows, 1),
+            Table(["cell", "adversary", "unit", "ε (RDP)", "ε (PLD)", "rests on"], rows, 1),
         ],
     )
 

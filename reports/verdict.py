@@ -135,6 +135,13 @@ def _verdict(
         parts.append("No membership or link attack was scored.")
     epsilons = worst_epsilons(group)
     parts.append(epsilon_sentence(epsilons, delta))
+    tight = worst_epsilons(group, "epsilon_pld")
+    if tight:
+        parts.append(
+            "The PLD accountant bounds the same events tighter: "
+            + "; ".join(epsilon_phrases(tight))
+            + "."
+        )
     parts.append(_utility_sentence(mine, twin))
     warnings = _warnings(leaking, epsilons, group, mine, delta)
     inconclusive = [r.attack for r in scored if readings[r.attack] == "inconclusive"]
@@ -157,22 +164,31 @@ def _seeds(group: list[CellRow]) -> str:
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(seeds)
 
 
-def worst_epsilons(group: list[CellRow]) -> dict[tuple[str, str], float]:
+def worst_epsilons(group: list[CellRow], key: str = "epsilon") -> dict[tuple[str, str], float]:
     """ε per (adversary, unit), the largest over the seeds (each seed's ledger states its
-    own; the configuration is only as private as its worst seed)."""
+    own; the configuration is only as private as its worst seed). ``key``: "epsilon" (RDP)
+    or "epsilon_pld" (PLD; a row some seed has none for is left out)."""
     out: dict[tuple[str, str], float] = {}
+    missing: set[tuple[str, str]] = set()
     for c in group:
         for e in c.epsilons:
-            key = (e["adversary"], e["unit"])
-            out[key] = max(out.get(key, 0.0), float(e["epsilon"]))
-    return out
+            row = (e["adversary"], e["unit"])
+            if e.get(key) is None:
+                missing.add(row)
+            else:
+                out[row] = max(out.get(row, 0.0), float(e[key]))
+    return {row: eps for row, eps in out.items() if row not in missing}
 
 
 def epsilon_sentence(epsilons: dict[tuple[str, str], float], delta: float) -> str:
     """ε per unit, the parties with the same ε named together: "ε = 4 per record against the
-    server, clients and querier (δ = 1e-05)"."""
+    server, clients and querier (RDP, δ = 1e-05)"."""
     if not epsilons:
         return "No DP mechanism ran: no ε bounds any party."
+    return "; ".join(epsilon_phrases(epsilons)) + f" (RDP, δ = {delta:g})."
+
+
+def epsilon_phrases(epsilons: dict[tuple[str, str], float]) -> list[str]:
     phrases = []
     for unit in sorted({u for _, u in epsilons}):
         by_value: dict[float, list[str]] = {}
@@ -182,7 +198,7 @@ def epsilon_sentence(epsilons: dict[tuple[str, str], float], delta: float) -> st
         for eps, who in sorted(by_value.items()):
             value = "∞" if not math.isfinite(eps) else f"{eps:.3g}"
             phrases.append(f"ε = {value} per {unit} against the {_and(who)}")
-    return "; ".join(phrases) + f" (δ = {delta:g})."
+    return phrases
 
 
 def _party(name: str) -> tuple[int, str]:

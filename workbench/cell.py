@@ -252,11 +252,11 @@ def attack_cell(
 def ledger_epsilons(
     ledger: PrivacyLedger, delta: float
 ) -> tuple[float | None, tuple[dict[str, Any], ...]]:
-    """(the querier's ε at the coarsest unit the events state, ε per adversary × unit); None
-    and no rows when nothing was made DP."""
+    """(the querier's ε at the coarsest unit the events state, ε per adversary × unit, each
+    with its PLD ε beside the RDP one); None and no rows when nothing was made DP."""
     if ledger.standard().is_empty:
         return None, ()
-    rows = tuple(vars(r) for r in epsilons_by_adversary(ledger, delta))
+    rows = tuple(vars(r) for r in epsilons_by_adversary(ledger, delta, pld=True))
     querier = [r["epsilon"] for r in rows if r["adversary"] == "querier"]
     return (querier[0] if querier else None), rows
 

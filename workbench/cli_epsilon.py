@@ -141,9 +141,10 @@ def _print_run(out: str, as_json: bool) -> int:
             print("  no privacy event: no ε against anyone")
         for e in cell["epsilons"]:
             note = f"  ({e['note']})" if e["note"] else ""
+            pld = "" if e.get("epsilon_pld") is None else f" (PLD {_fmt(e['epsilon_pld'])})"
             print(
-                f"  against {e['adversary']:<8} {e['unit']:<7} ε = {_fmt(e['epsilon'])} "
-                f"at δ = {e['delta']:g}{note}"
+                f"  against {e['adversary']:<8} {e['unit']:<7} ε = {_fmt(e['epsilon'])} RDP"
+                f"{pld} at δ = {e['delta']:g}{note}"
             )
     print_audits(figures)
     return 0

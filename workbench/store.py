@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS epsilons (
     epsilon REAL NOT NULL,
     delta REAL NOT NULL,
     note TEXT NOT NULL,
+    epsilon_pld REAL,
     PRIMARY KEY (cell_id, adversary, unit)
 );
 CREATE TABLE IF NOT EXISTS audits (
@@ -93,6 +94,8 @@ AUDIT_COLUMNS = (
     "seconds",
 )
 
+EPSILON_COLUMNS = ("adversary", "unit", "epsilon", "delta", "note", "epsilon_pld")
+
 STORE_FILE = "results.sqlite"
 LOCK_FILE = ".writing"
 
@@ -108,7 +111,8 @@ class CellRow:
     epsilon: float | None  # the querier's, at the coarsest unit any event states
     seconds_partition: float
     seconds_train: float
-    # per adversary × unit: {adversary, unit, epsilon, delta, note} (∞ where unprotected)
+    # per adversary × unit: {adversary, unit, epsilon, delta, note, epsilon_pld} (∞ where
+    # unprotected; epsilon is the RDP figure, epsilon_pld the PLD one or None)
     epsilons: tuple[dict[str, Any], ...] = ()
     # the canary audit's rows (AUDIT_COLUMNS): lower bound vs claimed ε per claim audited
     audits: tuple[dict[str, Any], ...] = ()
@@ -199,6 +203,15 @@ class ResultsStore:
         self._db = sqlite3.connect(self.path, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """A folder written before a column existed gets it, empty (NULL): its cells keep
+        their numbers and read as not measured there."""
+        have = {r[1] for r in self._db.execute("PRAGMA table_info(epsilons)")}
+        if "epsilon_pld" not in have:
+            with self._db:
+                self._db.execute("ALTER TABLE epsilons ADD COLUMN epsilon_pld REAL")
 
     def close(self) -> None:
         self._db.close()
@@ -274,11 +287,9 @@ class ResultsStore:
             )
             self._db.execute("DELETE FROM epsilons WHERE cell_id = ?", (row.cell_id,))
             self._db.executemany(
-                "INSERT INTO epsilons VALUES (?,?,?,?,?,?)",
-                [
-                    (row.cell_id, e["adversary"], e["unit"], e["epsilon"], e["delta"], e["note"])
-                    for e in row.epsilons
-                ],
+                f"INSERT INTO epsilons (cell_id, {', '.join(EPSILON_COLUMNS)}) "
+                f"VALUES (?{',?' * len(EPSILON_COLUMNS)})",
+                [(row.cell_id, *(e.get(k) for k in EPSILON_COLUMNS)) for e in row.epsilons],
             )
             self._db.execute("DELETE FROM audits WHERE cell_id = ?", (row.cell_id,))
             self._db.executemany(
@@ -330,10 +341,9 @@ class ResultsStore:
             "epsilon, seconds_partition, seconds_train FROM cells ORDER BY label"
         )
         eps: dict[str, list[dict[str, Any]]] = {}
-        q_eps = "SELECT cell_id, adversary, unit, epsilon, delta, note FROM epsilons"
+        q_eps = f"SELECT cell_id, {', '.join(EPSILON_COLUMNS)} FROM epsilons"
         for r in self._db.execute(q_eps + " ORDER BY cell_id, adversary, unit"):
-            keys = ("adversary", "unit", "epsilon", "delta", "note")
-            eps.setdefault(r[0], []).append(dict(zip(keys, r[1:], strict=True)))
+            eps.setdefault(r[0], []).append(dict(zip(EPSILON_COLUMNS, r[1:], strict=True)))
         audits: dict[str, list[dict[str, Any]]] = {}
         q_audits = f"SELECT cell_id, {', '.join(AUDIT_COLUMNS)} FROM audits ORDER BY rowid"
         for r in self._db.execute(q_audits):

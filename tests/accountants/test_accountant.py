@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accountants import (
+    Caveat,
     Composed,
     Gaussian,
     Laplace,
@@ -156,6 +157,26 @@ def test_calibration_by_adversary_bounds_the_largest_finite_row():
 
     one = calibrate(dp_sgd, 2.0, 1e-5, per_adversary=True)
     assert one == calibrate_sigma(2.0, 1e-5, 0.1, 100)
+
+
+def test_each_finite_row_gets_its_pld_epsilon_beside_the_rdp_one():
+    """PLD on the same events as each row: at most the RDP figure and not far below it (the
+    PLD accountant is tighter, never another mechanism); ∞ rows have none; rows composing the
+    same events share one figure; a caveat adds nothing to either."""
+    querier = Scope("client", "c", ("querier",))
+    ledger = scoped(2.0).record(Caveat("released round chosen on validation", querier))
+    rows = {(r.adversary, r.unit): r for r in epsilons_by_adversary(ledger, 1e-5, pld=True)}
+    assert rows[("server", "client")].epsilon_pld is None  # ∞
+    for key in [("clients", "client"), ("querier", "client"), ("clients", "edge")]:
+        r = rows[key]
+        assert math.isfinite(r.epsilon) and 0.6 * r.epsilon < r.epsilon_pld <= r.epsilon
+    assert rows[("clients", "client")].epsilon_pld == rows[("querier", "client")].epsilon_pld
+    # without pld=True (calibration's search) nothing is computed
+    assert all(r.epsilon_pld is None for r in epsilons_by_adversary(ledger, 1e-5))
+    # beyond what the PLD accountant composes in reasonable time: the RDP ε alone
+    many = PrivacyLedger((SubsampledGaussian(1e-3, 5.0, 2 * 10**7, scope=querier),))
+    (row,) = [r for r in epsilons_by_adversary(many, 1e-5, pld=True) if r.adversary == "querier"]
+    assert math.isfinite(row.epsilon) and row.epsilon_pld is None
 
 
 def test_calibration_by_adversary_refuses_what_no_noise_reaches():

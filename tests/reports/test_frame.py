@@ -36,6 +36,8 @@ def test_one_row_per_cell_and_attack_with_the_stored_numbers(out):
     # server that adds the noise; the undefended cell states no ε at all
     dp = table[table.defenses == "dp-fedavg"].iloc[0]
     assert math.isfinite(dp["epsilon.querier.client"]) and math.isinf(dp["epsilon.server.client"])
+    assert 0 < dp["epsilon_pld.querier.client"] <= dp["epsilon.querier.client"]
+    assert "epsilon_pld.server.client" not in table  # no PLD figure for an ∞ row
     assert table[table.defenses.isna()].filter(like="epsilon.").isna().all(axis=None)
     # cell columns first, then utility, ε, the attack and its metrics
     columns = list(table.columns)

@@ -93,6 +93,24 @@ def test_a_defended_configuration_at_chance_reads_ok_and_names_its_cost():
     assert v["d/p-1/t"].kind == "warn"  # it leaks
 
 
+def test_the_verdict_labels_the_rdp_epsilon_and_gives_the_pld_one_of_the_worst_seed():
+    def with_pld(rdp, pld):
+        return [{**e, "epsilon_pld": pld} for e in _eps(rdp, ("querier",))] + _eps(
+            math.inf, ("server",)
+        )
+
+    dp = [{"name": "dp-sgd", "params": {}}]
+    seeds = [_cell(0, 0.7, with_pld(2.0, 1.6), dp), _cell(1, 0.7, with_pld(2.1, 1.7), dp)]
+    (v,) = verdicts(seeds, [], 1e-5)
+    assert "ε = 2.1 per record against the querier" in v.text and "(RDP, δ = 1e-05)" in v.text
+    tight = "The PLD accountant bounds the same events tighter: ε = 1.7 per record against the "
+    assert tight + "querier." in v.text  # the worst seed's; the ∞ row has no PLD figure
+    # one seed without a PLD figure: no PLD sentence rather than a figure for part of them
+    seeds[1] = _cell(1, 0.7, _eps(2.1, ("querier",)), dp)
+    (v,) = verdicts(seeds, [], 1e-5)
+    assert "PLD" not in v.text
+
+
 def test_warnings_name_what_could_mislead():
     dp = _cell(
         0,

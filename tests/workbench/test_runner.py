@@ -343,9 +343,14 @@ def test_audit_block_stores_lower_bounds_beside_the_claim_and_resumes(tmp_path, 
     assert main(["epsilon", "--run", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "against server   client  ε = inf" in out
+    # both accountants, labelled: the PLD figure of the same events, at most the RDP one
+    (q,) = [e for e in dp.epsilons if e["adversary"] == "querier"]
+    assert 0 < q["epsilon_pld"] <= q["epsilon"]
+    assert f"querier  client  ε = {q['epsilon']:.6g} RDP (PLD {q['epsilon_pld']:.6g})" in out
     assert "dp-fedavg vs clients/querier (client): ε ≥" in out
     html = api.build_report(tmp_path).read_text()
     assert "Canary audit: lower bound vs claimed ε" in html
+    assert "ε (RDP)" in html and "ε (PLD)" in html
 
 
 def test_an_attack_seed_leads_back_to_no_public_seed_unless_the_run_is_reproducible(

@@ -69,3 +69,38 @@ def test_the_run_key_is_made_once_and_a_folder_without_one_is_refused(tmp_path):
     old.set_meta("suite_json", "{}")  # a run recorded before run keys existed
     with pytest.raises(ConfigError, match="no run key stored .* new --out"):
         old.streams(reproducible=False)
+
+
+def test_epsilons_keep_both_accountants_and_an_older_folder_gains_the_pld_column(tmp_path):
+    """A folder written before the PLD column existed opens, keeps its ε and reads PLD as not
+    measured; new rows store both figures."""
+    import sqlite3
+
+    from workbench.store import CellRow
+
+    old = tmp_path / "old"
+    old.mkdir()
+    db = sqlite3.connect(old / "results.sqlite")
+    db.executescript(
+        "CREATE TABLE epsilons (cell_id TEXT NOT NULL, adversary TEXT NOT NULL, unit TEXT "
+        "NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, note TEXT NOT NULL, PRIMARY "
+        "KEY (cell_id, adversary, unit));"
+        "INSERT INTO epsilons VALUES ('c0', 'querier', 'record', 2.0, 1e-5, 'SubsampledGaussian');"
+    )
+    db.commit()
+    db.close()
+    store = ResultsStore(old, create=False)
+    row = {"adversary": "querier", "unit": "record", "epsilon": 1.5, "delta": 1e-5}
+    cell = CellRow(
+        "c1", "D/p/t/seed0", {}, {}, {}, [], 1.5, 0, 0, ({**row, "note": "", "epsilon_pld": 1.2},)
+    )
+    store.put_cell(cell, "h")
+    got = {(c.cell_id): c.epsilons for c in store.cells()}
+    assert got["c1"] == ({**row, "note": "", "epsilon_pld": 1.2},)
+    store.close()
+    kept = (
+        sqlite3.connect(old / "results.sqlite")
+        .execute("SELECT epsilon, epsilon_pld FROM epsilons WHERE cell_id = 'c0'")
+        .fetchone()
+    )
+    assert kept == (2.0, None)
