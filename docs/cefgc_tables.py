@@ -83,14 +83,17 @@ def main() -> None:
         print(f"| {name} | " + " | ".join(cols) + " |")
     budgets = sorted({m for _, m in auc if m not in METHODS})
     if budgets:
-        print("\n| dataset | method | AUC | MIA on the GIN | MIA on generators (DSM loss) |")
-        print("|---|---|---|---|---|")
-        for ds in PAPER:
+        print(
+            "\n| dataset | method | seeds | AUC | MIA on the GIN | MIA on generators (DSM loss) |"
+        )
+        print("|---|---|---:|---|---|---|")
+        for ds in [d for d in PAPER if any(auc.get((d, b)) for b in budgets)]:
             for m in ("CeFGC", *budgets):
                 if auc.get((ds, m)):
                     gin = fmt(mia[(ds, m, "mia-threshold")], 1.0, 3)
                     gen = fmt(mia[(ds, m, "mia-generator-loss")], 1.0, 3)
-                    print(f"| {ds} | {m} | {fmt(auc[(ds, m)], 1.0, 3)} | {gin} | {gen} |")
+                    n = len(auc[(ds, m)])
+                    print(f"| {ds} | {m} | {n} | {fmt(auc[(ds, m)], 1.0, 3)} | {gin} | {gen} |")
     print("\n| dataset | method | MIA on the GIN (loss threshold) | MIA on generators (DSM loss) |")
     print("|---|---|---|---|")
     for ds in PAPER:
