@@ -624,8 +624,10 @@ def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
                 "which). Amplification by subsampling is claimed only against parties who do "
                 "not see the sample. ε (RDP) is the Rényi-DP accountant's bound, the figure "
                 "used everywhere else; ε (PLD) is Google's dp_accounting privacy-loss-"
-                "distribution accountant on the same events, a valid and usually tighter bound "
-                "(–: an event without a PLD form, such as metric DP, or an ∞ row)."
+                "distribution accountant on the same events, a valid and usually tighter bound, "
+                "shown where it is finite and at most the RDP figure (–: an ∞ row, an RDP ε "
+                "above 50, noise too weak or steps too many for the PLD discretisation, or a "
+                "folder written before PLD figures were stored)."
             ),
             Table(["cell", "adversary", "unit", "ε (RDP)", "ε (PLD)", "rests on"], rows, 1),
         ],

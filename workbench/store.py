@@ -203,15 +203,26 @@ class ResultsStore:
         self._db = sqlite3.connect(self.path, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
-        self._add_missing_columns()
 
-    def _add_missing_columns(self) -> None:
-        """A folder written before a column existed gets it, empty (NULL): its cells keep
-        their numbers and read as not measured there."""
-        have = {r[1] for r in self._db.execute("PRAGMA table_info(epsilons)")}
-        if "epsilon_pld" not in have:
-            with self._db:
-                self._db.execute("ALTER TABLE epsilons ADD COLUMN epsilon_pld REAL")
+    def _has_pld_column(self) -> bool:
+        """Whether ``epsilons`` has the PLD column: a folder written before it existed has
+        not, and reading it must not change it (an older version may still write there)."""
+        try:
+            columns = self._db.execute("PRAGMA table_info(epsilons)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{self.path}: not a results database ({exc})") from None
+        return any(str(c[1]).lower() == "epsilon_pld" for c in columns)
+
+    def _add_pld_column(self) -> None:
+        """Written into an older folder: the column is added, empty (NULL) for its cells. A
+        second writer adding it meanwhile is fine; anything else is a clear error."""
+        try:
+            self._db.execute("ALTER TABLE epsilons ADD COLUMN epsilon_pld REAL")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):
+                raise ConfigError(
+                    f"{self.path}: cannot add to its epsilons table ({exc})"
+                ) from None
 
     def close(self) -> None:
         self._db.close()
@@ -286,6 +297,8 @@ class ResultsStore:
                 ),
             )
             self._db.execute("DELETE FROM epsilons WHERE cell_id = ?", (row.cell_id,))
+            if not self._has_pld_column():
+                self._add_pld_column()
             self._db.executemany(
                 f"INSERT INTO epsilons (cell_id, {', '.join(EPSILON_COLUMNS)}) "
                 f"VALUES (?{',?' * len(EPSILON_COLUMNS)})",
@@ -341,7 +354,10 @@ class ResultsStore:
             "epsilon, seconds_partition, seconds_train FROM cells ORDER BY label"
         )
         eps: dict[str, list[dict[str, Any]]] = {}
-        q_eps = f"SELECT cell_id, {', '.join(EPSILON_COLUMNS)} FROM epsilons"
+        columns = list(EPSILON_COLUMNS)
+        if not self._has_pld_column():  # an older folder: not measured there
+            columns[columns.index("epsilon_pld")] = "NULL AS epsilon_pld"
+        q_eps = f"SELECT cell_id, {', '.join(columns)} FROM epsilons"
         for r in self._db.execute(q_eps + " ORDER BY cell_id, adversary, unit"):
             eps.setdefault(r[0], []).append(dict(zip(EPSILON_COLUMNS, r[1:], strict=True)))
         audits: dict[str, list[dict[str, Any]]] = {}

@@ -179,6 +179,28 @@ def test_each_finite_row_gets_its_pld_epsilon_beside_the_rdp_one():
     assert math.isfinite(row.epsilon) and row.epsilon_pld is None
 
 
+def test_weak_noise_gets_no_pld_figure_and_costs_no_time():
+    """Weak noise makes dp_accounting's discretisation slow and huge (σ/Δ = 1e-3 asked for
+    76 GiB): such rows keep their RDP ε alone, at once, and a PLD figure is never shown
+    above the RDP one or as ∞."""
+    import time
+
+    querier = Scope("record", "r", ("querier",))
+    start = time.perf_counter()
+    for event in [
+        Gaussian(1e-3, 1.0, 1, scope=querier),  # ε far past 50
+        SubsampledGaussian(1e-3, 0.15, 1, scope=querier),  # ε 34 < 50, yet σ below the floor
+        Laplace(1e-3, 1.0, 1, scope=querier),
+    ]:
+        (row,) = [
+            r
+            for r in epsilons_by_adversary(PrivacyLedger((event,)), 1e-5, pld=True)
+            if r.adversary == "querier"
+        ]
+        assert row.epsilon_pld is None, event
+    assert time.perf_counter() - start < 10
+
+
 def test_calibration_by_adversary_refuses_what_no_noise_reaches():
     blind = NoGuarantee("sees everything", Scope("client", "s", ("server",)))
     with pytest.raises(ValueError, match="nothing to calibrate"):

@@ -71,9 +71,11 @@ def test_the_run_key_is_made_once_and_a_folder_without_one_is_refused(tmp_path):
         old.streams(reproducible=False)
 
 
-def test_epsilons_keep_both_accountants_and_an_older_folder_gains_the_pld_column(tmp_path):
-    """A folder written before the PLD column existed opens, keeps its ε and reads PLD as not
-    measured; new rows store both figures."""
+def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp_path):
+    """A folder written before the PLD column existed reads with PLD not measured and is not
+    altered by reading (an older version may still write there); writing a cell adds the
+    column, keeps the old rows' ε, and stores both figures; a second writer adding the
+    column meanwhile is no error."""
     import sqlite3
 
     from workbench.store import CellRow
@@ -89,18 +91,59 @@ def test_epsilons_keep_both_accountants_and_an_older_folder_gains_the_pld_column
     )
     db.commit()
     db.close()
+
+    def columns():
+        con = sqlite3.connect(old / "results.sqlite")
+        try:
+            return [r[1] for r in con.execute("PRAGMA table_info(epsilons)")]
+        finally:
+            con.close()
+
+    row = {"adversary": "querier", "unit": "record", "epsilon": 1.5, "delta": 1e-5, "note": ""}
+    c0 = CellRow("c0", "D/p/t/seed0", {}, {}, {}, [], 2.0, 0, 0)
+    reader = ResultsStore(old, create=False)
+    reader._db.execute(
+        "INSERT INTO cells VALUES ('c0','D/p/t/seed0','h','{}','{}','{}','[]',2,0,0,0)"
+    )
+    reader._db.commit()
+    (got,) = reader.cells()
+    assert got.cell_id == c0.cell_id and got.epsilons[0]["epsilon_pld"] is None
+    assert got.epsilons[0]["epsilon"] == 2.0
+    assert "epsilon_pld" not in columns()
+    racing = ResultsStore(old, create=False)  # opened before the column exists
     store = ResultsStore(old, create=False)
-    row = {"adversary": "querier", "unit": "record", "epsilon": 1.5, "delta": 1e-5}
-    cell = CellRow(
-        "c1", "D/p/t/seed0", {}, {}, {}, [], 1.5, 0, 0, ({**row, "note": "", "epsilon_pld": 1.2},)
+    store.put_cell(
+        CellRow("c1", "D/p/t/seed1", {}, {}, {}, [], 1.5, 0, 0, ({**row, "epsilon_pld": 1.2},)), "h"
     )
-    store.put_cell(cell, "h")
-    got = {(c.cell_id): c.epsilons for c in store.cells()}
-    assert got["c1"] == ({**row, "note": "", "epsilon_pld": 1.2},)
+    assert "epsilon_pld" in columns()
+    racing._add_pld_column()  # the race: the column appeared meanwhile
+    by_id = {c.cell_id: c.epsilons for c in store.cells()}
+    assert by_id["c1"] == ({**row, "epsilon_pld": 1.2},)
+    assert by_id["c0"][0]["epsilon"] == 2.0 and by_id["c0"][0]["epsilon_pld"] is None
+    for s in (reader, racing, store):
+        s.close()
+
+
+def test_the_pld_column_is_found_whatever_its_case(tmp_path):
+    """SQLite's names are case-insensitive: a folder whose column is spelt EPSILON_PLD has it
+    (adding it again would fail)."""
+    import sqlite3
+
+    from workbench.store import CellRow
+
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    db = sqlite3.connect(odd / "results.sqlite")
+    db.executescript(
+        "CREATE TABLE epsilons (cell_id TEXT NOT NULL, adversary TEXT NOT NULL, unit TEXT "
+        "NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, note TEXT NOT NULL, "
+        "EPSILON_PLD REAL, PRIMARY KEY (cell_id, adversary, unit));"
+    )
+    db.close()
+    row = {"adversary": "server", "unit": "node", "epsilon": 3.0, "delta": 1e-5, "note": ""}
+    store = ResultsStore(odd, create=False)
+    store.put_cell(
+        CellRow("c", "D/p/t/seed0", {}, {}, {}, [], None, 0, 0, ({**row, "epsilon_pld": 2.5},)), "h"
+    )
+    assert store.cells()[0].epsilons == ({**row, "epsilon_pld": 2.5},)
     store.close()
-    kept = (
-        sqlite3.connect(old / "results.sqlite")
-        .execute("SELECT epsilon, epsilon_pld FROM epsilons WHERE cell_id = 'c0'")
-        .fetchone()
-    )
-    assert kept == (2.0, None)
