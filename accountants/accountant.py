@@ -19,6 +19,7 @@ from accountants.analysis import rdp as analysis
 from accountants.analysis.orders import resolve_orders
 from accountants.events import SubsampledGaussian
 from accountants.ledger import PrivacyLedger
+from accountants.pld import PLDUnavailable, pld_epsilon
 from accountants.scope import ADVERSARIES, ADVERSARY_NAMES, UNITS, Caveat, NoGuarantee
 
 
@@ -344,14 +345,12 @@ def _pld(applies: list, delta: float, rdp_epsilon: float) -> float | None:
     figure (both are valid bounds; the PLD one is shown as the tighter). None where the
     events have no PLD form, the RDP ε is past ``PLD_MAX_EPSILON``, or dp_accounting fails
     (memory included): the PLD figure is a side figure and must never cost the row."""
-    from accountants.pld import PLDUnavailable, pld_epsilon
-
     if rdp_epsilon > PLD_MAX_EPSILON:
         return None
     mechanisms = tuple(e for e in applies if not isinstance(e, Caveat))
     try:
         value = pld_epsilon(PrivacyLedger(mechanisms), delta)
-    except (PLDUnavailable, MemoryError):
+    except PLDUnavailable:
         return None
     return value if math.isfinite(value) and value <= rdp_epsilon else None
 

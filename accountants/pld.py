@@ -57,8 +57,8 @@ def pld_epsilon(ledger: PrivacyLedger, delta: float) -> float:
         for event in events:
             accountant.compose(event)
         value = accountant.get_epsilon(delta)
-    except (OverflowError, ValueError, FloatingPointError) as exc:
-        raise PLDUnavailable(f"dp_accounting could not account this ledger ({exc})") from None
+    except (OverflowError, ValueError, FloatingPointError, MemoryError) as exc:
+        raise PLDUnavailable(f"dp_accounting could not account this ledger ({exc!r})") from None
     return math.inf if value is None else float(value)
 
 

@@ -105,11 +105,12 @@ class Results:
     reproducible: list[bool]
 
 
-def load_results(folders: Sequence[Path]) -> Results:
-    """Reads every folder's store (cells, attacks, ROC arrays, suite); several folders are
-    told apart as ``Results`` says."""
+def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
+    """Reads every folder's store (cells, attacks, suite, and the ROC arrays unless ``rocs``
+    is False: the summary tables need none); several folders are told apart as ``Results``
+    says."""
     tags = _folder_tags(folders)
-    cells, attacks, rocs = [], [], {}
+    cells, attacks, curves = [], [], {}
     names, suites, reproducible = [], [], []
     for folder, tag in zip(folders, tags, strict=True):
         if not (folder / STORE_FILE).is_file():
@@ -126,14 +127,17 @@ def load_results(folders: Sequence[Path]) -> Results:
             if tag is not None:
                 mine = [_tagged_cell(c, tag) for c in mine]
                 theirs = [replace(a, cell_id=f"{tag}:{a.cell_id}") for a in theirs]
-            for a in theirs:
-                if a.artifact:
-                    rocs[(a.cell_id, a.attack_key)] = store.load_roc(a.artifact)
+            if rocs:
+                curves |= {
+                    (a.cell_id, a.attack_key): store.load_roc(a.artifact)
+                    for a in theirs
+                    if a.artifact
+                }
         finally:
             store.close()
         cells += mine
         attacks += theirs
-    return Results(cells, attacks, rocs, names, suites, reproducible)
+    return Results(cells, attacks, curves, names, suites, reproducible)
 
 
 def _folder_tags(folders: Sequence[Path]) -> list[str | None]:

@@ -300,7 +300,8 @@ def print_measured(out: str | Path | list[str]) -> list:
     )
     from reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
 
-    found = load_results([Path(f) for f in (out if isinstance(out, list) else [out])])
+    folders = [Path(f) for f in (out if isinstance(out, list) else [out])]
+    found = load_results(folders, rocs=False)
     cells, attacks = found.cells, found.attacks
     for s in across_seeds(cells):
         seeds = ",".join(map(str, s.seeds))

@@ -119,7 +119,7 @@ def _with_pld(row: Row, mechanism: str) -> Row:
         return row
     try:
         return replace(row, pld=pld_epsilon(_ledger(mechanism, row.params), row.delta))
-    except (PLDUnavailable, MemoryError) as exc:  # metric-DP, or beyond its discretisation
+    except PLDUnavailable as exc:  # metric-DP, or beyond dp_accounting's discretisation
         return replace(row, warnings=[*row.warnings, f"no PLD epsilon: {exc}"])
 
 

@@ -71,6 +71,23 @@ def test_the_run_key_is_made_once_and_a_folder_without_one_is_refused(tmp_path):
         old.streams(reproducible=False)
 
 
+def epsilons_table(folder, extra_columns: str, rows: str = ""):
+    """A results folder holding only an ``epsilons`` table as an earlier version wrote it,
+    with ``extra_columns`` before its key."""
+    import sqlite3
+
+    folder.mkdir()
+    db = sqlite3.connect(folder / "results.sqlite")
+    db.executescript(
+        "CREATE TABLE epsilons (cell_id TEXT NOT NULL, adversary TEXT NOT NULL, unit TEXT "
+        "NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, note TEXT NOT NULL, "
+        f"{extra_columns}PRIMARY KEY (cell_id, adversary, unit));{rows}"
+    )
+    db.commit()
+    db.close()
+    return folder
+
+
 def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp_path):
     """A folder written before the PLD column existed reads with PLD not measured and is not
     altered by reading (an older version may still write there); writing a cell adds the
@@ -80,17 +97,11 @@ def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp
 
     from workbench.store import CellRow
 
-    old = tmp_path / "old"
-    old.mkdir()
-    db = sqlite3.connect(old / "results.sqlite")
-    db.executescript(
-        "CREATE TABLE epsilons (cell_id TEXT NOT NULL, adversary TEXT NOT NULL, unit TEXT "
-        "NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, note TEXT NOT NULL, PRIMARY "
-        "KEY (cell_id, adversary, unit));"
-        "INSERT INTO epsilons VALUES ('c0', 'querier', 'record', 2.0, 1e-5, 'SubsampledGaussian');"
+    old = epsilons_table(
+        tmp_path / "old",
+        "",
+        "INSERT INTO epsilons VALUES ('c0', 'querier', 'record', 2.0, 1e-5, 'SubsampledGaussian');",
     )
-    db.commit()
-    db.close()
 
     def columns():
         con = sqlite3.connect(old / "results.sqlite")
@@ -127,19 +138,10 @@ def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp
 def test_the_pld_column_is_found_whatever_its_case(tmp_path):
     """SQLite's names are case-insensitive: a folder whose column is spelt EPSILON_PLD has it
     (adding it again would fail)."""
-    import sqlite3
 
     from workbench.store import CellRow
 
-    odd = tmp_path / "odd"
-    odd.mkdir()
-    db = sqlite3.connect(odd / "results.sqlite")
-    db.executescript(
-        "CREATE TABLE epsilons (cell_id TEXT NOT NULL, adversary TEXT NOT NULL, unit TEXT "
-        "NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, note TEXT NOT NULL, "
-        "EPSILON_PLD REAL, PRIMARY KEY (cell_id, adversary, unit));"
-    )
-    db.close()
+    odd = epsilons_table(tmp_path / "odd", "EPSILON_PLD REAL, ")
     row = {"adversary": "server", "unit": "node", "epsilon": 3.0, "delta": 1e-5, "note": ""}
     store = ResultsStore(odd, create=False)
     store.put_cell(
