@@ -18,7 +18,8 @@ from tables import fmt, load
 
 from workbench.store import CellRow
 
-ONE_ROUND = "FedAvg, one round (paper: + fine-tuning; ours: none)"
+ONE_ROUND = "FedAvg, one round + fine-tuning"
+ONE_ROUND_GLOBAL = "FedAvg, one round, global model (no fine-tuning)"
 HUNDRED_ROUNDS = "FedAvg, 100 rounds (paper: Table 8 or 9)"
 # (accuracy, F1) in % per partition (method, clients), dataset and row: Tables 1 and 8
 # (Louvain+, 10), 4 (Louvain+, 20), 5 and 9 (Metis+, 10), 7 (Metis+, 20). The paper runs its
@@ -82,6 +83,7 @@ ROWS = (
     "Standalone",
     HUNDRED_ROUNDS,
     ONE_ROUND,
+    ONE_ROUND_GLOBAL,
     "O-pFGL",
     "O-pFGL, λ = 0 (plain fine-tuning)",
     "O-pFGL stage 1 only (same cells)",
@@ -100,7 +102,11 @@ def rows(cell: CellRow) -> list[tuple[str, str]]:
     target = cell.config["target"]
     params = target.get("params") or {}
     if target["name"] == "fedavg":
-        return [(ONE_ROUND if params.get("rounds") == 1 else HUNDRED_ROUNDS, "")]
+        if params.get("rounds") != 1:
+            return [(HUNDRED_ROUNDS, "")]
+        if params.get("fine_tune"):  # the personalised models, and the global one before them
+            return [(ONE_ROUND, ""), (ONE_ROUND_GLOBAL, "global_")]
+        return [(ONE_ROUND_GLOBAL, "")]
     if params.get("mode") == "standalone":
         return [("Standalone", "")]
     if params.get("distill_scale") == 0.0:

@@ -5,7 +5,12 @@ Server weights: the number of nodes a client holds (labelled or not, as FedTAD's
 node level; the number of training graphs at graph level. Every round the global model is
 scored on every client's validation set; the released model is the best-validation round's
 (the last round's under a DP defense, unless ``release: best_val`` asks for selection, whose ε
-then says it excludes the validation records), and test accuracy is read for that round only."""
+then says it excludes the validation records), and test accuracy is read for that round only.
+
+With ``fine_tune`` (node level), each client then fine-tunes the released model on its own
+training nodes and deploys the result: the "FedAvg + FT" baseline of personalised-FL papers
+(O-pFGL's). Utility is the personalised models' on their own clients' test nodes, the global
+model's beside it as ``global_*``."""
 
 from __future__ import annotations
 
@@ -42,9 +47,10 @@ from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.progress import report_round
-from workbench.query import GraphQueryAPI, NodeQueryAPI, serve
+from workbench.query import GraphQueryAPI, NodeQueryAPI, OwnerRoutedQueryAPI, serve
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
+from workbench.targets.fine_tuning import StageConfig, fine_tuned
 from workbench.targets.training import (
     Release,
     ReleaseRule,
@@ -53,6 +59,7 @@ from workbench.targets.training import (
     release_rule,
     score_graph_clients,
     score_node_clients,
+    score_personalised,
     source_aucs,
     train_graph_epochs,
     train_node_epochs,
@@ -90,6 +97,11 @@ class FedAvgConfig(BaseModel):
         description="official-compat: keep dropout on when scoring (FedTAD's code does; it "
         "explains most of the gap to that paper's FedAvg figures, see docs/reproduction.md)",
     )
+    fine_tune: StageConfig | None = Field(
+        None,
+        description="node level: each client fine-tunes the released model on its own training "
+        "nodes (early-stopped on its validation nodes) and deploys its personalised model",
+    )
 
 
 # Secure aggregation changes the model only by its grid rounding, so references train without
@@ -120,6 +132,7 @@ class _FedAvg:
     ) -> TrainedTarget:
         require_noise(self.name, defenses)
         cfg = self.config(config)
+        self.check_fine_tune(cfg, defenses)
         on = {d.name: d.config for d in defenses}
         dp, dp_sgd, gauss = on.get("dp-fedavg"), on.get("dp-sgd"), on.get("gaussian-upload")
         ib, mdp = on.get("information-bottleneck"), on.get("metric-dp")
@@ -242,6 +255,14 @@ class _FedAvg:
         if isinstance(ds, GraphDataset):
             utility.update(source_aucs(global_model, clients, ds))
         query = self.query_api(global_model, federation)
+        deployed = dict(enumerate(local))
+        if cfg.fine_tune is not None:
+            deployed = {
+                k: fine_tuned(global_model, c.data, cfg.fine_tune) for k, c in enumerate(clients)
+            }
+            utility.update({f"global_{m}": v for m, v in test.items()})
+            utility.update(score_personalised(deployed, clients))
+            query = OwnerRoutedQueryAPI(deployed, ds.data, federation.partition.owner(ds.num_items))
         ledger = self.ledger(
             cfg,
             defenses,
@@ -262,7 +283,7 @@ class _FedAvg:
             name=self.name,
             level=ds.level,
             global_model=global_model,
-            client_models=dict(enumerate(local)),
+            client_models=deployed,
             spec=spec,
             recipe=TrainingRecipe(
                 self.name,
@@ -282,9 +303,10 @@ class _FedAvg:
             utility=utility,
             history=history,
             metric_releases=metric_releases,
-            # an embedding release (metric-DP) serves no posteriors
+            # an embedding release (metric-DP) serves no posteriors; personalised models are
+            # reached by owner through ``query``
             served=serve(global_model, clients, ds.num_items)
-            if isinstance(ds, NodeDataset) and mdp is None
+            if isinstance(ds, NodeDataset) and mdp is None and cfg.fine_tune is None
             else None,
         )
 
@@ -302,12 +324,30 @@ class _FedAvg:
         when every client takes part in every round (``client_fraction: 1``) or the count
         does not enter (central DP-FedAvg)."""
         cfg = self.config(config)
+        self.check_fine_tune(cfg, defenses)
         on = {d.name: d.config for d in defenses}
         steps = cfg.rounds * self.dp_steps_per_round(cfg, on.get("dp-sgd"))
         secure = "secure-aggregation" in on
         uploads = cfg.rounds + self.uploads_before_rounds
         ledger = self.ledger(cfg, defenses, steps, uploads, float(cfg.rounds), secure)
         return with_selection_caveat(ledger, release_rule(cfg.release, accounted(defenses)))
+
+    def check_fine_tune(self, cfg: FedAvgConfig, defenses: Sequence[Any]) -> None:
+        """Fine-tuning is node level, and uses each client's data after the rounds, outside
+        every mechanism the ledger accounts for and past what the IB or metric-DP transform:
+        it is refused beside any defense but secure aggregation (which it leaves intact, as
+        the aggregate is what that protects)."""
+        if cfg.fine_tune is None:
+            return
+        if self.level != "node":
+            raise ConfigError("fine_tune: local fine-tuning is node level only")
+        other = sorted(d.name for d in defenses if d.name != "secure-aggregation")
+        if other:
+            raise ConfigError(
+                f"fine_tune: the deployed models would be trained on each client's data after "
+                f"the rounds, outside what {', '.join(other)} covers; drop fine_tune or the "
+                "defense"
+            )
 
     # uploads each client makes in ``start``, before the rounds: counted in the ledger
     uploads_before_rounds = 0

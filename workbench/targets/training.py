@@ -216,6 +216,17 @@ def score_node_clients(
     return utility_scores(pairs, full=split == "test")
 
 
+def score_personalised(
+    models: dict[int, nn.Module], clients: Sequence[NodeClient]
+) -> dict[str, float]:
+    """Each client's own model on its own test nodes (on its whole local graph)."""
+    pairs = []
+    for k, c in enumerate(clients):
+        mask = c.data.test_mask
+        pairs.append((c.data.y[mask].numpy(force=True), node_logits(models[k], c.data)[mask]))
+    return utility_scores(pairs)
+
+
 def score_graph_clients(
     model: nn.Module, clients: Sequence[GraphClient], split: str, dropout: bool = False
 ) -> dict[str, float]:

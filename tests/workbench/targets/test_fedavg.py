@@ -139,3 +139,71 @@ def test_dp_releases_the_last_round_unless_asked(small_csbm):
     chosen = TARGETS.get("fedavg").fit(fed, {**cfg, "release": "best_val"}, [dp], seed=0)
     rows = epsilons_by_adversary(chosen.ledger, 1e-5)
     assert all("excludes the validation records" in r.note for r in rows if r.epsilon < np.inf)
+
+
+FINE_TUNE = {"lr": 0.01, "epochs": 60, "eval_every": 5, "patience": 3}
+
+
+@pytest.fixture(scope="module")
+def fine_tuned_run(small_csbm):
+    """One round, then each client fine-tunes: O-pFGL's "FedAvg + FT" baseline."""
+    fed = build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
+    cfg = {"rounds": 1, "local_epochs": 5, "fine_tune": FINE_TUNE}
+    return fed, FEDAVG.fit(fed, cfg, [], seed=0)
+
+
+def test_fine_tuning_deploys_each_clients_own_model_no_worse_on_its_validation(fine_tuned_run):
+    """A client keeps the global weights unless fine-tuning beats them on its validation
+    nodes; on these label-skewed parts most clients gain, and so does test accuracy."""
+    from workbench.targets.fine_tuning import val_accuracy
+
+    fed, trained = fine_tuned_run
+    models, start = trained.client_models, trained.global_model.state_dict()
+    assert sorted(models) == [0, 1, 2]
+    gained = 0
+    for k, c in enumerate(fed.clients):
+        before, after = val_accuracy(trained.global_model, c.data), val_accuracy(models[k], c.data)
+        assert after >= before
+        same = all(torch.equal(v, start[n]) for n, v in models[k].state_dict().items())
+        assert same == (after == before), f"client {k}"
+        gained += after > before
+    assert gained >= 2
+    assert trained.utility["accuracy"] > trained.utility["global_accuracy"] + 0.1
+    assert {"global_macro_f1_all", "global_auc"} <= set(trained.utility)
+    assert trained.served is None  # the owner-routed query is the deployment
+
+
+def test_fine_tuned_deployments_answer_for_their_own_clients_nodes(fine_tuned_run):
+    from workbench.query import NodeQueryAPI
+
+    fed, trained = fine_tuned_run
+    owner = fed.partition.owner(fed.dataset.num_items)
+    for k in range(3):
+        ids = np.flatnonzero(owner == k)[:20]
+        own = NodeQueryAPI(trained.client_models[k], fed.dataset.data).logits(ids, 1)
+        torch.testing.assert_close(trained.query.logits(ids, 1), own)
+
+
+def test_fine_tuning_recipe_retrains_the_personalised_models(fine_tuned_run):
+    fed, trained = fine_tuned_run
+    again = FEDAVG.fit(fed, trained.recipe.config, [], seed=0)
+    for k, model in trained.client_models.items():
+        for n, v in model.state_dict().items():
+            torch.testing.assert_close(again.client_models[k].state_dict()[n], v, rtol=0, atol=0)
+
+
+def test_fine_tuning_is_refused_where_the_deployment_would_escape_its_defense(
+    small_csbm, small_graphs
+):
+    from defenses import applied
+
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, seed=0))
+    cfg = {"rounds": 1, "fine_tune": FINE_TUNE}
+    dp = applied("dp-fedavg", {"noise_multiplier": 5.0})
+    with pytest.raises(ConfigError, match="fine_tune: .*outside what dp-fedavg covers"):
+        FEDAVG.fit(fed, cfg, [dp], 0)
+    with pytest.raises(ConfigError, match="fine_tune"):
+        FEDAVG.planned_ledger(fed, cfg, [dp])
+    graphs = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, seed=0))
+    with pytest.raises(ConfigError, match="fine_tune: local fine-tuning is node level only"):
+        FEDAVG.fit(graphs, cfg, [], 0)

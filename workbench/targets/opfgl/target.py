@@ -45,6 +45,7 @@ from workbench.models import ModelConfig, ModelSpec
 from workbench.query import OwnerRoutedQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
+from workbench.targets.fine_tuning import StageConfig, train_stage
 from workbench.targets.opfgl.expansion import (
     ExpansionConfig,
     class_homophily,
@@ -52,12 +53,7 @@ from workbench.targets.opfgl.expansion import (
     label_propagation,
     reliable_nodes,
 )
-from workbench.targets.opfgl.stages import (
-    StageConfig,
-    fine_tuning_loss,
-    surrogate_loss,
-    train_stage,
-)
+from workbench.targets.opfgl.stages import fine_tuning_loss, surrogate_loss
 from workbench.targets.opfgl.statistics import (
     Denominator,
     Sums,
@@ -67,7 +63,7 @@ from workbench.targets.opfgl.statistics import (
     statistics_from_sums,
 )
 from workbench.targets.opfgl.surrogate import SurrogateConfig, SurrogateGraph, build_surrogate
-from workbench.targets.training import TrainingRecipe, node_logits, utility_scores
+from workbench.targets.training import TrainingRecipe, node_logits, score_personalised
 from workbench.transcript import (
     CIPHERTEXT,
     CLASS_STATISTICS,
@@ -244,8 +240,8 @@ class OPFGL:
             stage1[k], personalised[k] = self._train(initial, prep, surrogate, cfg)
         released = stage1 if cfg.release == "stage1" else personalised
         utility = {
-            **scores(personalised, clients),
-            **{f"stage1_{m}": v for m, v in scores(stage1, clients).items()},
+            **score_personalised(personalised, clients),
+            **{f"stage1_{m}": v for m, v in score_personalised(stage1, clients).items()},
             "expanded_nodes": float(sum(p.expanded for p in preps)),
         }
         if surrogate is not None:
@@ -292,15 +288,6 @@ class OPFGL:
         second = copy.deepcopy(first)
         loss = fine_tuning_loss(prep.graph, teacher, prep.weights)
         return first, train_stage(second, loss, prep.graph, cfg.stage2)
-
-
-def scores(models: dict, clients: Sequence[NodeClient]) -> dict[str, float]:
-    """Each client's model on its own test nodes (on its whole local graph)."""
-    pairs = []
-    for k, c in enumerate(clients):
-        mask = c.data.test_mask
-        pairs.append((c.data.y[mask].numpy(force=True), node_logits(models[k], c.data)[mask]))
-    return utility_scores(pairs)
 
 
 def exchange(

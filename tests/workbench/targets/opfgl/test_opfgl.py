@@ -17,7 +17,8 @@ from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.targets import TARGETS
-from workbench.targets.opfgl.stages import StageConfig, fine_tuning_loss, train_stage
+from workbench.targets.fine_tuning import StageConfig, train_stage
+from workbench.targets.opfgl.stages import fine_tuning_loss
 from workbench.targets.opfgl.target import OPFGLConfig, prepare, training_graph
 from workbench.transcript import (
     CIPHERTEXT,

@@ -1,0 +1,78 @@
+"""Early-stopped local training from a given model: O-pFGL's two stages, and the local
+fine-tuning after a federated run that personalised-FL papers give their baselines
+(O-pFGL's "FedAvg + FT").
+
+A stage runs full batch with Adam for up to ``epochs`` epochs, scores the client's validation
+nodes every ``eval_every`` epochs, stops after ``patience`` scorings without a better one, and
+keeps the best-scoring weights, the starting ones included (O-pFGL's official schedule): a
+stage never deploys a model its client's validation nodes score below where it started."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+from torch_geometric.data import Data
+
+
+class StageConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    lr: float = Field(1e-4, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    epochs: int = Field(3000, ge=0, le=100_000)
+    eval_every: int = Field(100, ge=1, le=100_000)
+    patience: int = Field(10, ge=1, le=10_000, description="scorings without improvement")
+
+
+@torch.no_grad()
+def val_accuracy(model: nn.Module, data: Data) -> float:
+    model.eval()
+    mask = data.val_mask
+    if not bool(mask.any()):
+        return 0.0
+    pred = model(data.x, data.edge_index).argmax(1)
+    return float((pred[mask] == data.y[mask]).float().mean())
+
+
+def train_stage(
+    model: nn.Module, loss: Callable[[nn.Module], torch.Tensor], local: Data, cfg: StageConfig
+) -> nn.Module:
+    """``model`` trained on ``loss``, early-stopped on ``local``'s validation accuracy; the
+    best weights are loaded back (the initial ones if no scoring beat them)."""
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    best, best_state, waited = val_accuracy(model, local), copy.deepcopy(model.state_dict()), 0
+    for epoch in range(1, cfg.epochs + 1):
+        model.train()
+        opt.zero_grad()
+        loss(model).backward()
+        opt.step()
+        if epoch % cfg.eval_every:
+            continue
+        score = val_accuracy(model, local)
+        if score > best:
+            best, best_state, waited = score, copy.deepcopy(model.state_dict()), 0
+        else:
+            waited += 1
+            if waited >= cfg.patience:
+                break
+    model.load_state_dict(best_state)
+    return model.eval()
+
+
+def supervised_loss(local: Data) -> Callable[[nn.Module], torch.Tensor]:
+    """Cross-entropy on ``local``'s training nodes, the graph propagated whole."""
+
+    def loss(model: nn.Module) -> torch.Tensor:
+        z = model(local.x, local.edge_index)
+        return F.cross_entropy(z[local.train_mask], local.y[local.train_mask])
+
+    return loss
+
+
+def fine_tuned(model: nn.Module, local: Data, cfg: StageConfig) -> nn.Module:
+    """A copy of ``model`` fine-tuned on ``local``'s training nodes (``model`` untouched)."""
+    return train_stage(copy.deepcopy(model), supervised_loss(local), local, cfg)
