@@ -102,16 +102,24 @@ def rows(cell: CellRow) -> list[tuple[str, str]]:
     target = cell.config["target"]
     params = target.get("params") or {}
     if target["name"] == "fedavg":
+        epochs = params.get("local_epochs", 3)
         if params.get("rounds") != 1:
-            return [(HUNDRED_ROUNDS, "")]
+            return [(HUNDRED_ROUNDS + ("" if epochs == 3 else f" ({epochs} local epochs)"), "")]
+        suffix = "" if epochs == 100 else f" ({epochs} local epochs)"  # the tuning sweep
         if params.get("fine_tune"):  # the personalised models, and the global one before them
-            return [(ONE_ROUND, ""), (ONE_ROUND_GLOBAL, "global_")]
-        return [(ONE_ROUND_GLOBAL, "")]
+            return [(ONE_ROUND + suffix, ""), (ONE_ROUND_GLOBAL + suffix, "global_")]
+        return [(ONE_ROUND_GLOBAL + suffix, "")]
     if params.get("mode") == "standalone":
         return [("Standalone", "")]
     if params.get("distill_scale") == 0.0:
         return [("O-pFGL, λ = 0 (plain fine-tuning)", "")]
     return [("O-pFGL", ""), ("O-pFGL stage 1 only (same cells)", "stage1_")]
+
+
+def sweep_order(row: str) -> tuple[int, str]:
+    """Rows of the local-epoch sweep by their epochs, then by name."""
+    epochs = row.rsplit("(", 1)[-1].split(" ", 1)[0]
+    return (int(epochs) if epochs.isdigit() else 0, row)
 
 
 def utility_table(paths: list[str]) -> None:
@@ -134,7 +142,8 @@ def utility_table(paths: list[str]) -> None:
             + " |"
         )
         print("|---" * (1 + 4 * len(DATASETS)) + "|")
-        for row in ROWS:
+        swept = sorted({k[2] for k in acc if k[0] == part} - set(ROWS), key=sweep_order)
+        for row in (*ROWS, *swept):
             if not any((part, ds, row) in acc or paper.get(ds, {}).get(row) for ds in DATASETS):
                 continue
             cols = []
