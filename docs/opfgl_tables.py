@@ -104,8 +104,8 @@ def rows(cell: CellRow) -> list[tuple[str, str]]:
     if target["name"] == "fedavg":
         epochs = params.get("local_epochs", 3)
         if params.get("rounds") != 1:
-            return [(HUNDRED_ROUNDS + ("" if epochs == 3 else f" ({epochs} local epochs)"), "")]
-        suffix = "" if epochs == 100 else f" ({epochs} local epochs)"  # the tuning sweep
+            return [(HUNDRED_ROUNDS + ("" if epochs == 3 else swept(epochs)), "")]
+        suffix = "" if epochs == 100 else swept(epochs)
         if params.get("fine_tune"):  # the personalised models, and the global one before them
             return [(ONE_ROUND + suffix, ""), (ONE_ROUND_GLOBAL + suffix, "global_")]
         return [(ONE_ROUND_GLOBAL + suffix, "")]
@@ -114,6 +114,11 @@ def rows(cell: CellRow) -> list[tuple[str, str]]:
     if params.get("distill_scale") == 0.0:
         return [("O-pFGL, λ = 0 (plain fine-tuning)", "")]
     return [("O-pFGL", ""), ("O-pFGL stage 1 only (same cells)", "stage1_")]
+
+
+def swept(epochs: int) -> str:
+    """The row suffix of a setting of the local-epoch sweep."""
+    return f" ({epochs} local epoch{'' if epochs == 1 else 's'})"
 
 
 def sweep_order(row: str) -> tuple[int, str]:
