@@ -4,6 +4,7 @@ FedTAD, and defenses that hide individual models are refused."""
 
 import numpy as np
 import pytest
+import torch
 
 from attacks import ATTACKS, AttackInput
 from attacks.attribute.uploaded_distribution import UploadedDistributionConfig
@@ -13,6 +14,7 @@ from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import ConfigError
+from workbench.query import NodeQueryAPI
 from workbench.targets import TARGETS
 from workbench.threat import background_knowledge, server_view
 from workbench.transcript import RELIABILITY
@@ -87,3 +89,16 @@ def test_under_gaussian_upload_the_reliabilities_leave_noised_and_are_counted(fe
     assert isinstance(event, Gaussian) and event.count == SHORT["rounds"] + 1
     planned = fedtad.planned_ledger(federation, fedtad.Config(**SHORT), [upload])
     assert epsilon(planned, 1e-5).epsilon == pytest.approx(epsilon(noisy.ledger, 1e-5).epsilon)
+
+
+def test_fine_tuning_after_fedtad_deploys_each_clients_own_model(trained, federation):
+    """O-pFGL's "FedTAD + FT" baseline: the distilled global model, then each client's own
+    fine-tuned copy answers for that client's nodes."""
+    fedtad = TARGETS.get("fedtad")
+    tuned = fedtad.fit(federation, {**SHORT, "fine_tune": {"lr": 0.01, "epochs": 30}}, [], 0)
+    assert tuned.utility["global_accuracy"] == trained.utility["accuracy"]  # the same rounds
+    owner = federation.partition.owner(federation.dataset.num_items)
+    for k, model in tuned.client_models.items():
+        ids = np.flatnonzero(owner == k)[:10]
+        own = NodeQueryAPI(model, federation.dataset.data).logits(ids, 2)
+        torch.testing.assert_close(tuned.query.logits(ids, 2), own)
