@@ -288,7 +288,9 @@ class _FedAvg:
             recipe=TrainingRecipe(
                 self.name,
                 {
-                    **cfg.model_dump(),
+                    # without fine-tuning the recipe's identity, which seeds the reference
+                    # models, is the one it had before the option existed
+                    **cfg.model_dump(exclude=None if cfg.fine_tune else {"fine_tune"}),
                     "rounds": release.round + 1,
                     "release": "last",
                     "keep_payloads": "none",

@@ -22,7 +22,6 @@ from torch_geometric.data import Data
 class StageConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     lr: float = Field(1e-4, gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
     epochs: int = Field(3000, ge=0, le=100_000)
     eval_every: int = Field(100, ge=1, le=100_000)
     patience: int = Field(10, ge=1, le=10_000, description="scorings without improvement")
@@ -43,7 +42,7 @@ def train_stage(
 ) -> nn.Module:
     """``model`` trained on ``loss``, early-stopped on ``local``'s validation accuracy; the
     best weights are loaded back (the initial ones if no scoring beat them)."""
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     best, best_state, waited = val_accuracy(model, local), copy.deepcopy(model.state_dict()), 0
     for epoch in range(1, cfg.epochs + 1):
         model.train()

@@ -106,6 +106,8 @@ def test_recipe_retrains_the_released_model(small_csbm):
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 3, seed=0))
     trained = TARGETS.get("fedavg").fit(fed, {"rounds": 12, "local_epochs": 2}, [], seed=4)
     assert trained.recipe.config["rounds"] == trained.utility["best_round"] + 1
+    # an option left off leaves the identity that seeds reference models as it was before it
+    assert "fine_tune" not in trained.recipe.identity()
     again = TARGETS.get(trained.recipe.target).fit(fed, trained.recipe.config, [], seed=4)
     for k, v in trained.global_model.state_dict().items():
         torch.testing.assert_close(again.global_model.state_dict()[k], v, rtol=0, atol=0)
