@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 from filelock import FileLock
@@ -260,12 +261,19 @@ class MixtureParams(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     members: list[str] = Field(min_length=2, description="graph datasets to combine")
     member_params: dict[str, dict] = Field(default_factory=dict)
+    features: Literal["overlap", "disjoint"] = Field(
+        "overlap",
+        description="overlap: every member's features zero-padded to the widest member's, so "
+        "column j means different things in different members; disjoint: each member's "
+        "features in columns of their own, so a model's first layer has a block per member "
+        "(GCFL keeps each client's input layer local)",
+    )
 
 
 def _build_mixture(root: Path, params: BaseModel) -> Dataset:
     """Several graph datasets as one, for cross-dataset federations: node features are
-    zero-padded to the widest member, each member keeps its own label range (labels are
-    offset), and every graph records its member index in ``source``."""
+    zero-padded (to the widest member, or into a block per member), each member keeps its own
+    label range (labels are offset), and every graph records its member index in ``source``."""
     assert isinstance(params, MixtureParams)
     members = []
     for name in params.members:
@@ -273,11 +281,14 @@ def _build_mixture(root: Path, params: BaseModel) -> Dataset:
         if not isinstance(ds, GraphDataset):
             raise ConfigError(f"graph-mixture.members: '{name}' is not a graph dataset")
         members.append(ds)
-    width = max(ds.num_features for ds in members)
+    widths = [ds.num_features for ds in members]
+    disjoint = params.features == "disjoint"
+    width = sum(widths) if disjoint else max(widths)
     graphs, offset = [], 0
     for source, ds in enumerate(members):
+        left = sum(widths[:source]) if disjoint else 0
         for g in ds.graphs:
-            x = torch.nn.functional.pad(g.x, (0, width - g.x.size(1)))
+            x = torch.nn.functional.pad(g.x, (left, width - left - g.x.size(1)))
             record = graph_data(x, g.edge_index, int(g.y.view(-1)[0]) + offset)
             record.source = source
             graphs.append(record)

@@ -101,6 +101,20 @@ def test_graph_mixture_pads_features_and_separates_labels(data_root: Path):
         load_dataset("graph-mixture", {"members": ["MUTAG", "Cora"]}, root=data_root)
 
 
+def test_graph_mixture_can_give_each_member_columns_of_its_own(data_root: Path):
+    """``features: disjoint``: MUTAG's 7 columns first, PTC_MR's 18 after them, each member's
+    features unchanged in its block and zero elsewhere."""
+    params = {"members": ["MUTAG", "PTC_MR"]}
+    mix = load_dataset("graph-mixture", {**params, "features": "disjoint"}, root=data_root)
+    overlap = load_dataset("graph-mixture", params, root=data_root)
+    assert mix.num_features == 7 + 18
+    mutag, ptc = mix.graphs[0], mix.graphs[-1]
+    assert int(mutag.source) == 0 and int(ptc.source) == 1
+    torch.testing.assert_close(mutag.x[:, :7], overlap.graphs[0].x[:, :7])
+    assert not mutag.x[:, 7:].any() and not ptc.x[:, :7].any()
+    torch.testing.assert_close(ptc.x[:, 7:], overlap.graphs[-1].x)
+
+
 def test_processing_holds_a_lock_other_processes_wait_on(data_root: Path, tmp_path, monkeypatch):
     """Parallel suites (or Ray workers) process the same dataset at once: while one process
     builds, the dataset's lock is taken, so another cannot read half-written processed/ files."""
