@@ -38,19 +38,25 @@ METHODS = ("CeFGC", "CeFGC*", "FedAvg")
 
 def method(cell: CellRow) -> str:
     target = cell.config["target"]
-    if target["name"] == "fedavg":
-        return "FedAvg"
     params = target.get("params") or {}
+    if target["name"] == "fedavg":
+        return "FedAvg (last round released)" if params.get("release") == "last" else "FedAvg"
     name = "CeFGC*" if params.get("label_channel") else "CeFGC"
     generator = params.get("generator", {})
     budget = (generator.get("epochs"), generator.get("steps"))
     return name if budget == (10, 50) else f"{name} ({budget[0]} epochs, {budget[1]} steps)"
 
 
+DISJOINT = " (disjoint features)"  # a mixture whose members have columns of their own
+
+
 def dataset(cell: CellRow) -> str:
     d = cell.config["dataset"]
-    members = (d.get("params") or {}).get("members")
-    return "+".join(members) if members else d["name"]
+    params = d.get("params") or {}
+    members = params.get("members")
+    if not members:
+        return d["name"]
+    return "+".join(members) + (DISJOINT if params.get("features") == "disjoint" else "")
 
 
 def main() -> None:
@@ -72,7 +78,9 @@ def main() -> None:
     print("|---" * (1 + 2 * len(METHODS)) + "|")
     rows = [(ds, ds, paper) for ds, paper in PAPER.items()]
     rows += [
-        (f"{mix}: {member}", f"{mix}:{member}", paper) for (mix, member), paper in ACROSS.items()
+        (f"{mix}{kind}: {member}", f"{mix}{kind}:{member}", paper)
+        for (mix, member), paper in ACROSS.items()
+        for kind in ("", DISJOINT)
     ]
     for name, key, paper in rows:
         if not any(auc.get((key, m)) for m in METHODS):
