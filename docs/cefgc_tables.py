@@ -89,7 +89,14 @@ def main() -> None:
             f"{p:.2f} | {fmt(auc[(key, m)], 1.0, 3)}" for m, p in zip(METHODS, paper, strict=True)
         ]
         print(f"| {name} | " + " | ".join(cols) + " |")
-    budgets = sorted({m for _, m in auc if m not in METHODS})
+    variants = sorted({(k, m) for k, m in auc if m not in METHODS and ":" in k})
+    if variants:  # mixture members under a method variant (FedAvg releasing its last round)
+        print("\n| column: member | method | seeds | AUC |")
+        print("|---|---|---:|---|")
+        for k, m in variants:
+            values = auc[(k, m)]
+            print(f"| {k.replace(':', ': ')} | {m} | {len(values)} | {fmt(values, 1.0, 3)} |")
+    budgets = sorted({m for k, m in auc if m not in METHODS and k in PAPER})
     if budgets:
         print(
             "\n| dataset | method | seeds | AUC | MIA on the GIN | MIA on generators (DSM loss) |"

@@ -133,8 +133,8 @@ def served_view(
     after it changed each ``probed`` node's features by ``step``."""
     if trained.served is None:
         raise NotApplicableError(
-            f"target {trained.name} serves no per-client posteriors (graph level, or an "
-            "embedding release)"
+            f"target {trained.name} serves no per-client posteriors (graph level, an "
+            "embedding release, or personalised models reached only through the query API)"
         )
     api = trained.served.observed(np.zeros(0) if probed is None else probed, step)
     return ServedView(trained.level, federation.dataset.num_classes, api)

@@ -32,7 +32,10 @@ BASE = {
     "targets": [
         {"name": "fedavg", "params": {"rounds": 2}},
         # personalised deployments: each client's fine-tuned model answers for its nodes
-        {"name": "fedavg", "params": {"rounds": 2, "fine_tune": {"lr": 0.01, "epochs": 20}}},
+        {
+            "name": "fedavg",
+            "params": {"rounds": 2, "fine_tune": {"lr": 0.01, "epochs": 20, "eval_every": 2}},
+        },
         {"name": "gap", "params": {"encoder_rounds": 2, "rounds": 2}},
         {"name": "opfgl", "params": OPFGL, "defenses": [{"name": "masked-aggregation"}]},
         # the clients' CKKS key is kept: a curious client decrypts offline too

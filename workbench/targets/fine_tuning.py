@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 from torch_geometric.data import Data
 
@@ -22,9 +22,18 @@ from torch_geometric.data import Data
 class StageConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     lr: float = Field(1e-4, gt=0.0)
-    epochs: int = Field(3000, ge=0, le=100_000)
+    epochs: int = Field(3000, ge=0, le=100_000, description="0: the stage is skipped")
     eval_every: int = Field(100, ge=1, le=100_000)
     patience: int = Field(10, ge=1, le=10_000, description="scorings without improvement")
+
+    @model_validator(mode="after")
+    def _scored_at_least_once(self) -> StageConfig:
+        if 0 < self.epochs < self.eval_every:
+            raise ValueError(
+                f"eval_every ({self.eval_every}) is above epochs ({self.epochs}): the stage "
+                "would never be scored and would keep its starting weights"
+            )
+        return self
 
 
 @torch.no_grad()
