@@ -147,8 +147,8 @@ def utility_table(paths: list[str]) -> None:
             + " |"
         )
         print("|---" * (1 + 4 * len(DATASETS)) + "|")
-        swept = sorted({k[2] for k in acc if k[0] == part} - set(ROWS), key=sweep_order)
-        for row in (*ROWS, *swept):
+        sweep_rows = sorted({k[2] for k in acc if k[0] == part} - set(ROWS), key=sweep_order)
+        for row in (*ROWS, *sweep_rows):
             if not any((part, ds, row) in acc or paper.get(ds, {}).get(row) for ds in DATASETS):
                 continue
             cols = []

@@ -254,9 +254,10 @@ class _FedAvg:
             utility["ib_kl_nats"] = ib_kl
         if isinstance(ds, GraphDataset):
             utility.update(source_aucs(global_model, clients, ds))
-        query = self.query_api(global_model, federation)
-        deployed = dict(enumerate(local))
-        if cfg.fine_tune is not None:
+        if cfg.fine_tune is None:
+            deployed = dict(enumerate(local))
+            query = self.query_api(global_model, federation)
+        else:
             deployed = {
                 k: fine_tuned(global_model, c.data, cfg.fine_tune) for k, c in enumerate(clients)
             }

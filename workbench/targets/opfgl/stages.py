@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
+from workbench.targets.fine_tuning import supervised_loss
 from workbench.targets.opfgl.surrogate import SurrogateGraph
 
 
@@ -31,15 +32,14 @@ def fine_tuning_loss(
 ) -> Callable[[nn.Module], torch.Tensor]:
     """Eq. 14-15: cross-entropy on the labelled nodes plus the λ-weighted distillation over
     every node of ``local`` (none without a teacher, or with every λ_v = 0)."""
-    distil = teacher_logits is not None and weights is not None and bool((weights > 0).any())
-    teacher = teacher_logits.log_softmax(1) if distil else None
+    if teacher_logits is None or weights is None or not bool((weights > 0).any()):
+        return supervised_loss(local)
+    teacher = teacher_logits.log_softmax(1)
 
     def loss(model: nn.Module) -> torch.Tensor:
-        z = model(local.x, local.edge_index)
+        z = model(local.x, local.edge_index)  # one forward pass for both terms
         out = F.cross_entropy(z[local.train_mask], local.y[local.train_mask])
-        if teacher is not None:
-            kl = (teacher.exp() * (teacher - z.log_softmax(1))).sum(1)
-            out = out + (weights * kl).sum() / local.num_nodes
-        return out
+        kl = (teacher.exp() * (teacher - z.log_softmax(1))).sum(1)
+        return out + (weights * kl).sum() / local.num_nodes
 
     return loss

@@ -45,7 +45,7 @@ from workbench.models import ModelConfig, ModelSpec
 from workbench.query import OwnerRoutedQueryAPI
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
-from workbench.targets.fine_tuning import StageConfig, train_stage
+from workbench.targets.fine_tuning import StageConfig, supervised_loss, train_stage
 from workbench.targets.opfgl.expansion import (
     ExpansionConfig,
     class_homophily,
@@ -278,8 +278,7 @@ class OPFGL:
         """(stage-1 model, released model) of one client."""
         model = copy.deepcopy(initial)
         if surrogate is None:  # standalone: local training from the shared initialisation
-            local = fine_tuning_loss(prep.graph, None, None)
-            trained = train_stage(model, local, prep.graph, cfg.stage2)
+            trained = train_stage(model, supervised_loss(prep.graph), prep.graph, cfg.stage2)
             return trained, trained
         first = train_stage(model, surrogate_loss(surrogate), prep.graph, cfg.stage1)
         if cfg.mode == "stage1":
