@@ -13,7 +13,9 @@ from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.data.synthetic import CSBMParams, csbm
 from workbench.errors import ConfigError
+from workbench.progress import listening_to_rounds
 from workbench.targets import TARGETS
+from workbench.targets.fedgc import target as fedgc_target
 from workbench.threat import background_knowledge, server_view
 from workbench.transcript import (
     CLASS_COUNTS,
@@ -80,6 +82,33 @@ def test_same_seed_same_condensed_graph(trained, federation):
     fedgc = TARGETS.get("fedgc")
     again = fedgc.fit(federation, fedgc.Config(**SHORT), [], 0)
     assert again.utility == trained.utility
+
+
+def test_the_official_codes_test_selected_checkpoint_is_recorded_and_moves_nothing(
+    federation, monkeypatch
+):
+    """Each checkpoint reports its validation and fine-tuned test accuracy; the recorded
+    choice is the test maximum over them, and recording it leaves what is released as it is
+    without it (its fine-tuning draws from its own random stream)."""
+    fedgc = TARGETS.get("fedgc")
+    config = fedgc.Config(**{**SHORT, "checkpoints": 3})
+    seen = []
+    with listening_to_rounds(
+        lambda done, total, v: "test_accuracy" in v and seen.append((done, v))
+    ):
+        recorded = fedgc.fit(federation, config, [], 0)
+    assert [done for done, _ in seen] == [20, 40, 60]
+    u = recorded.utility
+    best = max(seen, key=lambda s: s[1]["test_accuracy"])
+    assert u["test_selected_accuracy"] == best[1]["test_accuracy"]
+    assert u["test_selected_round"] == best[0] - 1  # 0-based, as best_round
+    by_val = max(seen, key=lambda s: s[1]["val_accuracy"])
+    assert u["best_round"] == by_val[0] - 1 and u["val_accuracy"] == by_val[1]["val_accuracy"]
+    monkeypatch.setattr(fedgc_target, "test_at_checkpoint", lambda *args: 0.0)
+    unrecorded = fedgc.fit(federation, config, [], 0).utility
+    assert {k: v for k, v in unrecorded.items() if not k.startswith("test_selected")} == {
+        k: v for k, v in u.items() if not k.startswith("test_selected")
+    }
 
 
 def test_the_recipe_retrains_fedgc(trained):
