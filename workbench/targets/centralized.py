@@ -40,6 +40,7 @@ from workbench.targets.training import (
     make_optimizer,
     score_graph_clients,
     score_node_clients,
+    source_aucs,
     train_graph_epochs,
     train_node_epochs,
 )
@@ -163,6 +164,8 @@ class Centralized:
             report_round(epoch + 1, cfg.epochs, val_accuracy=val)
         release.load_into(model)
         test = score(model, [pooled], "test")
+        if not node:  # a mixture's per-member AUCs, as the federated targets report them
+            test.update(source_aucs(model, [pooled], ds))
         api = deployment(model, ds, pooled, cfg.serves_on)
         return TrainedTarget(
             name=self.name,

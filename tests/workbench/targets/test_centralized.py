@@ -2,11 +2,14 @@ import dataclasses
 
 import numpy as np
 import torch
+from sklearn.metrics import roc_auc_score
 
+from workbench.data.catalog import load_dataset
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.targets import TARGETS
 from workbench.targets.centralized import pooled_client, training_graph
+from workbench.targets.training import graph_logits
 
 
 def test_pooled_graph_keeps_cut_edges_and_every_split(small_csbm):
@@ -54,3 +57,17 @@ def test_inductive_training_never_sees_a_non_member(small_csbm):
     assert not unchanged(inductive=False)
     graph = training_graph(pooled_client(build_federation(small_csbm, part)), inductive=True)
     assert graph.num_nodes == sum(c.train.size for c in part.clients) == int(graph.train_mask.sum())
+
+
+def test_a_mixture_is_scored_per_member_on_its_own_classes(data_root):
+    """The centralised reference of a cross-dataset column reports each member's AUC, as the
+    federated targets do: the member's test graphs, the member's label range."""
+    mix = load_dataset("graph-mixture", {"members": ["MUTAG", "PTC_MR"]}, root=data_root)
+    fed = build_federation(mix, make_partition(mix, "cross-dataset", 2, 0))
+    trained = TARGETS.get("centralized").fit(fed, {"epochs": 2}, [], seed=0)
+    model, pooled = trained.global_model, pooled_client(fed)
+    for d, name in enumerate(["MUTAG", "PTC_MR"]):
+        graphs = [g for g in pooled.test if int(g.source) == d]
+        y = np.array([int(g.y) for g in graphs]) - 2 * d  # each member's two labels, offset
+        own = graph_logits(model, graphs)[:, 2 * d : 2 * d + 2].softmax(1)[:, 1]
+        assert trained.utility[f"auc/{name}"] == roc_auc_score(y, own.numpy())
