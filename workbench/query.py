@@ -8,6 +8,7 @@ graph, so a batch costs one forward pass."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -183,6 +184,15 @@ class InductiveQueryAPI(NodeAnswers):
         return out if out is not None else torch.zeros(0)
 
 
+@dataclass(frozen=True)
+class Personalised:
+    """A model per client and the client holding each node (population ids; −1: none): what
+    an owner-routed deployment answers with, as an adversary holds one of its own."""
+
+    models: dict[int, nn.Module]
+    owner: np.ndarray
+
+
 class OwnerRoutedQueryAPI:
     """Personalised deployments behind one query interface: a node held by client k is
     answered by k's own model (on the population graph, like ``NodeQueryAPI``); a node no
@@ -196,6 +206,11 @@ class OwnerRoutedQueryAPI:
     @property
     def num_nodes(self) -> int:
         return self._num_nodes
+
+    @property
+    def owner(self) -> np.ndarray:
+        """Node → the client whose model answers it (−1: the clients' mean)."""
+        return self._owner.copy()
 
     @torch.no_grad()
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:

@@ -145,7 +145,7 @@ def query_data(query: Any, weights: Weights) -> dict[str, Any]:
     if isinstance(query, EmbeddingRelease):
         return {"kind": "table", "type": type_ref(EmbeddingRelease), "table": query._table.clone()}
     if isinstance(query, OwnerRoutedQueryAPI):
-        return {"kind": "owner-routed", "owner": torch.as_tensor(query._owner.copy())}
+        return {"kind": "owner-routed", "owner": torch.as_tensor(query.owner)}
     if isinstance(query, InductiveQueryAPI):
         return {
             "kind": "inductive",

@@ -18,7 +18,13 @@ from torch import nn
 from attacks.base import AttackInput, AttackOutput, Candidates
 from defenses.metric_dp import EmbeddingRelease
 from workbench.errors import NotApplicableError
-from workbench.query import GraphQueryAPI, NodeQueryAPI, QueryAPI
+from workbench.query import (
+    GraphQueryAPI,
+    NodeQueryAPI,
+    OwnerRoutedQueryAPI,
+    Personalised,
+    QueryAPI,
+)
 from workbench.threat import BackgroundKnowledge, QuerierView, ServerView
 from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
@@ -43,8 +49,14 @@ class QueryConfig(BaseModel):
     )
 
 
-def model_api(model: nn.Module, knowledge: BackgroundKnowledge) -> QueryAPI:
-    """A query API over a model the adversary holds itself."""
+def model_api(
+    model: nn.Module | Personalised, knowledge: BackgroundKnowledge
+) -> QueryAPI | OwnerRoutedQueryAPI:
+    """A query API over a model the adversary holds itself (a model per client: each node
+    answered by its owner's, as the target it mirrors answers)."""
+    if isinstance(model, Personalised):
+        assert knowledge.graph is not None, "personalised deployments are node-level"
+        return OwnerRoutedQueryAPI(model.models, knowledge.graph, model.owner)
     if knowledge.level == "node":
         assert knowledge.graph is not None
         return NodeQueryAPI(model, knowledge.graph)

@@ -42,8 +42,9 @@ from workbench.data.federation import build_federation
 from workbench.data.partition import PARTITIONERS, ClientPart, Partition
 from workbench.errors import ConfigError
 from workbench.models import ModelSpec
+from workbench.query import OwnerRoutedQueryAPI, Personalised
 from workbench.seeding import derive_seed
-from workbench.targets import TARGETS
+from workbench.targets import TARGETS, TrainedTarget
 from workbench.targets.batched import batchable, train_shared
 from workbench.targets.training import TrainingRecipe
 from workbench.threat import BackgroundKnowledge
@@ -51,6 +52,7 @@ from workbench.threat import BackgroundKnowledge
 EMPTY = np.zeros(0, dtype=np.int64)
 WORKER_STARTUP_SECONDS = 5.0  # `import attacks.membership.reference` in a fresh interpreter
 BATCH = 16  # models trained together (memory grows with it: K × nodes × hidden)
+CLIENT, OWNER = "client.", "owner"  # a personalised model's keys in its flat state
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,47 @@ def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.
         federation = build_federation(dataset, job.partition)
         target = TARGETS.get(job.recipe.target)
         trained = target.fit(federation, job.recipe.config, list(job.recipe.defenses), job.seed)
+        return released_state(trained)
+
+
+def released_state(trained: TrainedTarget) -> dict[str, torch.Tensor]:
+    """The weights a model answers queries with: the released model's or, where the target
+    deploys a model per client answering each node by its owner's (FedAvg's ``fine_tune``,
+    O-pFGL), every client's under ``client.<k>.`` and the owner table (item → client)."""
+    if not isinstance(trained.query, OwnerRoutedQueryAPI):
         return trained.global_model.state_dict()
+    state = {
+        f"{CLIENT}{k}.{name}": t
+        for k, model in trained.client_models.items()
+        for name, t in model.state_dict().items()
+    }
+    state[OWNER] = torch.as_tensor(trained.query.owner)
+    return state
+
+
+def answering_model(
+    state: dict[str, torch.Tensor], spec: ModelSpec, records: Candidates, graph: Data | None
+) -> nn.Module | Personalised:
+    """The model ``released_state`` kept, rebuilt; a personalised one routes the population
+    graph's nodes: each record by the client that held it, every other node to none."""
+    if OWNER not in state:
+        model = spec.build()
+        model.load_state_dict(state)
+        return model.eval()
+    assert graph is not None, "personalised deployments are node-level"
+    weights: dict[int, dict[str, torch.Tensor]] = {}
+    for key, t in state.items():
+        if key != OWNER:
+            k, name = key.removeprefix(CLIENT).split(".", 1)
+            weights.setdefault(int(k), {})[name] = t
+    models = {}
+    for k, w in weights.items():
+        models[k] = spec.build()
+        models[k].load_state_dict(w)
+        models[k].eval()
+    owner = np.full(graph.num_nodes, -1, dtype=np.int64)
+    owner[records.ids] = state[OWNER].numpy(force=True)  # item i of the dataset is record i
+    return Personalised(models, owner)
 
 
 def adversary_dataset(records: Candidates, graph: Data | None, num_classes: int) -> Dataset:
@@ -233,7 +275,7 @@ def trained_models(
     records: Candidates,
     inclusion: np.ndarray,
     trained_as: str = "target",
-) -> list[nn.Module]:
+) -> list[nn.Module | Personalised]:
     """Models trained with the adversary's recipe, one per inclusion row, from the cell's
     shared pool when the runner provides one."""
     know = inp.knowledge
@@ -278,7 +320,7 @@ class ReferencePool:
         recipe: TrainingRecipe,
         spec: ModelSpec,
         graph: Data | None,
-    ) -> list[nn.Module]:
+    ) -> list[nn.Module | Personalised]:
         """One model per inclusion row, trained on the records that row selects."""
         order = np.argsort(records.ids, kind="stable")  # the same models in any record order
         records, inclusion = subset(records, order), inclusion[:, order]
@@ -298,12 +340,7 @@ class ReferencePool:
             ]
             self._cache[slot] = self._run(jobs, dataset, spec)
             self.trained += len(jobs)
-        out = []
-        for state in self._cache[slot]:
-            model = spec.build()
-            model.load_state_dict(state)
-            out.append(model.eval())
-        return out
+        return [answering_model(state, spec, records, graph) for state in self._cache[slot]]
 
     def _dataset(
         self, records: Candidates, graph: Data | None, num_classes: int, features: str

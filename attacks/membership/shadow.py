@@ -52,7 +52,7 @@ from attacks.membership.reference import (
     training_fraction,
 )
 from workbench.errors import NotApplicableError
-from workbench.query import NodeQueryAPI
+from workbench.query import NodeQueryAPI, OwnerRoutedQueryAPI, Personalised
 from workbench.seeding import derive_seed
 
 
@@ -132,12 +132,19 @@ class ShadowAttack:
 
     @staticmethod
     def _shadow_logits(
-        inp: AttackInput, model: nn.Module, part: Candidates, config: ShadowConfig, member: bool
+        inp: AttackInput,
+        model: nn.Module | Personalised,
+        part: Candidates,
+        config: ShadowConfig,
+        member: bool,
     ) -> torch.Tensor:
         on_population = config.setting == "full" or (config.setting == "tstf" and not member)
         if on_population or part.level == "graph":
             return query(model_api(model, inp.knowledge), part, config.hops)
         own = induced_subgraph(inp.knowledge.graph, part.ids)
+        if isinstance(model, Personalised):  # node i of ``own`` is record i of ``part``
+            api = OwnerRoutedQueryAPI(model.models, own, model.owner[part.ids])
+            return api.logits(np.arange(part.ids.size), config.hops)
         return NodeQueryAPI(model, own).logits(np.arange(part.ids.size), config.hops)
 
 

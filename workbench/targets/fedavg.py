@@ -258,10 +258,11 @@ class _FedAvg:
             deployed = dict(enumerate(local))
             query = self.query_api(global_model, federation)
         else:
-            deployed = {
-                k: fine_tuned(global_model, c.data, cfg.fine_tune) for k, c in enumerate(clients)
-            }
+            tuned = [fine_tuned(global_model, c.data, cfg.fine_tune) for c in clients]
+            deployed = {k: t.model for k, t in enumerate(tuned)}
             utility.update({f"global_{m}": v for m, v in test.items()})
+            # where the clients stopped: references (no validation records) train all epochs
+            utility["fine_tune_epochs"] = float(np.mean([t.epoch for t in tuned]))
             utility.update(score_personalised(deployed, clients))
             query = OwnerRoutedQueryAPI(deployed, ds.data, federation.partition.owner(ds.num_items))
         ledger = self.ledger(

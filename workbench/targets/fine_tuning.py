@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -46,29 +47,42 @@ def val_accuracy(model: nn.Module, data: Data) -> float:
     return float((pred[mask] == data.y[mask]).float().mean())
 
 
+class Trained(NamedTuple):
+    model: nn.Module
+    epoch: int  # the epoch whose weights were kept (0: the starting ones)
+
+
 def train_stage(
     model: nn.Module, loss: Callable[[nn.Module], torch.Tensor], local: Data, cfg: StageConfig
-) -> nn.Module:
+) -> Trained:
     """``model`` trained on ``loss``, early-stopped on ``local``'s validation accuracy; the
-    best weights are loaded back (the initial ones if no scoring beat them)."""
+    best weights are loaded back (the initial ones if no scoring beat them). Without
+    validation nodes there is nothing to stop on: the stage trains all its epochs and keeps
+    the last (an adversary's reference clients, which hold no validation records)."""
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    scored = bool(local.val_mask.any())
     best, best_state, waited = val_accuracy(model, local), copy.deepcopy(model.state_dict()), 0
+    kept = 0
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         opt.zero_grad()
         loss(model).backward()
         opt.step()
+        if not scored:
+            kept = epoch
+            continue
         if epoch % cfg.eval_every:
             continue
         score = val_accuracy(model, local)
         if score > best:
-            best, best_state, waited = score, copy.deepcopy(model.state_dict()), 0
+            best, best_state, waited, kept = score, copy.deepcopy(model.state_dict()), 0, epoch
         else:
             waited += 1
             if waited >= cfg.patience:
                 break
-    model.load_state_dict(best_state)
-    return model.eval()
+    if scored:
+        model.load_state_dict(best_state)
+    return Trained(model.eval(), kept)
 
 
 def supervised_loss(local: Data) -> Callable[[nn.Module], torch.Tensor]:
@@ -81,6 +95,6 @@ def supervised_loss(local: Data) -> Callable[[nn.Module], torch.Tensor]:
     return loss
 
 
-def fine_tuned(model: nn.Module, local: Data, cfg: StageConfig) -> nn.Module:
+def fine_tuned(model: nn.Module, local: Data, cfg: StageConfig) -> Trained:
     """A copy of ``model`` fine-tuned on ``local``'s training nodes (``model`` untouched)."""
     return train_stage(copy.deepcopy(model), supervised_loss(local), local, cfg)

@@ -17,7 +17,9 @@ from workbench.challenges import membership_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError
+from workbench.query import NodeQueryAPI, Personalised
 from workbench.targets import TARGETS
+from workbench.targets.batched import schedule_of
 from workbench.threat import background_knowledge, querier_view
 
 
@@ -160,3 +162,50 @@ def test_models_on_other_features_are_trained_anew(cell):
     )
     for a, b in zip(raw.state_dict().values(), again.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def fine_tuned_cell(small_csbm):
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, 0, aux_fraction=0.2))
+    config = {
+        "rounds": 2,
+        "local_epochs": 2,
+        "fine_tune": {"lr": 0.01, "epochs": 20, "eval_every": 5, "patience": 10},
+    }
+    return fed, TARGETS.get("fedavg").fit(fed, config, [], seed=0)
+
+
+def test_references_of_a_personalised_target_answer_each_record_by_its_owners_model(
+    fine_tuned_cell,
+):
+    """FedAvg with fine-tuning deploys a model per client: a reference trained with its recipe
+    is the same deployment (each client's fine-tuned model, each record answered by the
+    reference client holding it), not the global model before fine-tuning."""
+    fed, trained = fine_tuned_cell
+    assert schedule_of(trained.recipe) is None  # the batched loop does not fine-tune
+    inp = cell_input(fine_tuned_cell, ReferencePool(jobs=1, seed=3))
+    know, aux = inp.knowledge, inp.knowledge.aux
+    inclusion = np.zeros((1, aux.ids.size), bool)
+    inclusion[0, ::2] = True
+    (ref,) = reference.trained_models(inp, "references", aux, inclusion)
+    assert isinstance(ref, Personalised) and sorted(ref.models) == [0, 1]
+    held = ref.owner >= 0
+    assert sorted(np.flatnonzero(held)) == sorted(aux.ids)  # the records, and nothing else
+    routed = reference.model_api(ref, know).logits(aux.ids)
+    for k, model in ref.models.items():
+        mine = ref.owner[aux.ids] == k
+        own = NodeQueryAPI(model, know.graph).logits(aux.ids[mine])
+        assert torch.equal(routed[torch.as_tensor(mine)], own)
+    # the clients' models are fine-tuned apart: they answer differently
+    a, b = (NodeQueryAPI(m, know.graph).logits(aux.ids) for m in ref.models.values())
+    assert not torch.allclose(a, b)
+
+
+def test_reference_and_shadow_attacks_run_against_a_personalised_target(fine_tuned_cell):
+    inp = cell_input(fine_tuned_cell, ReferencePool(jobs=1, seed=3))
+    lira, shadow = ATTACKS.get("mia-lira"), ATTACKS.get("mia-shadow")
+    for out in (
+        lira.run(inp, lira.Config(num_references=2), seed=0),
+        shadow.run(inp, shadow.Config(num_shadows=2, setting="disjoint"), seed=0),
+    ):
+        assert np.isfinite(out.scores).all() and out.scores.shape == inp.candidates.ids.shape

@@ -278,15 +278,15 @@ class OPFGL:
         """(stage-1 model, released model) of one client."""
         model = copy.deepcopy(initial)
         if surrogate is None:  # standalone: local training from the shared initialisation
-            trained = train_stage(model, supervised_loss(prep.graph), prep.graph, cfg.stage2)
+            trained = train_stage(model, supervised_loss(prep.graph), prep.graph, cfg.stage2).model
             return trained, trained
-        first = train_stage(model, surrogate_loss(surrogate), prep.graph, cfg.stage1)
+        first = train_stage(model, surrogate_loss(surrogate), prep.graph, cfg.stage1).model
         if cfg.mode == "stage1":
             return first, first
         teacher = node_logits(first, prep.graph)
         second = copy.deepcopy(first)
         loss = fine_tuning_loss(prep.graph, teacher, prep.weights)
-        return first, train_stage(second, loss, prep.graph, cfg.stage2)
+        return first, train_stage(second, loss, prep.graph, cfg.stage2).model
 
 
 def exchange(
