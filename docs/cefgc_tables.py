@@ -1,7 +1,8 @@
 """CeFGC's Table 2 reproduction from the results stores of examples/reproduction/
 cefgc-table2.yaml, cefgc-across-dataset.yaml, cefgc-across-domain.yaml and cefgc-budget.yaml:
 global-model AUC per dataset (per member in the mixtures) and method beside the paper's, what
-the generator budget changes, and the membership attacks' AUC, as markdown (mean ± population
+the generator budget changes, FedAvg against the centralised GIN (cefgc-*centralized.yaml),
+and the membership attacks' AUC, as markdown (mean ± population
 standard deviation over seeds).
 
     cd docs && ../.venv/bin/python cefgc_tables.py ../runs/cefgc-table2 ../runs/cefgc-budget
@@ -34,11 +35,14 @@ ACROSS = {  # across-dataset (Protein, Social) and across-domain (Mix) columns, 
     ("MUTAG+ENZYMES+IMDB-BINARY+IMDB-MULTI", "IMDB-MULTI"): (0.80, 0.80, 0.69),
 }
 METHODS = ("CeFGC", "CeFGC*", "FedAvg")
+CENTRALISED = "centralised GIN"  # the upper reference: the same GIN on the pooled graphs
 
 
 def method(cell: CellRow) -> str:
     target = cell.config["target"]
     params = target.get("params") or {}
+    if target["name"] == "centralized":
+        return CENTRALISED
     if target["name"] == "fedavg":
         return "FedAvg (last round released)" if params.get("release") == "last" else "FedAvg"
     name = "CeFGC*" if params.get("label_channel") else "CeFGC"
@@ -89,14 +93,24 @@ def main() -> None:
             f"{p:.2f} | {fmt(auc[(key, m)], 1.0, 3)}" for m, p in zip(METHODS, paper, strict=True)
         ]
         print(f"| {name} | " + " | ".join(cols) + " |")
-    variants = sorted({(k, m) for k, m in auc if m not in METHODS and ":" in k})
+    if any(m == CENTRALISED for _, m in auc):
+        print("\n| dataset or column: member | centralised GIN | FedAvg | FedAvg − centralised |")
+        print("|---|---|---|---:|")
+        for name, key, _ in rows:
+            central, fedavg = auc.get((key, CENTRALISED)), auc.get((key, "FedAvg"))
+            if central and fedavg:
+                gap = sum(fedavg) / len(fedavg) - sum(central) / len(central)
+                print(f"| {name} | {fmt(central, 1.0, 3)} | {fmt(fedavg, 1.0, 3)} | {gap:+.3f} |")
+    variants = sorted(
+        {(k, m) for k, m in auc if m not in (*METHODS, CENTRALISED) and ":" in k}
+    )
     if variants:  # mixture members under a method variant (FedAvg releasing its last round)
         print("\n| column: member | method | seeds | AUC |")
         print("|---|---|---:|---|")
         for k, m in variants:
             values = auc[(k, m)]
             print(f"| {k.replace(':', ': ')} | {m} | {len(values)} | {fmt(values, 1.0, 3)} |")
-    budgets = sorted({m for k, m in auc if m not in METHODS and k in PAPER})
+    budgets = sorted({m for k, m in auc if m not in (*METHODS, CENTRALISED) and k in PAPER})
     if budgets:
         print(
             "\n| dataset | method | seeds | AUC | MIA on the GIN | MIA on generators (DSM loss) |"
