@@ -211,7 +211,7 @@ def fine_tuned_test(
     return tuned, test
 
 
-def test_at_checkpoint(
+def checkpoint_test_accuracy(
     model: nn.Module, clients: Sequence[NodeClient], cfg: FedGCConfig, seed: int
 ) -> float:
     """The fine-tuned test accuracy of a checkpoint, which the official code selects on; only
@@ -349,7 +349,7 @@ class FedGC:
                 model, val = train_on_condensed(spec, snapshot, clients, cfg, eval_seed)
                 if best_round < 0 or val > best_val:
                     best_val, best_round, best_graph, released = val, r, snapshot, model
-                test = test_at_checkpoint(model, clients, cfg, eval_seed)
+                test = checkpoint_test_accuracy(model, clients, cfg, eval_seed)
                 on_test = max(on_test, (test, r), key=lambda t: t[0])
                 scores = {"val_accuracy": val, "test_accuracy": test}
                 report_round(r + 1, cfg.rounds, matching_loss=losses[-1], **scores)

@@ -104,7 +104,7 @@ def test_the_official_codes_test_selected_checkpoint_is_recorded_and_moves_nothi
     assert u["test_selected_round"] == best[0] - 1  # 0-based, as best_round
     by_val = max(seen, key=lambda s: s[1]["val_accuracy"])
     assert u["best_round"] == by_val[0] - 1 and u["val_accuracy"] == by_val[1]["val_accuracy"]
-    monkeypatch.setattr(fedgc_target, "test_at_checkpoint", lambda *args: 0.0)
+    monkeypatch.setattr(fedgc_target, "checkpoint_test_accuracy", lambda *args: 0.0)
     unrecorded = fedgc.fit(federation, config, [], 0).utility
     assert {k: v for k, v in unrecorded.items() if not k.startswith("test_selected")} == {
         k: v for k, v in u.items() if not k.startswith("test_selected")
