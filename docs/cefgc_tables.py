@@ -44,6 +44,8 @@ def method(cell: CellRow) -> str:
     if target["name"] == "centralized":
         return CENTRALISED
     if target["name"] == "fedavg":
+        if params.get("local_epochs", 1) != 1:
+            return f"FedAvg ({params['local_epochs']} local epochs)"
         return "FedAvg (last round released)" if params.get("release") == "last" else "FedAvg"
     name = "CeFGC*" if params.get("label_channel") else "CeFGC"
     generator = params.get("generator", {})
@@ -101,9 +103,7 @@ def main() -> None:
             if central and fedavg:
                 gap = sum(fedavg) / len(fedavg) - sum(central) / len(central)
                 print(f"| {name} | {fmt(central, 1.0, 3)} | {fmt(fedavg, 1.0, 3)} | {gap:+.3f} |")
-    variants = sorted(
-        {(k, m) for k, m in auc if m not in (*METHODS, CENTRALISED) and ":" in k}
-    )
+    variants = sorted({(k, m) for k, m in auc if m not in (*METHODS, CENTRALISED) and ":" in k})
     if variants:  # mixture members under a method variant (FedAvg releasing its last round)
         print("\n| column: member | method | seeds | AUC |")
         print("|---|---|---:|---|")
