@@ -44,13 +44,22 @@ def cell_checkpoints(cell: Cell, streams: Streams, data_root: str | None) -> lis
 
 
 def checkpoints(path: str) -> dict[str, list[Checkpoint]]:
-    """Every FedGC cell's checkpoints, by cell label."""
+    """Every FedGC cell's checkpoints, by cell label: the cells without defenses (a defense's
+    calibration and wiring belong to the runner; the IB rows are not what this measures)."""
     suite = load_suite(path)
-    streams = Streams.public() if suite.reproducible else Streams.fresh()
+    if not suite.reproducible:
+        raise SystemExit(
+            f"{path}: reproducible: false draws a secret run key, so no run of it "
+            "has these cells; use a reproducible suite"
+        )
+    cells = [c for c in expand(suite) if c.target.name == "fedgc"]
+    for cell in cells:
+        if cell.target.defenses:
+            print(f"skipped {cell.label}: it has defenses")
     return {
-        cell.label: cell_checkpoints(cell, streams, suite.data_root)
-        for cell in expand(suite)
-        if cell.target.name == "fedgc"
+        cell.label: cell_checkpoints(cell, Streams.public(), suite.data_root)
+        for cell in cells
+        if not cell.target.defenses
     }
 
 

@@ -47,7 +47,7 @@ from workbench.seeding import derive_seed
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.targets.batched import batchable, train_shared
 from workbench.targets.training import TrainingRecipe
-from workbench.threat import BackgroundKnowledge
+from workbench.threat import BackgroundKnowledge, QuerierView
 
 EMPTY = np.zeros(0, dtype=np.int64)
 WORKER_STARTUP_SECONDS = 5.0  # `import attacks.membership.reference` in a fresh interpreter
@@ -95,35 +95,41 @@ def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.
 
 
 def released_state(trained: TrainedTarget) -> dict[str, torch.Tensor]:
-    """The weights a model answers queries with: the released model's or, where the target
-    deploys a model per client answering each node by its owner's (FedAvg's ``fine_tune``,
-    O-pFGL), every client's under ``client.<k>.`` and the owner table (item → client)."""
-    if not isinstance(trained.query, OwnerRoutedQueryAPI):
-        return trained.global_model.state_dict()
-    state = {
-        f"{CLIENT}{k}.{name}": t
-        for k, model in trained.client_models.items()
-        for name, t in model.state_dict().items()
-    }
-    state[OWNER] = torch.as_tensor(trained.query.owner)
+    """The weights a model answers with: the global model's and, where the target deploys a
+    model per client answering each node by its owner's (FedAvg's ``fine_tune``, O-pFGL),
+    also every client's under ``client.<k>.`` and the owner table (item → client)."""
+    state = trained.global_model.state_dict()
+    if isinstance(trained.query, OwnerRoutedQueryAPI):
+        for k, model in trained.client_models.items():
+            state.update({f"{CLIENT}{k}.{name}": t for name, t in model.state_dict().items()})
+        state[OWNER] = torch.as_tensor(trained.query.owner)
     return state
 
 
 def answering_model(
-    state: dict[str, torch.Tensor], spec: ModelSpec, records: Candidates, graph: Data | None
+    state: dict[str, torch.Tensor],
+    spec: ModelSpec,
+    records: Candidates,
+    graph: Data | None,
+    deployed: bool,
 ) -> nn.Module | Personalised:
-    """The model ``released_state`` kept, rebuilt; a personalised one routes the population
-    graph's nodes: each record by the client that held it, every other node to none."""
-    if OWNER not in state:
-        model = spec.build()
-        model.load_state_dict(state)
-        return model.eval()
-    assert graph is not None, "personalised deployments are node-level"
+    """The model ``released_state`` kept, rebuilt: the personalised deployment where there
+    is one and the adversary queries ``deployed`` models (it routes the population graph's
+    nodes, each record by the client that held it, every other node to none), else the
+    global model (what a server observes: the clients' uploads before fine-tuning)."""
     weights: dict[int, dict[str, torch.Tensor]] = {}
+    shared = {}
     for key, t in state.items():
-        if key != OWNER:
+        if key.startswith(CLIENT):
             k, name = key.removeprefix(CLIENT).split(".", 1)
             weights.setdefault(int(k), {})[name] = t
+        elif key != OWNER:
+            shared[key] = t
+    if OWNER not in state or not deployed:
+        model = spec.build()
+        model.load_state_dict(shared)
+        return model.eval()
+    assert graph is not None, "personalised deployments are node-level"
     models = {}
     for k, w in weights.items():
         models[k] = spec.build()
@@ -280,7 +286,9 @@ def trained_models(
     shared pool when the runner provides one."""
     know = inp.knowledge
     recipe = adversary_recipe(know, trained_as)
-    return pool_of(inp).models(purpose, records, inclusion, recipe, know.spec, know.graph)
+    deployed = isinstance(inp.view, QuerierView)  # a server sees uploads, not deployments
+    pool = pool_of(inp)
+    return pool.models(purpose, records, inclusion, recipe, know.spec, know.graph, deployed)
 
 
 class ReferencePool:
@@ -320,8 +328,10 @@ class ReferencePool:
         recipe: TrainingRecipe,
         spec: ModelSpec,
         graph: Data | None,
+        deployed: bool = True,
     ) -> list[nn.Module | Personalised]:
-        """One model per inclusion row, trained on the records that row selects."""
+        """One model per inclusion row, trained on the records that row selects: as deployed
+        (personalised where the target is) or, ``deployed=False``, its global model."""
         order = np.argsort(records.ids, kind="stable")  # the same models in any record order
         records, inclusion = subset(records, order), inclusion[:, order]
         key = self._key(purpose, records, inclusion, recipe)  # seeds the models
@@ -340,7 +350,9 @@ class ReferencePool:
             ]
             self._cache[slot] = self._run(jobs, dataset, spec)
             self.trained += len(jobs)
-        return [answering_model(state, spec, records, graph) for state in self._cache[slot]]
+        return [
+            answering_model(state, spec, records, graph, deployed) for state in self._cache[slot]
+        ]
 
     def _dataset(
         self, records: Candidates, graph: Data | None, num_classes: int, features: str

@@ -261,7 +261,8 @@ class _FedAvg:
             tuned = [fine_tuned(global_model, c.data, cfg.fine_tune) for c in clients]
             deployed = {k: t.model for k, t in enumerate(tuned)}
             utility.update({f"global_{m}": v for m, v in test.items()})
-            # where the clients stopped: references (no validation records) train all epochs
+            # the mean epoch whose weights the clients kept: reference clients, which hold
+            # no validation records, train the stage's full epochs (set them near this)
             utility["fine_tune_epochs"] = float(np.mean([t.epoch for t in tuned]))
             utility.update(score_personalised(deployed, clients))
             query = OwnerRoutedQueryAPI(deployed, ds.data, federation.partition.owner(ds.num_items))

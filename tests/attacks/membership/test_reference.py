@@ -20,7 +20,7 @@ from workbench.errors import ConfigError
 from workbench.query import NodeQueryAPI, Personalised
 from workbench.targets import TARGETS
 from workbench.targets.batched import schedule_of
-from workbench.threat import background_knowledge, querier_view
+from workbench.threat import background_knowledge, querier_view, server_view
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +199,33 @@ def test_references_of_a_personalised_target_answer_each_record_by_its_owners_mo
     # the clients' models are fine-tuned apart: they answer differently
     a, b = (NodeQueryAPI(m, know.graph).logits(aux.ids) for m in ref.models.values())
     assert not torch.allclose(a, b)
+    # a server observes uploads, not deployments: its references are the global models
+    (glob,) = reference.trained_models(
+        dataclasses.replace(inp, view=server_view(trained, fed)), "references", aux, inclusion
+    )
+    assert not isinstance(glob, Personalised)
+
+
+def test_a_personalised_reference_routes_each_record_to_the_client_that_held_it(
+    fine_tuned_cell,
+):
+    """The owner table against a partition written by hand: records (sorted ids) 0–9 in one
+    shard, the rest in another; whatever the reference fit numbers internally, record i is
+    answered by the model of the client holding it."""
+    fed, trained = fine_tuned_cell
+    know = background_knowledge(fed, trained)
+    records = reference.subset(know.aux, np.argsort(know.aux.ids))
+    n = records.ids.size
+    dataset = reference.adversary_dataset(records, know.graph, know.spec.num_classes)
+    shards = [np.arange(0, 10), np.arange(10, n)]
+    members = np.zeros(n, bool)
+    members[[0, 2, 4, 10, 12, 14, 16]] = True
+    job = reference.TrainJob(know.recipe, federation_of("node", shards, members), 0)
+    ref = reference.answering_model(
+        reference.train_job(job, dataset), know.spec, records, know.graph, deployed=True
+    )
+    assert (ref.owner[records.ids[:10]] == 0).all() and (ref.owner[records.ids[10:]] == 1).all()
+    assert (np.delete(ref.owner, records.ids) == -1).all()
 
 
 def test_reference_and_shadow_attacks_run_against_a_personalised_target(fine_tuned_cell):

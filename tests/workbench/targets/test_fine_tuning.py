@@ -37,7 +37,11 @@ def test_the_kept_epoch_is_the_best_scored_one_and_without_validation_the_last()
     its starting weights."""
     cfg = StageConfig(lr=0.05, epochs=30, eval_every=5, patience=100)
     scored, start = stage_run(True, cfg)
-    assert scored.epoch % 5 == 0 and 0 <= scored.epoch <= 30
+    assert scored.epoch % 5 == 0 and 0 < scored.epoch <= 30
+    # the weights kept are those of that epoch (training is deterministic: no dropout)
+    replay, _ = stage_run(False, cfg.model_copy(update={"epochs": scored.epoch}))
+    kept = zip(scored.model.state_dict().values(), replay.model.state_dict().values(), strict=True)
+    assert all(torch.equal(a, b) for a, b in kept)
     blind, _ = stage_run(False, cfg)
     assert blind.epoch == 30
     moved = [
