@@ -11,8 +11,10 @@ from attacks.membership.reference import (
     ReferencePool,
     federation_of,
     inclusion_matrix,
+    induced_subgraph,
     reference_outputs,
 )
+from attacks.membership.shadow import ShadowAttack, ShadowConfig
 from workbench.challenges import membership_challenge
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
@@ -236,3 +238,24 @@ def test_reference_and_shadow_attacks_run_against_a_personalised_target(fine_tun
         shadow.run(inp, shadow.Config(num_shadows=2, setting="disjoint"), seed=0),
     ):
         assert np.isfinite(out.scores).all() and out.scores.shape == inp.candidates.ids.shape
+
+
+def test_a_personalised_shadow_answers_on_the_induced_graph_by_each_records_owner(
+    fine_tuned_cell,
+):
+    """The disjoint (TSTS) setting queries a shadow on the subgraph its records induce: a
+    personalised shadow answers record i of that subgraph with the model of its owner."""
+    fed, trained = fine_tuned_cell
+    inp = cell_input(fine_tuned_cell, ReferencePool(jobs=1, seed=3))
+    aux = inp.knowledge.aux
+    inclusion = np.zeros((1, aux.ids.size), bool)
+    inclusion[0, ::2] = True
+    (shadow,) = reference.trained_models(inp, "shadow", aux, inclusion)
+    part = reference.subset(aux, np.flatnonzero(inclusion[0]))
+    config = ShadowConfig(setting="disjoint", hops=1)
+    got = ShadowAttack._shadow_logits(inp, shadow, part, config, member=True)
+    own = induced_subgraph(inp.knowledge.graph, part.ids)
+    for k, model in shadow.models.items():
+        mine = shadow.owner[part.ids] == k
+        expected = NodeQueryAPI(model, own).logits(np.flatnonzero(mine), 1)
+        assert mine.any() and torch.equal(got[torch.as_tensor(mine)], expected)
