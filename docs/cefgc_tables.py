@@ -2,8 +2,8 @@
 cefgc-table2.yaml, cefgc-across-dataset.yaml, cefgc-across-domain.yaml and cefgc-budget.yaml:
 global-model AUC per dataset (per member in the mixtures) and method beside the paper's, what
 the generator budget changes, FedAvg against the centralised GIN (cefgc-*centralized.yaml),
-and the membership attacks' AUC, as markdown (mean ± population
-standard deviation over seeds).
+and the membership attacks' AUC, as markdown (mean ± population standard deviation over
+seeds).
 
     cd docs && ../.venv/bin/python cefgc_tables.py ../runs/cefgc-table2 ../runs/cefgc-budget
 """

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
+from torch_geometric.data import Data
 
 from attacks.base import AttackInput, AttackOutput, Candidates
 from defenses.metric_dp import EmbeddingRelease
@@ -54,13 +55,22 @@ def model_api(
 ) -> QueryAPI | OwnerRoutedQueryAPI:
     """A query API over a model the adversary holds itself (a model per client: each node
     answered by its owner's, as the target it mirrors answers)."""
-    if isinstance(model, Personalised):
+    if knowledge.level == "node" or isinstance(model, Personalised):
         assert knowledge.graph is not None, "personalised deployments are node-level"
-        return OwnerRoutedQueryAPI(model.models, knowledge.graph, model.owner)
-    if knowledge.level == "node":
-        assert knowledge.graph is not None
-        return NodeQueryAPI(model, knowledge.graph)
+        return node_api(model, knowledge.graph)
     return GraphQueryAPI(model)
+
+
+def node_api(
+    model: nn.Module | Personalised, graph: Data, ids: np.ndarray | None = None
+) -> NodeQueryAPI | OwnerRoutedQueryAPI:
+    """A query API over the adversary's model on ``graph``, whose node i is population node
+    ``ids[i]`` (default: ``graph`` is the population's); a personalised model routes each
+    node to the model of the client holding it."""
+    if not isinstance(model, Personalised):
+        return NodeQueryAPI(model, graph)
+    owner = model.owner if ids is None else model.owner[ids]
+    return OwnerRoutedQueryAPI(model.models, graph, owner)
 
 
 def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:

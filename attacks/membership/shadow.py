@@ -39,6 +39,7 @@ from attacks.adaptive import adaptive_input
 from attacks.base import ATTACKS, AttackInput, AttackOutput, Candidates, ThreatModel
 from attacks.membership.observe import (
     model_api,
+    node_api,
     observed_apis,
     per_model_output,
     query,
@@ -52,7 +53,7 @@ from attacks.membership.reference import (
     training_fraction,
 )
 from workbench.errors import NotApplicableError
-from workbench.query import NodeQueryAPI, OwnerRoutedQueryAPI, Personalised
+from workbench.query import Personalised
 from workbench.seeding import derive_seed
 
 
@@ -141,11 +142,8 @@ class ShadowAttack:
         on_population = config.setting == "full" or (config.setting == "tstf" and not member)
         if on_population or part.level == "graph":
             return query(model_api(model, inp.knowledge), part, config.hops)
-        own = induced_subgraph(inp.knowledge.graph, part.ids)
-        if isinstance(model, Personalised):  # node i of ``own`` is record i of ``part``
-            api = OwnerRoutedQueryAPI(model.models, own, model.owner[part.ids])
-            return api.logits(np.arange(part.ids.size), config.hops)
-        return NodeQueryAPI(model, own).logits(np.arange(part.ids.size), config.hops)
+        own = induced_subgraph(inp.knowledge.graph, part.ids)  # node i: record i of ``part``
+        return node_api(model, own, part.ids).logits(np.arange(part.ids.size), config.hops)
 
 
 ATTACKS.register("mia-shadow")(ShadowAttack())

@@ -52,9 +52,8 @@ from workbench.targets.fedgc.self_training import self_train
 from workbench.targets.training import (
     Release,
     TrainingRecipe,
-    node_logits,
     score_node_clients,
-    utility_scores,
+    score_personalised,
 )
 from workbench.transcript import (
     CLASS_COUNTS,
@@ -192,23 +191,12 @@ def fine_tune(model: nn.Module, c: NodeClient, cfg: FedGCConfig) -> nn.Module:
     return local.eval()
 
 
-def fine_tuned_test(
+def fine_tuned_clients(
     model: nn.Module, clients: Sequence[NodeClient], cfg: FedGCConfig
-) -> tuple[dict[int, nn.Module], dict[str, float]]:
-    """Each client's fine-tuned copy of ``model`` and their pooled test scores: the paper's
-    utility metric."""
-    tuned = {k: fine_tune(model, c, cfg) for k, c in enumerate(clients)}
-    with torch.no_grad():  # each client scores its own fine-tuned model
-        test = utility_scores(
-            [
-                (
-                    c.data.y[c.data.test_mask].numpy(force=True),
-                    node_logits(tuned[k], c.data)[c.data.test_mask],
-                )
-                for k, c in enumerate(clients)
-            ]
-        )
-    return tuned, test
+) -> dict[int, nn.Module]:
+    """Each client's fine-tuned copy of ``model``: scored on its own test nodes, the paper's
+    utility metric (``score_personalised``)."""
+    return {k: fine_tune(model, c, cfg) for k, c in enumerate(clients)}
 
 
 def checkpoint_test_accuracy(
@@ -219,7 +207,7 @@ def checkpoint_test_accuracy(
     so recording it moves nothing the run releases."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        return fine_tuned_test(model, clients, cfg)[1]["accuracy"]
+        return score_personalised(fine_tuned_clients(model, clients, cfg), clients)["accuracy"]
 
 
 def matching_loss(
@@ -357,7 +345,8 @@ class FedGC:
                 report_round(r + 1, cfg.rounds, matching_loss=losses[-1])
 
         transcript.broadcast(cfg.rounds, SERVER, [PUBLIC], CONDENSED_GRAPH, best_graph)
-        tuned, test = fine_tuned_test(released, clients, cfg)
+        tuned = fine_tuned_clients(released, clients, cfg)
+        test = score_personalised(tuned, clients)
         condensed_only = score_node_clients(released, clients, "test")
         utility = {
             "accuracy": test["accuracy"],
