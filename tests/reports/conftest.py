@@ -79,15 +79,17 @@ def every_block_report():
 @pytest.fixture(scope="session")
 def drawn():
     """Checks that a PNG (a screenshot or a PDF page) is drawn: of the expected size when
-    given, and not blank (more than ``ink`` of its pixels off white)."""
+    given, and not blank (more than ``ink`` of its pixels off white); returns the share of
+    its pixels off white."""
     from PIL import Image
 
-    def check(png, size=None, ink=0.03) -> None:
+    def check(png, size=None, ink=0.03) -> float:
         pixels = Image.open(png).convert("L")
         if size is not None:
             assert pixels.size == size
         histogram = pixels.histogram()
         assert histogram[255] < (1 - ink) * sum(histogram), f"{png} is blank"
+        return 1 - histogram[255] / sum(histogram)
 
     return check
 
