@@ -2,7 +2,9 @@
 opfgl-cora.yaml and opfgl-citeseer.yaml (Louvain+, 10 clients), -20.yaml (20 clients) and
 -metis.yaml (Metis+, 10 and 20): accuracy and macro-F1 over every class (absent
 classes score 0, as the paper's), client-weighted, mean ± standard deviation over seeds, beside
-the paper's; and the attack table of examples/attacks/opfgl.yaml.
+the paper's; the 100-round FedAvg also scored OpenFGL's way (opfgl-fedavg-openfgl-scoring.yaml:
+pass its store alone, as its cells repeat the suites' 100-round ones); and the attack table of
+examples/attacks/opfgl.yaml.
 
     .venv/bin/python docs/opfgl_tables.py runs/opfgl-cora runs/opfgl-citeseer
     .venv/bin/python docs/opfgl_tables.py --attacks runs/opfgl-attacks
@@ -21,6 +23,7 @@ from workbench.store import CellRow
 ONE_ROUND = "FedAvg, one round + fine-tuning"
 ONE_ROUND_GLOBAL = "FedAvg, one round, global model (no fine-tuning)"
 HUNDRED_ROUNDS = "FedAvg, 100 rounds (paper: Table 8 or 9)"
+HUNDRED_ROUNDS_LOCAL = "FedAvg, 100 rounds, clients' local models (OpenFGL's scoring)"
 # (accuracy, F1) in % per partition (method, clients), dataset and row: Tables 1 and 8
 # (Louvain+, 10), 4 (Louvain+, 20), 5 and 9 (Metis+, 10), 7 (Metis+, 20). The paper runs its
 # one-round FedAvg everywhere and the 100-round one only with 10 clients.
@@ -82,6 +85,7 @@ DATASETS = ("Cora", "CiteSeer")
 ROWS = (
     "Standalone",
     HUNDRED_ROUNDS,
+    HUNDRED_ROUNDS_LOCAL,
     ONE_ROUND,
     ONE_ROUND_GLOBAL,
     "O-pFGL",
@@ -104,7 +108,11 @@ def rows(cell: CellRow) -> list[tuple[str, str]]:
     if target["name"] == "fedavg":
         epochs = params.get("local_epochs", 3)
         if params.get("rounds") != 1:
-            return [(HUNDRED_ROUNDS + ("" if epochs == 3 else swept(epochs)), "")]
+            suffix = "" if epochs == 3 else swept(epochs)
+            scored = [(HUNDRED_ROUNDS + suffix, "")]
+            if params.get("score_local_models"):  # the same cells scored OpenFGL's way too
+                scored.append((HUNDRED_ROUNDS_LOCAL + suffix, "local_"))
+            return scored
         suffix = "" if epochs == 100 else swept(epochs)
         if params.get("fine_tune"):  # the personalised models, and the global one before them
             return [(ONE_ROUND + suffix, ""), (ONE_ROUND_GLOBAL + suffix, "global_")]
@@ -153,7 +161,8 @@ def utility_table(paths: list[str]) -> None:
                 continue
             cols = []
             for ds in DATASETS:
-                p = paper.get(ds, {}).get(row)
+                # the local models' row is a scoring of the paper's 100-round baseline
+                p = paper.get(ds, {}).get(HUNDRED_ROUNDS if row == HUNDRED_ROUNDS_LOCAL else row)
                 pa, pf = (f"{p[0]:.2f}", f"{p[1]:.2f}") if p else ("–", "–")
                 ours_acc, ours_f1 = fmt(acc[(part, ds, row)]), fmt(f1[(part, ds, row)])
                 cols.append(f"{pa} | {ours_acc} | {pf} | {ours_f1}")

@@ -10,10 +10,17 @@ then says it excludes the validation records), and test accuracy is read for tha
 With ``fine_tune`` (node level), each client then fine-tunes the released model on its own
 training nodes and deploys the result: the "FedAvg + FT" baseline of personalised-FL papers
 (O-pFGL's). Utility is the personalised models' on their own clients' test nodes, the global
-model's beside it as ``global_*``."""
+model's beside it as ``global_*``.
+
+With ``score_local_models``, each client's locally trained model of every round is also scored
+on its own validation data, and the best round's on its own test data is reported as
+``local_*``: OpenFGL's default evaluation (``local_model_on_local_data``, run after the
+aggregation but before the clients download the new model), by which papers built on it
+report their FedAvg baselines. Only the figures change; nothing is released from it."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -58,6 +65,7 @@ from workbench.targets.training import (
     make_optimizer,
     release_rule,
     score_graph_clients,
+    score_graph_personalised,
     score_node_clients,
     score_personalised,
     source_aucs,
@@ -101,6 +109,11 @@ class FedAvgConfig(BaseModel):
         None,
         description="node level: each client fine-tunes the released model on its own training "
         "nodes (early-stopped on its validation nodes) and deploys its personalised model",
+    )
+    score_local_models: bool = Field(
+        False,
+        description="official-compat: also report local_* scores, each client's locally "
+        "trained model of the best round on its own data (OpenFGL's default evaluation)",
     )
 
 
@@ -166,6 +179,7 @@ class _FedAvg:
         weights = np.array([self.weight(c) for c in clients], dtype=float)
         history: list[dict[str, float]] = []
         release = Release(release_rule(cfg.release, accounted(defenses)))
+        local_release = Release("best_val")  # OpenFGL's selection of its local models
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
         # length of an encrypted contribution: every float parameter (+ the weight, without DP)
         encrypted_size = update_vector(*[global_model.state_dict()] * 2).numel() + (dp is None)
@@ -237,6 +251,11 @@ class _FedAvg:
             self.after_aggregation(context, r, global_model, uploads, chosen)
             val = self.score(global_model, clients, "val", cfg.eval_dropout)
             history.append({"round": r, "val_accuracy": val["accuracy"]})
+            if cfg.score_local_models:  # the clients' models before they download this round's
+                with torch.random.fork_rng():  # graph loaders draw a seed: training keeps its own
+                    local_val = self.score_each(dict(enumerate(local)), clients, "val")
+                local_release.offer(r, local_val["accuracy"], nn.ModuleList(local))
+                history[-1]["local_val_accuracy"] = local_val["accuracy"]
             release.offer(r, val["accuracy"], global_model)
             report_round(r + 1, cfg.rounds, val_accuracy=val["accuracy"])
 
@@ -254,6 +273,8 @@ class _FedAvg:
             utility["ib_kl_nats"] = ib_kl
         if isinstance(ds, GraphDataset):
             utility.update(source_aucs(global_model, clients, ds))
+        if cfg.score_local_models:
+            utility.update(self.local_scores(local, clients, local_release))
         if cfg.fine_tune is None:
             deployed = dict(enumerate(local))
             query = self.query_api(global_model, federation)
@@ -292,8 +313,11 @@ class _FedAvg:
                 self.name,
                 {
                     # without fine-tuning the recipe's identity, which seeds the reference
-                    # models, is the one it had before the option existed
-                    **cfg.model_dump(exclude=None if cfg.fine_tune else {"fine_tune"}),
+                    # models, is the one it had before the option existed; scoring is not
+                    # part of how the models train
+                    **cfg.model_dump(
+                        exclude={"score_local_models"} | (set() if cfg.fine_tune else {"fine_tune"})
+                    ),
                     "rounds": release.round + 1,
                     "release": "last",
                     "keep_payloads": "none",
@@ -353,6 +377,18 @@ class _FedAvg:
                 f"the rounds, outside what {', '.join(other)} covers; drop fine_tune or the "
                 "defense"
             )
+
+    def local_scores(
+        self, local: Sequence[nn.Module], clients: Sequence[Any], chosen: Release
+    ) -> dict[str, float]:
+        """``local_*``: the clients' local models of the round ``chosen`` kept, each on its own
+        test data (copies: the models deployed stay the last round's)."""
+        kept = copy.deepcopy(nn.ModuleList(local))
+        chosen.load_into(kept)
+        with torch.random.fork_rng():  # as in the rounds: what follows draws what it drew before
+            test = self.score_each(dict(enumerate(kept)), clients, "test")
+        test.update(val_accuracy=chosen.val_accuracy, best_round=float(chosen.round))
+        return {f"local_{m}": v for m, v in test.items()}
 
     # uploads each client makes in ``start``, before the rounds: counted in the ledger
     uploads_before_rounds = 0
@@ -426,6 +462,7 @@ class NodeFedAvg(_FedAvg):
         return 0  # DP-SGD is refused at node level
 
     score = staticmethod(score_node_clients)
+    score_each = staticmethod(score_personalised)
 
     @staticmethod
     def query_api(model: nn.Module, federation: Federation) -> NodeQueryAPI:
@@ -460,6 +497,7 @@ class GraphFedAvg(_FedAvg):
         return 0 if dp_sgd is None else steps_for(dp_sgd, cfg.local_epochs)
 
     score = staticmethod(score_graph_clients)
+    score_each = staticmethod(score_graph_personalised)
 
     @staticmethod
     def query_api(model: nn.Module, federation: Federation) -> GraphQueryAPI:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -209,30 +209,42 @@ def score_node_clients(
     model: nn.Module, clients: Sequence[NodeClient], split: str, dropout: bool = False
 ) -> dict[str, float]:
     """Scores of one model on every client's ``split`` nodes (its local subgraph)."""
-    pairs = []
-    for c in clients:
-        mask = c.data[f"{split}_mask"]
-        pairs.append((c.data.y[mask].numpy(force=True), node_logits(model, c.data, dropout)[mask]))
-    return utility_scores(pairs, full=split == "test")
+    return score_personalised(dict.fromkeys(range(len(clients)), model), clients, split, dropout)
 
 
 def score_personalised(
-    models: dict[int, nn.Module], clients: Sequence[NodeClient]
+    models: Mapping[int, nn.Module],
+    clients: Sequence[NodeClient],
+    split: str = "test",
+    dropout: bool = False,
 ) -> dict[str, float]:
-    """Each client's own model on its own test nodes (on its whole local graph)."""
+    """Each client's own model on its own ``split`` nodes (on its whole local graph)."""
     pairs = []
     for k, c in enumerate(clients):
-        mask = c.data.test_mask
-        pairs.append((c.data.y[mask].numpy(force=True), node_logits(models[k], c.data)[mask]))
-    return utility_scores(pairs)
+        mask = c.data[f"{split}_mask"]
+        logits = node_logits(models[k], c.data, dropout)[mask]
+        pairs.append((c.data.y[mask].numpy(force=True), logits))
+    return utility_scores(pairs, full=split == "test")
 
 
 def score_graph_clients(
     model: nn.Module, clients: Sequence[GraphClient], split: str, dropout: bool = False
 ) -> dict[str, float]:
+    """Scores of one model on every client's ``split`` graphs."""
+    models = dict.fromkeys(range(len(clients)), model)
+    return score_graph_personalised(models, clients, split, dropout)
+
+
+def score_graph_personalised(
+    models: Mapping[int, nn.Module],
+    clients: Sequence[GraphClient],
+    split: str = "test",
+    dropout: bool = False,
+) -> dict[str, float]:
+    """Each client's own model on its own ``split`` graphs."""
     pairs = []
-    for c in clients:
+    for k, c in enumerate(clients):
         graphs = getattr(c, split)
         y = np.array([int(g.y.view(-1)[0]) for g in graphs], dtype=np.int64)
-        pairs.append((y, graph_logits(model, graphs, dropout=dropout)))
+        pairs.append((y, graph_logits(models[k], graphs, dropout=dropout)))
     return utility_scores(pairs, full=split == "test")

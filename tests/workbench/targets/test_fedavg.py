@@ -209,3 +209,35 @@ def test_fine_tuning_is_refused_where_the_deployment_would_escape_its_defense(
     graphs = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, seed=0))
     with pytest.raises(ConfigError, match="fine_tune: local fine-tuning is node level only"):
         FEDAVG.fit(graphs, cfg, [], 0)
+
+
+@pytest.mark.parametrize("level", ["node", "graph"])
+def test_local_models_are_scored_as_openfgl_does_and_change_nothing_released(
+    small_csbm, small_graphs, level
+):
+    """``score_local_models``: each round the clients' locally trained models (before they
+    download the new average) are scored on their own validation data, and the best round's
+    on their own test data is reported as local_*; the released model, its scores and the
+    recipe are those of the run without it."""
+    from workbench.targets.training import score_graph_personalised, score_personalised
+
+    data = small_csbm if level == "node" else small_graphs
+    fed = build_federation(
+        data, make_partition(data, "louvain" if level == "node" else "iid", 3, 0)
+    )
+    plain = FEDAVG.fit(fed, {"rounds": 6}, [], seed=3)
+    scored = FEDAVG.fit(fed, {"rounds": 6, "score_local_models": True}, [], seed=3)
+    for k, v in plain.global_model.state_dict().items():
+        assert torch.equal(v, scored.global_model.state_dict()[k])
+    assert {k: v for k, v in scored.utility.items() if not k.startswith("local_")} == plain.utility
+    assert scored.recipe.identity() == plain.recipe.identity()
+    vals = [h["local_val_accuracy"] for h in scored.history]
+    assert scored.utility["local_best_round"] == int(np.argmax(vals))
+    assert scored.utility["local_val_accuracy"] == max(vals)
+    assert not any("local_" in k for k in plain.utility)
+    # one round: the kept local models are the ones the clients hold at the end
+    one = FEDAVG.fit(fed, {"rounds": 1, "score_local_models": True}, [], seed=3)
+    score = score_personalised if level == "node" else score_graph_personalised
+    expected = score(one.client_models, fed.clients)
+    assert {m: one.utility[f"local_{m}"] for m in expected} == expected
+    assert expected["accuracy"] != one.utility["accuracy"]  # not the global model's figure
