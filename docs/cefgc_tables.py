@@ -2,6 +2,7 @@
 cefgc-table2.yaml, cefgc-across-dataset.yaml, cefgc-across-domain.yaml and cefgc-budget.yaml:
 global-model AUC per dataset (per member in the mixtures) and method beside the paper's, what
 the generator budget changes, FedAvg against the centralised GIN (cefgc-*centralized.yaml),
+FedAvg with GCFL's sharing (each client's input and readout layers its own) against FedAvg,
 and the membership attacks' AUC, as markdown (mean ± population standard deviation over
 seeds).
 
@@ -37,6 +38,7 @@ ACROSS = {  # across-dataset (Protein, Social) and across-domain (Mix) columns, 
 }
 METHODS = ("CeFGC", "CeFGC*", "FedAvg")
 CENTRALISED = "centralised GIN"  # the upper reference: the same GIN on the pooled graphs
+GCFL = "FedAvg, GCFL's sharing"  # input and readout layers kept by each client (keep_local)
 
 
 def method(cell: CellRow) -> str:
@@ -44,6 +46,8 @@ def method(cell: CellRow) -> str:
     params = target.get("params") or {}
     if target["name"] == "centralized":
         return CENTRALISED
+    if target["name"] == "fedavg" and params.get("keep_local"):
+        return GCFL
     if target["name"] == "fedavg":
         epochs = FedAvgConfig(**params).local_epochs
         if epochs != 1:  # the Table 2 rows run one local epoch a round
@@ -105,7 +109,20 @@ def main() -> None:
             if central and fedavg:
                 gap = sum(fedavg) / len(fedavg) - sum(central) / len(central)
                 print(f"| {name} | {fmt(central, 1.0, 3)} | {fmt(fedavg, 1.0, 3)} | {gap:+.3f} |")
-    variants = sorted({(k, m) for k, m in auc if m not in (*METHODS, CENTRALISED) and ":" in k})
+    if any(m == GCFL for _, m in auc):
+        print(
+            "\n| dataset or column: member | FedAvg (paper) | FedAvg, all shared (ours) "
+            f"| {GCFL} (ours) | GCFL's − all shared |"
+        )
+        print("|---|---|---|---|---:|")
+        for name, key, paper in rows:
+            every, gcfl = auc.get((key, "FedAvg")), auc.get((key, GCFL))
+            if gcfl:
+                gap = f"{sum(gcfl) / len(gcfl) - sum(every) / len(every):+.3f}" if every else "–"
+                ours = fmt(every, 1.0, 3) if every else "–"
+                print(f"| {name} | {paper[2]:.2f} | {ours} | {fmt(gcfl, 1.0, 3)} | {gap} |")
+    others = (*METHODS, CENTRALISED, GCFL)
+    variants = sorted({(k, m) for k, m in auc if m not in others and ":" in k})
     if variants:  # mixture members under a method variant (FedAvg releasing its last round)
         print("\n| column: member | method | seeds | AUC |")
         print("|---|---|---:|---|")

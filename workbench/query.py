@@ -7,7 +7,7 @@ graph, so a batch costs one forward pass."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,8 +186,8 @@ class InductiveQueryAPI(NodeAnswers):
 
 @dataclass(frozen=True)
 class Personalised:
-    """A model per client and the client holding each node (population ids; −1: none): what
-    an owner-routed deployment answers with, as an adversary holds one of its own."""
+    """A model per client and the client holding each node or graph (population ids; −1:
+    none): what an owner-routed deployment answers with, as an adversary holds one of its own."""
 
     models: dict[int, nn.Module]
     owner: np.ndarray
@@ -215,20 +215,11 @@ class OwnerRoutedQueryAPI:
     @torch.no_grad()
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         node_ids = np.asarray(node_ids, dtype=np.int64)
-        owner = self._owner[node_ids]
-        out: torch.Tensor | None = None
-        held_by_none = owner < 0
-        for k, api in self._apis.items():
-            pick = (owner == k) | held_by_none
-            if not pick.any():
-                continue
-            answer = api.logits(node_ids[pick], hops)
-            if out is None:
-                out = torch.zeros(node_ids.size, answer.shape[1])
-            rows = torch.as_tensor(np.flatnonzero(pick))
-            share = torch.as_tensor(np.where(held_by_none[pick], 1.0 / len(self._apis), 1.0))
-            out[rows] += answer * share[:, None].float()
-        return out if out is not None else torch.zeros(0)
+        return routed(
+            self._owner[node_ids],
+            lambda k, pick: self._apis[k].logits(node_ids[pick], hops),
+            sorted(self._apis),
+        )
 
     def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
         """The routed answers for every node at each of ``hops``: the querier sees whose
@@ -236,6 +227,26 @@ class OwnerRoutedQueryAPI:
         logits = {h: self.logits(np.arange(self._num_nodes), h) for h in hops}
         refusal = "personalised deployments answer posteriors, not embeddings"
         return AnswerTable(logits, None, None, known, refusal)
+
+
+def routed(
+    owner: np.ndarray, answer: Callable[[int, np.ndarray], torch.Tensor], clients: Sequence[int]
+) -> torch.Tensor:
+    """Each query answered by the model of the client holding it (``answer(k, positions)``:
+    client k's logits of those queries), one held by no client (owner −1) by the mean of
+    every client's answer, as no single deployment owns it."""
+    out: torch.Tensor | None = None
+    held_by_none = owner < 0
+    for k in clients:
+        pick = np.flatnonzero((owner == k) | held_by_none)
+        if not pick.size:
+            continue
+        logits = answer(k, pick)
+        if out is None:
+            out = torch.zeros(owner.size, logits.shape[1])
+        share = torch.as_tensor(np.where(held_by_none[pick], 1.0 / len(clients), 1.0))
+        out[torch.as_tensor(pick)] += logits * share[:, None].float()
+    return out if out is not None else torch.zeros(0)
 
 
 class AnswerTable:
@@ -308,6 +319,37 @@ class GraphQueryAPI:
             fn = self._model.embed if embed else self._model
             out.append(fn(b.x, b.edge_index, b.batch))
         return torch.cat(out) if out else torch.zeros(0)
+
+
+class GraphOwnerRoutedQueryAPI:
+    """Personalised graph-level deployments behind one query interface (GCFL's FedAvg, whose
+    clients keep their own input and readout layers): a graph held by client k is answered by
+    k's own model, one no client holds by the mean of the clients' answers. The querier names
+    each graph it sends by its population id, as a node querier names nodes; whose model
+    answered it sees only through the answers."""
+
+    def __init__(self, models: dict[int, nn.Module], owner: np.ndarray) -> None:
+        self._apis = {k: GraphQueryAPI(m) for k, m in sorted(models.items())}
+        self._owner = np.asarray(owner, dtype=np.int64)
+
+    @property
+    def owner(self) -> np.ndarray:
+        """Graph id → the client whose model answers it (−1: the clients' mean)."""
+        return self._owner.copy()
+
+    @torch.no_grad()
+    def logits(self, graphs: list[Data], ids: np.ndarray) -> torch.Tensor:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.shape != (len(graphs),):
+            raise ValueError(f"ids: one population id per graph ({len(graphs)}), got {ids.shape}")
+        known = ids < self._owner.size
+        owner = np.full(ids.size, -1, dtype=np.int64)
+        owner[known] = self._owner[ids[known]]
+
+        def answer(k: int, pick: np.ndarray) -> torch.Tensor:
+            return self._apis[k].logits([graphs[i] for i in pick])
+
+        return routed(owner, answer, sorted(self._apis))
 
 
 @storable

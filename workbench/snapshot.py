@@ -31,11 +31,12 @@ from accountants.scope import Caveat, NoGuarantee, Scope
 from defenses import applied
 from defenses.metric_dp import EmbeddingRelease, MetricReleases
 from defenses.secure_aggregation import Ciphertext, KeyHolder, SecureAggConfig
-from workbench.data.datasets import NodeDataset
+from workbench.data.datasets import GraphDataset, NodeDataset
 from workbench.data.federation import Federation
 from workbench.errors import ConfigError, NotApplicableError
 from workbench.query import (
     ClientDeployments,
+    GraphOwnerRoutedQueryAPI,
     GraphQueryAPI,
     InductiveQueryAPI,
     NodeQueryAPI,
@@ -144,8 +145,9 @@ def query_data(query: Any, weights: Weights) -> dict[str, Any]:
         return {"kind": "table", "type": type_ref(TableQueryAPI), "table": query._logits.clone()}
     if isinstance(query, EmbeddingRelease):
         return {"kind": "table", "type": type_ref(EmbeddingRelease), "table": query._table.clone()}
-    if isinstance(query, OwnerRoutedQueryAPI):
-        return {"kind": "owner-routed", "owner": torch.as_tensor(query.owner)}
+    if isinstance(query, OwnerRoutedQueryAPI | GraphOwnerRoutedQueryAPI):
+        kind = "owner-routed" if isinstance(query, OwnerRoutedQueryAPI) else "graph-owner-routed"
+        return {"kind": kind, "owner": torch.as_tensor(query.owner)}
     if isinstance(query, InductiveQueryAPI):
         return {
             "kind": "inductive",
@@ -425,7 +427,9 @@ def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
             raise SnapshotError(f"query.mode: expected 'tstf' or 'tsts', got {q.get('mode')!r}")
         return InductiveQueryAPI(model(q.get("model")), ds.data, train, q["mode"])
     if q["kind"] == "owner-routed" and isinstance(ds, NodeDataset):
-        return OwnerRoutedQueryAPI(clients, ds.data, q["owner"].numpy(force=True))
+        return OwnerRoutedQueryAPI(clients, ds.data, _owner(q.get("owner"), ds.num_items, clients))
+    if q["kind"] == "graph-owner-routed" and isinstance(ds, GraphDataset):
+        return GraphOwnerRoutedQueryAPI(clients, _owner(q.get("owner"), ds.num_items, clients))
     return UnavailableQuery(q.get("type", q["kind"]))
 
 
@@ -437,6 +441,18 @@ def _node_ids(value: Any, num_nodes: int, field: str) -> np.ndarray:
     if not ok or (ids.size and (ids.min() < 0 or ids.max() >= num_nodes)):
         raise SnapshotError(f"{field}: expected a 1-D integer tensor of node ids < {num_nodes}")
     return ids
+
+
+def _owner(value: Any, num_items: int, clients: dict) -> np.ndarray:
+    """A stored owner table, checked: one entry per item, each a stored client or −1."""
+    ok = isinstance(value, torch.Tensor) and value.shape == (num_items,)
+    ok = ok and value.dtype in (torch.int32, torch.int64)
+    owner = value.numpy(force=True).astype(np.int64) if ok else np.zeros(0, dtype=np.int64)
+    if not ok or not np.isin(owner, [-1, *clients]).all():
+        raise SnapshotError(
+            f"query.owner: expected a 1-D integer tensor of {num_items} client ids (or -1)"
+        )
+    return owner
 
 
 class UnavailableQuery:

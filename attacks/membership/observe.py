@@ -20,6 +20,7 @@ from attacks.base import AttackInput, AttackOutput, Candidates
 from defenses.metric_dp import EmbeddingRelease
 from workbench.errors import NotApplicableError
 from workbench.query import (
+    GraphOwnerRoutedQueryAPI,
     GraphQueryAPI,
     NodeQueryAPI,
     OwnerRoutedQueryAPI,
@@ -52,12 +53,14 @@ class QueryConfig(BaseModel):
 
 def model_api(
     model: nn.Module | Personalised, knowledge: BackgroundKnowledge
-) -> QueryAPI | OwnerRoutedQueryAPI:
-    """A query API over a model the adversary holds itself (a model per client: each node
-    answered by its owner's, as the target it mirrors answers)."""
-    if knowledge.level == "node" or isinstance(model, Personalised):
-        assert knowledge.graph is not None, "personalised deployments are node-level"
+) -> QueryAPI | OwnerRoutedQueryAPI | GraphOwnerRoutedQueryAPI:
+    """A query API over a model the adversary holds itself (a model per client: each node or
+    graph answered by its owner's, as the target it mirrors answers)."""
+    if knowledge.level == "node":
+        assert knowledge.graph is not None, "node-level models answer on the population graph"
         return node_api(model, knowledge.graph)
+    if isinstance(model, Personalised):
+        return GraphOwnerRoutedQueryAPI(model.models, model.owner)
     return GraphQueryAPI(model)
 
 
@@ -101,6 +104,16 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
         apis = {}
         for sender, state in sorted(last.items()):
             model = view.spec.build()
+            kept = sorted(
+                {k.split(".", 1)[0] for k in model.state_dict()}
+                - {k.split(".", 1)[0] for k in state}
+            )
+            if kept:
+                raise NotApplicableError(
+                    f"{attack}: not applicable: the uploads leave out the modules each client "
+                    f"keeps to itself ({', '.join(kept)}), so the server holds no model that "
+                    "answers"
+                )
             model.load_state_dict(state)
             apis[sender] = model_api(model, inp.knowledge)
         return apis
@@ -111,6 +124,8 @@ def query(api: QueryAPI, records: Candidates, hops: int) -> torch.Tensor:
     """Logits of ``records``: node queries with ``hops``-hop neighbourhoods, or graphs."""
     if isinstance(api, GraphQueryAPI):
         return api.logits(list(records.graphs))
+    if isinstance(api, GraphOwnerRoutedQueryAPI):  # routed by the graphs' population ids
+        return api.logits(list(records.graphs), records.ids)
     return api.logits(records.ids, hops)
 
 

@@ -42,7 +42,7 @@ from workbench.data.federation import build_federation
 from workbench.data.partition import PARTITIONERS, ClientPart, Partition
 from workbench.errors import ConfigError
 from workbench.models import ModelSpec
-from workbench.query import OwnerRoutedQueryAPI, Personalised
+from workbench.query import GraphOwnerRoutedQueryAPI, OwnerRoutedQueryAPI, Personalised
 from workbench.seeding import derive_seed
 from workbench.targets import TARGETS, TrainedTarget
 from workbench.targets.batched import batchable, train_shared
@@ -96,10 +96,11 @@ def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.
 
 def released_state(trained: TrainedTarget) -> dict[str, torch.Tensor]:
     """The weights a model answers with: the global model's and, where the target deploys a
-    model per client answering each node by its owner's (FedAvg's ``fine_tune``, O-pFGL),
-    also every client's under ``client.<k>.`` and the owner table (item → client)."""
+    model per client answering each node or graph by its owner's (FedAvg's ``fine_tune`` and
+    ``keep_local``, O-pFGL), also every client's under ``client.<k>.`` and the owner table
+    (item → client)."""
     state = trained.global_model.state_dict()
-    if isinstance(trained.query, OwnerRoutedQueryAPI):
+    if isinstance(trained.query, OwnerRoutedQueryAPI | GraphOwnerRoutedQueryAPI):
         for k, model in trained.client_models.items():
             state.update({f"{CLIENT}{k}.{name}": t for name, t in model.state_dict().items()})
         state[OWNER] = torch.as_tensor(trained.query.owner)
@@ -114,9 +115,9 @@ def answering_model(
     deployed: bool,
 ) -> nn.Module | Personalised:
     """The model ``released_state`` kept, rebuilt: the personalised deployment where there
-    is one and the adversary queries ``deployed`` models (it routes the population graph's
-    nodes, each record by the client that held it, every other node to none), else the
-    global model (what a server observes: the clients' uploads before fine-tuning)."""
+    is one and the adversary queries ``deployed`` models (it routes each record by the client
+    that held it, every other node or graph to none), else the global model (what a server
+    observes: the clients' uploads before fine-tuning)."""
     weights: dict[int, dict[str, torch.Tensor]] = {}
     shared = {}
     for key, t in state.items():
@@ -129,13 +130,13 @@ def answering_model(
         model = spec.build()
         model.load_state_dict(shared)
         return model.eval()
-    assert graph is not None, "personalised deployments are node-level"
     models = {}
     for k, w in weights.items():
         models[k] = spec.build()
         models[k].load_state_dict(w)
         models[k].eval()
-    owner = np.full(graph.num_nodes, -1, dtype=np.int64)
+    population = graph.num_nodes if graph is not None else int(records.ids.max(initial=-1)) + 1
+    owner = np.full(population, -1, dtype=np.int64)
     owner[records.ids] = state[OWNER].numpy(force=True)  # item i of the dataset is record i
     return Personalised(models, owner)
 
@@ -439,12 +440,14 @@ def features_digest(records: Candidates, graph: Data | None) -> str:
 
 def federation_of(level: str, shards: list[np.ndarray], members: np.ndarray) -> Partition:
     """One model's federation: each shard is a client whose training records are its members;
-    at node level the other records stay in its graph unlabelled. Clients with no member are
-    left out (they would have nothing to train on)."""
+    the client holds the others too, as the target's clients hold their non-member (test)
+    records: at node level unlabelled in its graph, at graph level as test graphs, so a
+    personalised deployment answers them by that client's model, as the target answers its
+    clients' test graphs. Clients with no member are left out (nothing to train on)."""
     clients = []
     for shard in shards:
         train = shard[members[shard]]
         if train.size:
-            ids = shard if level == "node" else train
-            clients.append(ClientPart(len(clients), ids, train, EMPTY, EMPTY))
+            test = EMPTY if level == "node" else shard[~members[shard]]
+            clients.append(ClientPart(len(clients), shard, train, EMPTY, test))
     return Partition(level, "adversary", tuple(clients), EMPTY)

@@ -103,6 +103,30 @@ def test_attacks_run_later_equal_attacks_run_in_the_suite(tmp_path):
     assert api.attack(tmp_path / "later", ATTACKS) == (0, 0)  # stored already: skipped
 
 
+def test_a_graph_level_personalised_deployment_is_attacked_offline_as_in_the_suite(tmp_path):
+    """GCFL's FedAvg deploys each client's own model: the snapshot keeps them and the owner
+    table, so membership attacks run later score what they scored in the suite."""
+    suite = {
+        **BASE,
+        "datasets": [{"name": "synthetic-graphs", "params": {"num_graphs": 90}}],
+        "partitions": [{"method": "iid", "num_clients": 3}],
+        "targets": [{"name": "fedavg", "params": {"rounds": 2, "keep_local": ["project", "head"]}}],
+    }
+    attacks = [
+        {"name": "mia-threshold"},
+        {"name": "mia-threshold", "params": {"adversary": "server"}},
+    ]
+    api.run_suite({**suite, "attacks": attacks}, tmp_path / "together")
+    api.run_suite(suite, tmp_path / "later")
+    args = ["attack", str(tmp_path / "later")]
+    for a in attacks:
+        args += ["--attack", a["name"], "--params", json.dumps(a.get("params", {}))]
+    assert main(args) == 0
+    assert metrics(tmp_path / "later") == metrics(tmp_path / "together")
+    statuses = sorted(status for status, _ in metrics(tmp_path / "later").values())
+    assert statuses == ["not_applicable", "ok"]  # the server holds only the convolutions
+
+
 def test_snapshots_hold_plain_data_only(tmp_path):
     api.run_suite(BASE, tmp_path)
     for path in (tmp_path / "targets").glob("*.pt"):

@@ -64,7 +64,7 @@ def schedule_of(recipe: TrainingRecipe) -> Schedule | None:
         cfg = FedAvgConfig(**recipe.config)
         if cfg.client_fraction != 1.0 or cfg.eval_dropout or cfg.release != "last":
             return None
-        if cfg.fine_tune is not None:  # personalised models after the rounds: not this loop
+        if cfg.fine_tune is not None or cfg.keep_local:  # personalised models: not this loop
             return None
         return Schedule(
             "fedavg",

@@ -12,6 +12,12 @@ training nodes and deploys the result: the "FedAvg + FT" baseline of personalise
 (O-pFGL's). Utility is the personalised models' on their own clients' test nodes, the global
 model's beside it as ``global_*``.
 
+With ``keep_local`` (graph level), the named modules stay with each client: only the others
+are uploaded and averaged, and each client deploys its own model, the shared modules with its
+own. GCFL's code, from which CeFGC's FedAvg figures come, shares only the GIN convolutions
+(``keep_local: [project, head]``). Utility is then each client's model on its own data, and
+every round is selected on the clients' own models' validation scores.
+
 With ``score_local_models``, each client's locally trained model of every round is also scored
 on its own validation data, and the best round's on its own test data is reported as
 ``local_*``: OpenFGL's default evaluation (``local_model_on_local_data``, run after the
@@ -54,7 +60,13 @@ from workbench.device import seeded_generator
 from workbench.errors import ConfigError
 from workbench.models import ModelConfig, ModelSpec
 from workbench.progress import report_round
-from workbench.query import GraphQueryAPI, NodeQueryAPI, OwnerRoutedQueryAPI, serve
+from workbench.query import (
+    GraphOwnerRoutedQueryAPI,
+    GraphQueryAPI,
+    NodeQueryAPI,
+    OwnerRoutedQueryAPI,
+    serve,
+)
 from workbench.seeding import derive_seed, seed_everything
 from workbench.targets.base import TARGETS, TrainedTarget
 from workbench.targets.fine_tuning import StageConfig, fine_tuned
@@ -110,6 +122,11 @@ class FedAvgConfig(BaseModel):
         description="node level: each client fine-tunes the released model on its own training "
         "nodes (early-stopped on its validation nodes) and deploys its personalised model",
     )
+    keep_local: list[str] = Field(
+        default_factory=list,
+        description="graph level: modules (by name: project, convs, head) each client keeps to "
+        "itself, neither uploaded nor averaged; GCFL's code keeps [project, head]",
+    )
     score_local_models: bool = Field(
         False,
         description="official-compat: also report local_* scores, each client's locally "
@@ -120,6 +137,19 @@ class FedAvgConfig(BaseModel):
 # Secure aggregation changes the model only by its grid rounding, so references train without
 # it rather than pay for encryption N times; metric-DP acts on the release, not the training.
 NOT_IN_RECIPE = ("secure-aggregation", "metric-dp")
+
+
+def shared_part(state: dict[str, torch.Tensor], keep_local: Sequence[str]) -> dict:
+    """The entries of a model's state outside the modules its client keeps to itself."""
+    return {k: v for k, v in state.items() if k.split(".", 1)[0] not in keep_local}
+
+
+def recipe_excludes(cfg: FedAvgConfig) -> set[str]:
+    """Fields left out of the recipe: how it is scored, and the options left off, so a
+    recipe's identity (which seeds the reference models) is the one it had before they
+    existed."""
+    unset = {"fine_tune"} if cfg.fine_tune is None else set()
+    return {"score_local_models"} | unset | ({"keep_local"} if not cfg.keep_local else set())
 
 
 def weighted_update(local: dict, reference: dict, weight: float) -> torch.Tensor:
@@ -145,7 +175,7 @@ class _FedAvg:
     ) -> TrainedTarget:
         require_noise(self.name, defenses)
         cfg = self.config(config)
-        self.check_fine_tune(cfg, defenses)
+        self.check_personalisation(cfg, defenses)
         on = {d.name: d.config for d in defenses}
         dp, dp_sgd, gauss = on.get("dp-fedavg"), on.get("dp-sgd"), on.get("gaussian-upload")
         ib, mdp = on.get("information-bottleneck"), on.get("metric-dp")
@@ -157,6 +187,7 @@ class _FedAvg:
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
         make = spec.build
         global_model = make()
+        self.check_personalisation(cfg, defenses, global_model)
         clients = federation.clients
         transcript = Transcript(cfg.keep_payloads)
         ib_kl = None
@@ -190,6 +221,14 @@ class _FedAvg:
                 return upload
             return privatize(upload, gauss, noise).reshape(upload.shape)
 
+        # what the rounds select and release: the global model, or every client's own
+        released = nn.ModuleList(local) if cfg.keep_local else global_model
+
+        def scores(split: str) -> dict[str, float]:
+            if cfg.keep_local:
+                return self.score_each(dict(enumerate(local)), clients, split, cfg.eval_dropout)
+            return self.score(global_model, clients, split, cfg.eval_dropout)
+
         context = self.start(federation, clients, global_model, transcript, cfg, seed, protect)
         if gauss is not None:
             noisy_uploads += self.uploads_before_rounds
@@ -199,18 +238,18 @@ class _FedAvg:
             else:  # Poisson sampling, as the subsampled-Gaussian accountant assumes
                 chosen = np.flatnonzero(rng.random(len(clients)) < cfg.client_fraction)
             server_load[chosen] += 1.0 if secure is None else 1.0 / max(len(chosen), 1)
-            state = global_model.state_dict()
+            state = shared_part(global_model.state_dict(), cfg.keep_local)
             if secure is None or r == 0:  # under secure aggregation clients decrypt the model
                 transcript.broadcast(
                     r, SERVER, [client(k) for k in chosen.tolist()], MODEL_WEIGHTS, state
                 )
             uploads = []
             for k in chosen.tolist():
-                local[k].load_state_dict(state)
+                local[k].load_state_dict(state, strict=not cfg.keep_local)
                 if not cfg.persistent_optimizer:
                     opts[k] = optimizer(k)
                 dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
-                upload = local[k].state_dict()
+                upload = shared_part(local[k].state_dict(), cfg.keep_local)
                 if gauss is not None:  # clipped and noised before it leaves the client
                     noisy = privatize(update_vector(upload, state), gauss, noise)
                     upload = apply_update(state, noisy)
@@ -233,7 +272,8 @@ class _FedAvg:
                     transcript.send(r, client(k), SERVER, CIPHERTEXT, ciphertext)
                     uploads.append(ciphertext)
             if dp is None and secure is None:
-                global_model.load_state_dict(average_states(uploads, weights[chosen]))
+                average = average_states(uploads, weights[chosen])
+                global_model.load_state_dict(average, strict=not cfg.keep_local)
             elif secure is None:
                 expected = cfg.client_fraction * len(clients)
                 global_model.load_state_dict(server_aggregate(state, uploads, dp, expected, noise))
@@ -249,18 +289,27 @@ class _FedAvg:
                 )
                 global_model.load_state_dict(apply_update(state, mean))
             self.after_aggregation(context, r, global_model, uploads, chosen)
-            val = self.score(global_model, clients, "val", cfg.eval_dropout)
-            history.append({"round": r, "val_accuracy": val["accuracy"]})
             if cfg.score_local_models:  # the clients' models before they download this round's
                 with torch.random.fork_rng():  # graph loaders draw a seed: training keeps its own
                     local_val = self.score_each(dict(enumerate(local)), clients, "val")
                 local_release.offer(r, local_val["accuracy"], nn.ModuleList(local))
+            if cfg.keep_local:  # every client downloads the shared modules: its deployment
+                downloaded = shared_part(global_model.state_dict(), cfg.keep_local)
+                for model in local:
+                    model.load_state_dict(downloaded, strict=False)
+            val = scores("val")
+            history.append({"round": r, "val_accuracy": val["accuracy"]})
+            if cfg.score_local_models:
                 history[-1]["local_val_accuracy"] = local_val["accuracy"]
-            release.offer(r, val["accuracy"], global_model)
+            release.offer(r, val["accuracy"], released)
             report_round(r + 1, cfg.rounds, val_accuracy=val["accuracy"])
 
-        release.load_into(global_model)
-        test = self.score(global_model, clients, "test", cfg.eval_dropout)
+        release.load_into(released)
+        if cfg.keep_local:  # the server's model: the shared modules (its own are unused)
+            global_model.load_state_dict(
+                shared_part(local[0].state_dict(), cfg.keep_local), strict=False
+            )
+        test = scores("test")
         utility = {
             "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"],
@@ -272,10 +321,14 @@ class _FedAvg:
         if ib_kl is not None:
             utility["ib_kl_nats"] = ib_kl
         if isinstance(ds, GraphDataset):
-            utility.update(source_aucs(global_model, clients, ds))
+            deployment = dict(enumerate(local)) if cfg.keep_local else global_model
+            utility.update(source_aucs(deployment, clients, ds))
         if cfg.score_local_models:
             utility.update(self.local_scores(local, clients, local_release))
-        if cfg.fine_tune is None:
+        if cfg.keep_local:
+            deployed = dict(enumerate(local))
+            query = GraphOwnerRoutedQueryAPI(deployed, federation.partition.owner(ds.num_items))
+        elif cfg.fine_tune is None:
             deployed = dict(enumerate(local))
             query = self.query_api(global_model, federation)
         else:
@@ -315,9 +368,7 @@ class _FedAvg:
                     # without fine-tuning the recipe's identity, which seeds the reference
                     # models, is the one it had before the option existed; scoring is not
                     # part of how the models train
-                    **cfg.model_dump(
-                        exclude={"score_local_models"} | (set() if cfg.fine_tune else {"fine_tune"})
-                    ),
+                    **cfg.model_dump(exclude=recipe_excludes(cfg)),
                     "rounds": release.round + 1,
                     "release": "last",
                     "keep_payloads": "none",
@@ -353,7 +404,7 @@ class _FedAvg:
         when every client takes part in every round (``client_fraction: 1``) or the count
         does not enter (central DP-FedAvg)."""
         cfg = self.config(config)
-        self.check_fine_tune(cfg, defenses)
+        self.check_personalisation(cfg, defenses)
         on = {d.name: d.config for d in defenses}
         steps = cfg.rounds * self.dp_steps_per_round(cfg, on.get("dp-sgd"))
         secure = "secure-aggregation" in on
@@ -361,22 +412,41 @@ class _FedAvg:
         ledger = self.ledger(cfg, defenses, steps, uploads, float(cfg.rounds), secure)
         return with_selection_caveat(ledger, release_rule(cfg.release, accounted(defenses)))
 
-    def check_fine_tune(self, cfg: FedAvgConfig, defenses: Sequence[Any]) -> None:
-        """Fine-tuning is node level, and uses each client's data after the rounds, outside
-        every mechanism the ledger accounts for and past what the IB or metric-DP transform:
-        it is refused beside any defense but secure aggregation (which it leaves intact, as
-        the aggregate is what that protects)."""
-        if cfg.fine_tune is None:
-            return
-        if self.level != "node":
-            raise ConfigError("fine_tune: local fine-tuning is node level only")
-        other = sorted(d.name for d in defenses if d.name != "secure-aggregation")
-        if other:
-            raise ConfigError(
-                f"fine_tune: the deployed models would be trained on each client's data after "
-                f"the rounds, outside what {', '.join(other)} covers; drop fine_tune or the "
-                "defense"
-            )
+    def check_personalisation(
+        self, cfg: FedAvgConfig, defenses: Sequence[Any], model: nn.Module | None = None
+    ) -> None:
+        """Fine-tuning (node level) and local modules (graph level) deploy models trained on
+        each client's data outside every mechanism the ledger accounts for and past what the
+        IB or metric-DP transform: refused beside any defense, but secure aggregation beside
+        fine-tuning (which leaves the aggregate it protects intact). Local modules must name
+        modules of ``model`` and leave one to share."""
+        for name, on, level in (
+            ("fine_tune", cfg.fine_tune, "node"),
+            ("keep_local", cfg.keep_local, "graph"),
+        ):
+            if not on:
+                continue
+            if self.level != level:
+                raise ConfigError(
+                    f"{name}: {level} level only (the federation is {self.level} level)"
+                )
+            allowed = {"secure-aggregation"} if name == "fine_tune" else set()
+            other = sorted(d.name for d in defenses if d.name not in allowed)
+            if other:
+                raise ConfigError(
+                    f"{name}: the deployed models would be trained on each client's data "
+                    f"outside what {', '.join(other)} covers; drop {name} or the defense"
+                )
+        if model is not None and cfg.keep_local:
+            modules = [n for n, _ in model.named_children()]
+            unknown = sorted(set(cfg.keep_local) - set(modules))
+            if unknown:
+                raise ConfigError(
+                    f"keep_local: {', '.join(unknown)} is not a module of the model "
+                    f"(expected some of: {', '.join(modules)})"
+                )
+            if set(modules) <= set(cfg.keep_local):
+                raise ConfigError("keep_local: every module is kept local, nothing is shared")
 
     def local_scores(
         self, local: Sequence[nn.Module], clients: Sequence[Any], chosen: Release

@@ -176,15 +176,23 @@ def pooled_auc(per_client: Sequence[tuple[np.ndarray, torch.Tensor]]) -> float:
 
 
 def source_aucs(
-    model: nn.Module, clients: Sequence[GraphClient], dataset: GraphDataset
+    models: nn.Module | Mapping[int, nn.Module],
+    clients: Sequence[GraphClient],
+    dataset: GraphDataset,
 ) -> dict[str, float]:
     """For a mixture of datasets (``graph-mixture``), each member's test AUC over its own
     classes, the per-dataset columns of cross-dataset papers: the member's test graphs'
-    logits restricted to its label range. Empty for a single dataset."""
+    logits restricted to its label range, from one model or each client's own on its own
+    graphs. Empty for a single dataset."""
     graphs = [g for c in clients for g in c.test]
     if not dataset.source_names or not graphs:
         return {}
-    logits = graph_logits(model, graphs)
+    if isinstance(models, nn.Module):
+        logits = graph_logits(models, graphs)
+    else:
+        logits = torch.cat(
+            [graph_logits(models[k], c.test) for k, c in enumerate(clients) if c.test]
+        )
     y = np.array([int(g.y.view(-1)[0]) for g in graphs], dtype=np.int64)
     source = np.array([int(getattr(g, "source", 0)) for g in graphs])
     out = {}

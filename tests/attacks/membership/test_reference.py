@@ -57,7 +57,10 @@ def test_reference_federation_mirrors_the_target():
     assert [c.train.tolist() for c in node.clients] == [[1, 3], [5]]  # memberless client dropped
     assert node.clients[0].ids.tolist() == [0, 1, 2, 3]  # non-members stay, unlabelled
     graph = federation_of("graph", shards, members)
-    assert graph.clients[0].ids.tolist() == [1, 3]  # a graph client holds only what it trains on
+    assert [c.train.tolist() for c in graph.clients] == [[1, 3], [5]]
+    # a graph client holds its non-members as test graphs, as the target's clients do
+    assert graph.clients[0].ids.tolist() == [0, 1, 2, 3]
+    assert [c.test.tolist() for c in graph.clients] == [[0, 2], [4, 6]]
 
 
 def test_pool_trains_once_for_attacks_that_share_models(cell):
@@ -259,3 +262,55 @@ def test_a_personalised_shadow_answers_on_the_induced_graph_by_each_records_owne
         mine = shadow.owner[part.ids] == k
         expected = NodeQueryAPI(model, own).logits(np.flatnonzero(mine), 1)
         assert mine.any() and torch.equal(got[torch.as_tensor(mine)], expected)
+
+
+@pytest.fixture(scope="module")
+def local_modules_cell(small_graphs):
+    """GCFL's FedAvg: each client keeps its input and readout layers, and deploys its own."""
+    fed = build_federation(
+        small_graphs, make_partition(small_graphs, "iid", 2, 0, aux_fraction=0.3)
+    )
+    config = {"rounds": 2, "local_epochs": 2, "keep_local": ["project", "head"]}
+    return fed, TARGETS.get("fedavg").fit(fed, config, [], seed=0)
+
+
+def test_references_of_a_graph_level_personalised_target_route_each_graph_to_its_owner(
+    local_modules_cell,
+):
+    from workbench.query import GraphOwnerRoutedQueryAPI, GraphQueryAPI
+
+    fed, trained = local_modules_cell
+    assert schedule_of(trained.recipe) is None
+    inp = cell_input(local_modules_cell, ReferencePool(jobs=1, seed=3))
+    know, aux = inp.knowledge, inp.knowledge.aux
+    inclusion = np.zeros((1, aux.ids.size), bool)
+    inclusion[0, ::2] = True
+    (ref,) = reference.trained_models(inp, "references", aux, inclusion)
+    assert isinstance(ref, Personalised) and sorted(ref.models) == [0, 1]
+    assert sorted(np.flatnonzero(ref.owner >= 0)) == sorted(aux.ids)
+    api = reference.model_api(ref, know)
+    assert isinstance(api, GraphOwnerRoutedQueryAPI)
+    routed = reference.query(api, aux, 0)
+    for k, model in ref.models.items():
+        mine = ref.owner[aux.ids] == k
+        own = GraphQueryAPI(model).logits([g for g, m in zip(aux.graphs, mine, strict=True) if m])
+        assert torch.equal(routed[torch.as_tensor(mine)], own)
+
+
+def test_membership_attacks_run_against_a_graph_level_personalised_target(local_modules_cell):
+    from workbench.errors import NotApplicableError
+
+    fed, trained = local_modules_cell
+    inp = cell_input(local_modules_cell, ReferencePool(jobs=1, seed=3))
+    lira, shadow = ATTACKS.get("mia-lira"), ATTACKS.get("mia-shadow")
+    threshold = ATTACKS.get("mia-threshold")
+    for out in (
+        threshold.run(inp, threshold.Config(), seed=0),
+        lira.run(inp, lira.Config(num_references=2), seed=0),
+        shadow.run(inp, shadow.Config(num_shadows=2, setting="disjoint"), seed=0),
+    ):
+        assert np.isfinite(out.scores).all() and out.scores.shape == inp.candidates.ids.shape
+    # the server received the convolutions only: no model of its own answers
+    on_server = dataclasses.replace(inp, view=server_view(trained, fed))
+    with pytest.raises(NotApplicableError, match="keeps to itself \\(head, project\\)"):
+        threshold.run(on_server, threshold.Config(adversary="server"), seed=0)

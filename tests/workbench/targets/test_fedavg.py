@@ -207,8 +207,19 @@ def test_fine_tuning_is_refused_where_the_deployment_would_escape_its_defense(
     with pytest.raises(ConfigError, match="fine_tune"):
         FEDAVG.planned_ledger(fed, cfg, [dp])
     graphs = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, seed=0))
-    with pytest.raises(ConfigError, match="fine_tune: local fine-tuning is node level only"):
+    with pytest.raises(ConfigError, match="fine_tune: node level only"):
         FEDAVG.fit(graphs, cfg, [], 0)
+    # local modules: graph level, beside no defense, naming modules of the model
+    local = {"rounds": 1, "keep_local": ["project", "head"]}
+    with pytest.raises(ConfigError, match="keep_local: graph level only"):
+        FEDAVG.fit(fed, local, [], 0)
+    sa = applied("secure-aggregation", {})
+    with pytest.raises(ConfigError, match="keep_local: .*outside what secure-aggregation covers"):
+        FEDAVG.planned_ledger(graphs, local, [sa])
+    with pytest.raises(ConfigError, match="keep_local: readout is not a module of the model"):
+        FEDAVG.fit(graphs, {"rounds": 1, "keep_local": ["readout"]}, [], 0)
+    with pytest.raises(ConfigError, match="every module is kept local"):
+        FEDAVG.fit(graphs, {"rounds": 1, "keep_local": ["project", "convs", "head"]}, [], 0)
 
 
 @pytest.mark.parametrize("level", ["node", "graph"])
@@ -241,3 +252,64 @@ def test_local_models_are_scored_as_openfgl_does_and_change_nothing_released(
     expected = score(one.client_models, fed.clients)
     assert {m: one.utility[f"local_{m}"] for m in expected} == expected
     assert expected["accuracy"] != one.utility["accuracy"]  # not the global model's figure
+
+
+@pytest.fixture(scope="module")
+def local_modules_run(small_graphs):
+    """GCFL's FedAvg: only the GIN convolutions are shared."""
+    fed = build_federation(small_graphs, make_partition(small_graphs, "iid", 3, seed=0))
+    cfg = {"rounds": 4, "lr": 0.005, "keep_local": ["project", "head"]}
+    return fed, FEDAVG.fit(fed, cfg, [], seed=0)
+
+
+def test_local_modules_are_neither_uploaded_nor_averaged(local_modules_run):
+    from workbench.transcript import MODEL_WEIGHTS
+
+    fed, trained = local_modules_run
+    weights = [m for m in trained.transcript.messages if m.kind == MODEL_WEIGHTS]
+    kept = [m for m in weights if m.payload is not None]  # the last round's
+    assert len(kept) == 6  # three downloads, three uploads
+    for m in kept:  # up and down: the convolutions only
+        assert {k.split(".", 1)[0] for k in m.payload} == {"convs"}
+    convs = sum(v.numel() * v.element_size() for v in kept[0].payload.values())
+    assert {m.nbytes for m in weights} == {convs}  # every round's messages too
+    models = trained.client_models
+    assert sorted(models) == [0, 1, 2]
+    shared = trained.global_model.state_dict()
+    for k, model in models.items():
+        state = model.state_dict()
+        for name, v in state.items():
+            if name.startswith("convs."):
+                assert torch.equal(v, shared[name]), (k, name)
+        other = models[(k + 1) % 3].state_dict()
+        assert not torch.equal(state["head.weight"], other["head.weight"])
+        assert not torch.equal(state["project.weight"], other["project.weight"])
+
+
+def test_local_modules_deploy_and_score_each_clients_own_model(local_modules_run):
+    from workbench.query import GraphOwnerRoutedQueryAPI, GraphQueryAPI
+    from workbench.targets.training import score_graph_personalised
+
+    fed, trained = local_modules_run
+    expected = score_graph_personalised(trained.client_models, fed.clients)
+    assert {m: trained.utility[m] for m in expected} == expected
+    vals = [h["val_accuracy"] for h in trained.history]
+    assert trained.utility["best_round"] == int(np.argmax(vals))
+    assert isinstance(trained.query, GraphOwnerRoutedQueryAPI)
+    owner = fed.partition.owner(fed.dataset.num_items)
+    ids = np.arange(fed.dataset.num_items)
+    graphs = [fed.dataset.graphs[i] for i in ids]
+    routed = trained.query.logits(graphs, ids)
+    for k, model in trained.client_models.items():
+        mine = np.flatnonzero(owner == k)
+        own = GraphQueryAPI(model).logits([graphs[i] for i in mine])
+        torch.testing.assert_close(routed[torch.as_tensor(mine)], own)
+    # a graph no client holds: the mean of the clients' answers
+    outside = trained.query.logits(graphs[:1], np.array([fed.dataset.num_items + 5]))
+    mean = sum(GraphQueryAPI(m).logits(graphs[:1]) for m in trained.client_models.values()) / 3
+    torch.testing.assert_close(outside, mean)
+    # the recipe retrains the same deployment
+    again = FEDAVG.fit(fed, trained.recipe.config, [], seed=0)
+    for k, model in trained.client_models.items():
+        for n, v in model.state_dict().items():
+            torch.testing.assert_close(again.client_models[k].state_dict()[n], v, rtol=0, atol=0)
