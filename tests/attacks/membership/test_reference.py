@@ -180,6 +180,18 @@ def fine_tuned_cell(small_csbm):
     return fed, TARGETS.get("fedavg").fit(fed, config, [], seed=0)
 
 
+def personalised_reference(cell) -> tuple[AttackInput, Personalised, np.ndarray]:
+    """One reference of a two-client personalised target, trained on every other record of
+    the pool: the attack input, the reference and its inclusion row."""
+    inp = cell_input(cell, ReferencePool(jobs=1, seed=3))
+    aux = inp.knowledge.aux
+    inclusion = np.zeros((1, aux.ids.size), bool)
+    inclusion[0, ::2] = True
+    (ref,) = reference.trained_models(inp, "references", aux, inclusion)
+    assert isinstance(ref, Personalised) and sorted(ref.models) == [0, 1]
+    return inp, ref, inclusion
+
+
 def test_references_of_a_personalised_target_answer_each_record_by_its_owners_model(
     fine_tuned_cell,
 ):
@@ -188,12 +200,8 @@ def test_references_of_a_personalised_target_answer_each_record_by_its_owners_mo
     reference client holding it), not the global model before fine-tuning."""
     fed, trained = fine_tuned_cell
     assert schedule_of(trained.recipe) is None  # the batched loop does not fine-tune
-    inp = cell_input(fine_tuned_cell, ReferencePool(jobs=1, seed=3))
+    inp, ref, inclusion = personalised_reference(fine_tuned_cell)
     know, aux = inp.knowledge, inp.knowledge.aux
-    inclusion = np.zeros((1, aux.ids.size), bool)
-    inclusion[0, ::2] = True
-    (ref,) = reference.trained_models(inp, "references", aux, inclusion)
-    assert isinstance(ref, Personalised) and sorted(ref.models) == [0, 1]
     held = ref.owner >= 0
     assert sorted(np.flatnonzero(held)) == sorted(aux.ids)  # the records, and nothing else
     routed = reference.model_api(ref, know).logits(aux.ids)
@@ -281,12 +289,8 @@ def test_references_of_a_graph_level_personalised_target_route_each_graph_to_its
 
     fed, trained = local_modules_cell
     assert schedule_of(trained.recipe) is None
-    inp = cell_input(local_modules_cell, ReferencePool(jobs=1, seed=3))
+    inp, ref, _ = personalised_reference(local_modules_cell)
     know, aux = inp.knowledge, inp.knowledge.aux
-    inclusion = np.zeros((1, aux.ids.size), bool)
-    inclusion[0, ::2] = True
-    (ref,) = reference.trained_models(inp, "references", aux, inclusion)
-    assert isinstance(ref, Personalised) and sorted(ref.models) == [0, 1]
     assert sorted(np.flatnonzero(ref.owner >= 0)) == sorted(aux.ids)
     api = reference.model_api(ref, know)
     assert isinstance(api, GraphOwnerRoutedQueryAPI)
