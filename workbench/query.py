@@ -329,6 +329,8 @@ class GraphOwnerRoutedQueryAPI:
     answered it sees only through the answers."""
 
     def __init__(self, models: dict[int, nn.Module], owner: np.ndarray) -> None:
+        if not models:
+            raise ValueError("models: a routed deployment needs at least one client's model")
         self._apis = {k: GraphQueryAPI(m) for k, m in sorted(models.items())}
         self._owner = np.asarray(owner, dtype=np.int64)
 
@@ -342,7 +344,7 @@ class GraphOwnerRoutedQueryAPI:
         ids = np.asarray(ids, dtype=np.int64)
         if ids.shape != (len(graphs),):
             raise ValueError(f"ids: one population id per graph ({len(graphs)}), got {ids.shape}")
-        known = ids < self._owner.size
+        known = (ids >= 0) & (ids < self._owner.size)  # any other id: held by no client
         owner = np.full(ids.size, -1, dtype=np.int64)
         owner[known] = self._owner[ids[known]]
 

@@ -298,18 +298,25 @@ def _restored(path: Path, federation: Federation) -> TrainedTarget:
     spec = spec_from(data["spec"])
     fits_weights(spec, data["global_model"])
 
-    def build(state: dict) -> torch.nn.Module:
+    def build(state: Any, field: str) -> torch.nn.Module:
+        """The stored architecture with stored weights that must fit it exactly."""
         net = spec.build()
-        net.load_state_dict(state)
+        try:
+            net.load_state_dict(state)
+        except (RuntimeError, TypeError, AttributeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SnapshotError(
+                f"{field}: the stored weights do not fit the model ({first})"
+            ) from None
         return net.eval()
 
-    global_model = build(data["global_model"])
+    global_model = build(data["global_model"], "global_model")
 
-    def model(state: dict | None) -> torch.nn.Module:
+    def model(state: dict | None, field: str = "query.model") -> torch.nn.Module:
         """The model stored with these weights; the global model itself for None."""
-        return global_model if state is None else build(state)
+        return global_model if state is None else build(state, field)
 
-    clients = {int(k): model(v) for k, v in data["client_models"].items()}
+    clients = {int(k): model(v, f"client_models.{k}") for k, v in data["client_models"].items()}
     r = data["recipe"]
     recipe = TrainingRecipe(
         r["target"],
@@ -404,7 +411,7 @@ def rebuilt_served(s: dict, model, federation: Federation) -> ClientDeployments:
         (c["ids"].numpy(force=True), Data(x=x[c["ids"]], edge_index=c["edge_index"]))
         for c in s["clients"]
     ]
-    return ClientDeployments(model(s["model"]), clients, s["num_nodes"])
+    return ClientDeployments(model(s["model"], "served.model"), clients, s["num_nodes"])
 
 
 def keys_data(keys: Any) -> dict[str, Any]:
@@ -448,9 +455,10 @@ def _owner(value: Any, num_items: int, clients: dict) -> np.ndarray:
     ok = isinstance(value, torch.Tensor) and value.shape == (num_items,)
     ok = ok and value.dtype in (torch.int32, torch.int64)
     owner = value.numpy(force=True).astype(np.int64) if ok else np.zeros(0, dtype=np.int64)
-    if not ok or not np.isin(owner, [-1, *clients]).all():
+    if not ok or not clients or not np.isin(owner, [-1, *clients]).all():
         raise SnapshotError(
-            f"query.owner: expected a 1-D integer tensor of {num_items} client ids (or -1)"
+            f"query.owner: expected a 1-D integer tensor of {num_items} ids of the stored "
+            "client models (or -1), and at least one client model"
         )
     return owner
 

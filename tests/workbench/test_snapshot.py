@@ -125,6 +125,29 @@ def test_a_graph_level_personalised_deployment_is_attacked_offline_as_in_the_sui
     assert metrics(tmp_path / "later") == metrics(tmp_path / "together")
     statuses = sorted(status for status, _ in metrics(tmp_path / "later").values())
     assert statuses == ["not_applicable", "ok"]  # the server holds only the convolutions
+    # the owner table and the client models are checked like the rest of a snapshot
+    from workbench.data.catalog import load_dataset
+    from workbench.data.federation import build_federation
+    from workbench.data.partition import make_partition
+
+    data = load_dataset("synthetic-graphs", {"num_graphs": 90})
+    fed = build_federation(data, make_partition(data, "iid", 3, seed=0))
+    path = next((tmp_path / "later" / "targets").glob("*.pt"))
+    assert restore(path, fed).query.owner.shape == (90,)
+    stored = torch.load(path, weights_only=True)
+    for field, value, match in (
+        ("owner", torch.full((90,), 7), "query.owner: expected"),  # no such client
+        ("owner", torch.zeros(89, dtype=torch.int64), "query.owner: expected"),
+        ("client_models", {"0": {"head.weight": torch.zeros(1)}}, "client_models.0: the stored"),
+    ):
+        bad = {**stored, "query": {**stored["query"]}}
+        if field == "owner":
+            bad["query"]["owner"] = value
+        else:
+            bad["client_models"] = value
+        torch.save(bad, path)
+        with pytest.raises(SnapshotError, match=match):
+            restore(path, fed)
 
 
 def test_snapshots_hold_plain_data_only(tmp_path):

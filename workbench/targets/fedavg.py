@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
 from accountants import PrivacyLedger
@@ -133,6 +133,12 @@ class FedAvgConfig(BaseModel):
         "trained model of the best round on its own data (OpenFGL's default evaluation)",
     )
 
+    @field_validator("keep_local")
+    @classmethod
+    def _one_order(cls, names: list[str]) -> list[str]:
+        """The same modules in any order or repeated are the same setting (and recipe)."""
+        return sorted(set(names))
+
 
 # Secure aggregation changes the model only by its grid rounding, so references train without
 # it rather than pay for encryption N times; metric-DP acts on the release, not the training.
@@ -142,6 +148,18 @@ NOT_IN_RECIPE = ("secure-aggregation", "metric-dp")
 def shared_part(state: dict[str, torch.Tensor], keep_local: Sequence[str]) -> dict:
     """The entries of a model's state outside the modules its client keeps to itself."""
     return {k: v for k, v in state.items() if k.split(".", 1)[0] not in keep_local}
+
+
+def load_shared(model: nn.Module, state: dict, keep_local: Sequence[str]) -> None:
+    """Loads ``state`` into ``model``: every parameter but those of the modules its client
+    keeps (all of them without ``keep_local``), and nothing else."""
+    result = model.load_state_dict(state, strict=False)
+    missing = {k.split(".", 1)[0] for k in result.missing_keys}
+    if result.unexpected_keys or not missing <= set(keep_local):
+        raise RuntimeError(
+            f"a shared state must hold every module but {sorted(keep_local)}: missing "
+            f"{result.missing_keys}, unexpected {result.unexpected_keys}"
+        )
 
 
 def recipe_excludes(cfg: FedAvgConfig) -> set[str]:
@@ -245,7 +263,7 @@ class _FedAvg:
                 )
             uploads = []
             for k in chosen.tolist():
-                local[k].load_state_dict(state, strict=not cfg.keep_local)
+                load_shared(local[k], state, cfg.keep_local)
                 if not cfg.persistent_optimizer:
                     opts[k] = optimizer(k)
                 dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
@@ -273,7 +291,7 @@ class _FedAvg:
                     uploads.append(ciphertext)
             if dp is None and secure is None:
                 average = average_states(uploads, weights[chosen])
-                global_model.load_state_dict(average, strict=not cfg.keep_local)
+                load_shared(global_model, average, cfg.keep_local)
             elif secure is None:
                 expected = cfg.client_fraction * len(clients)
                 global_model.load_state_dict(server_aggregate(state, uploads, dp, expected, noise))
@@ -296,7 +314,7 @@ class _FedAvg:
             if cfg.keep_local:  # every client downloads the shared modules: its deployment
                 downloaded = shared_part(global_model.state_dict(), cfg.keep_local)
                 for model in local:
-                    model.load_state_dict(downloaded, strict=False)
+                    load_shared(model, downloaded, cfg.keep_local)
             val = scores("val")
             history.append({"round": r, "val_accuracy": val["accuracy"]})
             if cfg.score_local_models:
@@ -306,8 +324,8 @@ class _FedAvg:
 
         release.load_into(released)
         if cfg.keep_local:  # the server's model: the shared modules (its own are unused)
-            global_model.load_state_dict(
-                shared_part(local[0].state_dict(), cfg.keep_local), strict=False
+            load_shared(
+                global_model, shared_part(local[0].state_dict(), cfg.keep_local), cfg.keep_local
             )
         test = scores("test")
         utility = {
@@ -415,27 +433,37 @@ class _FedAvg:
     def check_personalisation(
         self, cfg: FedAvgConfig, defenses: Sequence[Any], model: nn.Module | None = None
     ) -> None:
-        """Fine-tuning (node level) and local modules (graph level) deploy models trained on
-        each client's data outside every mechanism the ledger accounts for and past what the
-        IB or metric-DP transform: refused beside any defense, but secure aggregation beside
-        fine-tuning (which leaves the aggregate it protects intact). Local modules must name
+        """Options that deploy or score models no defense covers are refused beside it.
+        Fine-tuning (node level) trains each client's deployment after the rounds, outside
+        every mechanism the ledger accounts for and past what the IB or metric-DP transform;
+        secure aggregation stays, as the aggregate it protects is intact. Local modules (graph
+        level) are never noised by DP-FedAvg or the Gaussian upload and do not fit secure
+        aggregation's vector; DP-SGD trains them with the rest, per record, and stays.
+        ``score_local_models`` would report the clients' models before DP-FedAvg's or the
+        Gaussian upload's noise as the defended target's figures. Local modules must name
         modules of ``model`` and leave one to share."""
-        for name, on, level in (
-            ("fine_tune", cfg.fine_tune, "node"),
-            ("keep_local", cfg.keep_local, "graph"),
-        ):
+        options = (
+            ("fine_tune", cfg.fine_tune, "node", {"secure-aggregation"}),
+            ("keep_local", cfg.keep_local, "graph", {"dp-sgd"}),
+            (
+                "score_local_models",
+                cfg.score_local_models,
+                self.level,
+                set(SUPPORTED_DEFENSES) - {"dp-fedavg", "gaussian-upload"},
+            ),
+        )
+        for name, on, level, allowed in options:
             if not on:
                 continue
             if self.level != level:
                 raise ConfigError(
                     f"{name}: {level} level only (the federation is {self.level} level)"
                 )
-            allowed = {"secure-aggregation"} if name == "fine_tune" else set()
             other = sorted(d.name for d in defenses if d.name not in allowed)
             if other:
                 raise ConfigError(
-                    f"{name}: the deployed models would be trained on each client's data "
-                    f"outside what {', '.join(other)} covers; drop {name} or the defense"
+                    f"{name}: the models it deploys or scores are outside what "
+                    f"{', '.join(other)} covers; drop {name} or the defense"
                 )
         if model is not None and cfg.keep_local:
             modules = [n for n, _ in model.named_children()]

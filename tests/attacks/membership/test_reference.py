@@ -49,6 +49,33 @@ def test_every_record_is_in_the_same_number_of_models():
         inclusion_matrix(1, 50, 0.3, seed=0)
 
 
+def test_graph_references_train_as_before_their_clients_held_test_graphs(small_graphs):
+    """Holding the non-members as test graphs changes what a personalised reference answers
+    them with, not what any reference trains: the released weights are the ones a client
+    holding only its members trains."""
+    from workbench.data.partition import ClientPart, Partition
+
+    fed = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, 0))
+    trained = TARGETS.get("fedavg").fit(fed, {"rounds": 2, "local_epochs": 1}, [], seed=0)
+    shards = [np.arange(0, 40), np.arange(40, 80)]
+    members = np.arange(small_graphs.num_items) % 3 == 0
+    holding = federation_of("graph", shards, members)
+    assert all(c.test.size for c in holding.clients)
+    members_only = Partition(
+        "graph",
+        "adversary",
+        tuple(
+            ClientPart(c.client_id, c.train, c.train, c.val, c.test[:0]) for c in holding.clients
+        ),
+        holding.aux_ids,
+    )
+    a, b = (
+        reference.train_job(reference.TrainJob(trained.recipe, p, 5), small_graphs)
+        for p in (holding, members_only)
+    )
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_reference_federation_mirrors_the_target():
     shards = [np.array([0, 1, 2, 3]), np.array([4, 5, 6]), np.array([7, 8])]
     members = np.zeros(9, bool)

@@ -220,6 +220,12 @@ def test_fine_tuning_is_refused_where_the_deployment_would_escape_its_defense(
         FEDAVG.fit(graphs, {"rounds": 1, "keep_local": ["readout"]}, [], 0)
     with pytest.raises(ConfigError, match="every module is kept local"):
         FEDAVG.fit(graphs, {"rounds": 1, "keep_local": ["project", "convs", "head"]}, [], 0)
+    # DP-SGD trains the kept modules with the rest, per record: it stays
+    dp_sgd = applied("dp-sgd", {"noise_multiplier": 1.0, "clip": 1.0, "sample_rate": 0.2})
+    assert FEDAVG.fit(graphs, local, [dp_sgd], 0).ledger.events
+    # the clients' models before DP-FedAvg's noise are not the defended target's figures
+    with pytest.raises(ConfigError, match="score_local_models: .*outside what dp-fedavg"):
+        FEDAVG.fit(fed, {"rounds": 1, "score_local_models": True}, [dp], 0)
 
 
 @pytest.mark.parametrize("level", ["node", "graph"])
@@ -240,6 +246,9 @@ def test_local_models_are_scored_as_openfgl_does_and_change_nothing_released(
     scored = FEDAVG.fit(fed, {"rounds": 6, "score_local_models": True}, [], seed=3)
     for k, v in plain.global_model.state_dict().items():
         assert torch.equal(v, scored.global_model.state_dict()[k])
+    for c, model in plain.client_models.items():  # the clients' models (node level: served)
+        for k, v in model.state_dict().items():
+            assert torch.equal(v, scored.client_models[c].state_dict()[k])
     assert {k: v for k, v in scored.utility.items() if not k.startswith("local_")} == plain.utility
     assert scored.recipe.identity() == plain.recipe.identity()
     vals = [h["local_val_accuracy"] for h in scored.history]
@@ -313,3 +322,19 @@ def test_local_modules_deploy_and_score_each_clients_own_model(local_modules_run
     for k, model in trained.client_models.items():
         for n, v in model.state_dict().items():
             torch.testing.assert_close(again.client_models[k].state_dict()[n], v, rtol=0, atol=0)
+
+
+def test_local_modules_are_one_setting_in_any_order_and_keep_the_deployment_when_scored(
+    small_graphs, local_modules_run
+):
+    """The same modules named in another order, or twice, are the same recipe; scoring the
+    clients' models before they download leaves the deployment as it was."""
+    fed, trained = local_modules_run
+    cfg = {"rounds": 4, "lr": 0.005, "keep_local": ["head", "project", "head"]}
+    again = FEDAVG.fit(fed, {**cfg, "score_local_models": True}, [], seed=0)
+    assert again.recipe.identity() == trained.recipe.identity()
+    for k, model in trained.client_models.items():
+        for n, v in model.state_dict().items():
+            assert torch.equal(again.client_models[k].state_dict()[n], v)
+    assert {m: again.utility[m] for m in trained.utility} == trained.utility
+    assert "local_accuracy" in again.utility
