@@ -46,13 +46,14 @@ def method(cell: CellRow) -> str:
     params = target.get("params") or {}
     if target["name"] == "centralized":
         return CENTRALISED
-    if target["name"] == "fedavg" and params.get("keep_local"):
-        return GCFL
     if target["name"] == "fedavg":
         epochs = FedAvgConfig(**params).local_epochs
+        name = GCFL if params.get("keep_local") else "FedAvg"
         if epochs != 1:  # the Table 2 rows run one local epoch a round
-            return f"FedAvg ({epochs} local epochs)"
-        return "FedAvg (last round released)" if params.get("release") == "last" else "FedAvg"
+            return f"{name} ({epochs} local epochs)"
+        if params.get("release") == "last":
+            return f"{name} (last round released)"
+        return name
     name = "CeFGC*" if params.get("label_channel") else "CeFGC"
     generator = params.get("generator", {})
     budget = (generator.get("epochs"), generator.get("steps"))
