@@ -11,6 +11,14 @@ from workbench.targets import TARGETS
 FEDAVG = TARGETS.get("fedavg")
 
 
+def assert_same_client_models(a, b) -> None:
+    """Every client's model holds bit-identical weights in both runs."""
+    assert sorted(a.client_models) == sorted(b.client_models)
+    for k, model in a.client_models.items():
+        for n, v in model.state_dict().items():
+            assert torch.equal(b.client_models[k].state_dict()[n], v), (k, n)
+
+
 def test_cora_louvain_10_clients_reaches_the_paper_regime(cora):
     """FedTAD's Table 2 reports 73.6 for FedAvg on Cora, Louvain, 10 clients, 20/40/40.
     We measure 76-79 (docs/reproduction.md); the floor sits well below."""
@@ -188,10 +196,7 @@ def test_fine_tuned_deployments_answer_for_their_own_clients_nodes(fine_tuned_ru
 
 def test_fine_tuning_recipe_retrains_the_personalised_models(fine_tuned_run):
     fed, trained = fine_tuned_run
-    again = FEDAVG.fit(fed, trained.recipe.config, [], seed=0)
-    for k, model in trained.client_models.items():
-        for n, v in model.state_dict().items():
-            torch.testing.assert_close(again.client_models[k].state_dict()[n], v, rtol=0, atol=0)
+    assert_same_client_models(trained, FEDAVG.fit(fed, trained.recipe.config, [], seed=0))
 
 
 def test_fine_tuning_is_refused_where_the_deployment_would_escape_its_defense(
@@ -246,9 +251,7 @@ def test_local_models_are_scored_as_openfgl_does_and_change_nothing_released(
     scored = FEDAVG.fit(fed, {"rounds": 6, "score_local_models": True}, [], seed=3)
     for k, v in plain.global_model.state_dict().items():
         assert torch.equal(v, scored.global_model.state_dict()[k])
-    for c, model in plain.client_models.items():  # the clients' models (node level: served)
-        for k, v in model.state_dict().items():
-            assert torch.equal(v, scored.client_models[c].state_dict()[k])
+    assert_same_client_models(plain, scored)  # the clients' models (node level: served)
     assert {k: v for k, v in scored.utility.items() if not k.startswith("local_")} == plain.utility
     assert scored.recipe.identity() == plain.recipe.identity()
     vals = [h["local_val_accuracy"] for h in scored.history]
@@ -318,10 +321,7 @@ def test_local_modules_deploy_and_score_each_clients_own_model(local_modules_run
     mean = sum(GraphQueryAPI(m).logits(graphs[:1]) for m in trained.client_models.values()) / 3
     torch.testing.assert_close(outside, mean)
     # the recipe retrains the same deployment
-    again = FEDAVG.fit(fed, trained.recipe.config, [], seed=0)
-    for k, model in trained.client_models.items():
-        for n, v in model.state_dict().items():
-            torch.testing.assert_close(again.client_models[k].state_dict()[n], v, rtol=0, atol=0)
+    assert_same_client_models(trained, FEDAVG.fit(fed, trained.recipe.config, [], seed=0))
 
 
 def test_local_modules_are_one_setting_in_any_order_and_keep_the_deployment_when_scored(
@@ -333,8 +333,6 @@ def test_local_modules_are_one_setting_in_any_order_and_keep_the_deployment_when
     cfg = {"rounds": 4, "lr": 0.005, "keep_local": ["head", "project", "head"]}
     again = FEDAVG.fit(fed, {**cfg, "score_local_models": True}, [], seed=0)
     assert again.recipe.identity() == trained.recipe.identity()
-    for k, model in trained.client_models.items():
-        for n, v in model.state_dict().items():
-            assert torch.equal(again.client_models[k].state_dict()[n], v)
+    assert_same_client_models(trained, again)
     assert {m: again.utility[m] for m in trained.utility} == trained.utility
     assert "local_accuracy" in again.utility
