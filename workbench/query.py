@@ -324,15 +324,19 @@ class GraphQueryAPI:
 class GraphOwnerRoutedQueryAPI:
     """Personalised graph-level deployments behind one query interface (GCFL's FedAvg, whose
     clients keep their own input and readout layers): a graph held by client k is answered by
-    k's own model, one no client holds by the mean of the clients' answers. The querier names
-    each graph it sends by its population id, as a node querier names nodes; whose model
-    answered it sees only through the answers."""
+    k's own model, one no client holds by the mean of the clients' answers. Graphs are named
+    by their population id, as node queries name nodes. ``population`` (graph i has id i) is
+    what a querier is answered on: ``answers`` is the table of those answers, so the querier
+    learns whose model answered only through them, never the owner table."""
 
-    def __init__(self, models: dict[int, nn.Module], owner: np.ndarray) -> None:
+    def __init__(
+        self, models: dict[int, nn.Module], owner: np.ndarray, population: Sequence[Data] = ()
+    ) -> None:
         if not models:
             raise ValueError("models: a routed deployment needs at least one client's model")
         self._apis = {k: GraphQueryAPI(m) for k, m in sorted(models.items())}
         self._owner = np.asarray(owner, dtype=np.int64)
+        self._population = list(population)
 
     @property
     def owner(self) -> np.ndarray:
@@ -353,12 +357,22 @@ class GraphOwnerRoutedQueryAPI:
 
         return routed(owner, answer, sorted(self._apis))
 
+    def answers(self) -> TableQueryAPI:
+        """The routed answers for every graph of the population, by id."""
+        if not self._population:
+            raise NotApplicableError(
+                "a routed deployment without its population answers no querier"
+            )
+        ids = np.arange(len(self._population))
+        return TableQueryAPI(self.logits(self._population, ids))
+
 
 @storable
 class TableQueryAPI:
-    """Answers node queries from logits computed once on the whole population graph, for
-    targets whose inference is itself a privacy mechanism run once (GAP's perturbed
-    aggregates): a query's ``hops`` do not change the answer, and repeating it costs nothing."""
+    """Answers node (or graph) queries by id from logits computed once on the whole
+    population, for targets whose inference is itself a privacy mechanism run once (GAP's
+    perturbed aggregates) or whose answers depend on who holds the record (routed graph
+    deployments): a query's ``hops`` do not change the answer, and repeating it costs nothing."""
 
     def __init__(self, logits: torch.Tensor) -> None:
         self._logits = logits
@@ -481,6 +495,8 @@ def observed(api: Any, hops: Sequence[int], known: Data | None) -> Any:
     with graphs of its own)."""
     if isinstance(api, NodeQueryAPI | InductiveQueryAPI | OwnerRoutedQueryAPI):
         return api.answers(hops, known)
+    if isinstance(api, GraphOwnerRoutedQueryAPI):
+        return api.answers()
     return api
 
 

@@ -436,7 +436,8 @@ def rebuilt_query(q: dict, model, clients: dict, federation: Federation) -> Any:
     if q["kind"] == "owner-routed" and isinstance(ds, NodeDataset):
         return OwnerRoutedQueryAPI(clients, ds.data, _owner(q.get("owner"), ds.num_items, clients))
     if q["kind"] == "graph-owner-routed" and isinstance(ds, GraphDataset):
-        return GraphOwnerRoutedQueryAPI(clients, _owner(q.get("owner"), ds.num_items, clients))
+        owner = _owner(q.get("owner"), ds.num_items, clients)
+        return GraphOwnerRoutedQueryAPI(clients, owner, ds.graphs)
     return UnavailableQuery(q.get("type", q["kind"]))
 
 

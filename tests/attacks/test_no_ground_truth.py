@@ -24,7 +24,12 @@ from defenses import applied
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import ConfigError, NotApplicableError
-from workbench.query import ClientDeployments, NodeQueryAPI, OwnerRoutedQueryAPI
+from workbench.query import (
+    ClientDeployments,
+    GraphOwnerRoutedQueryAPI,
+    NodeQueryAPI,
+    OwnerRoutedQueryAPI,
+)
 from workbench.targets import TARGETS
 from workbench.targets.base import TrainedTarget
 from workbench.threat import ClientView
@@ -151,6 +156,11 @@ def cells(small_csbm, small_graphs):
     return {
         "node": (node_fed, fedavg.fit(node_fed, fit, [], 0)),
         "graph": (graph_fed, fedavg.fit(graph_fed, fit, [], 0)),
+        # each client's own model behind one routed interface (GCFL's FedAvg)
+        "graph-personalised": (
+            graph_fed,
+            fedavg.fit(graph_fed, {**fit, "keep_local": ["project", "head"]}, [], 0),
+        ),
         "personalised": (node_fed, TARGETS.get("opfgl").fit(node_fed, fast, masks, 0)),
     }
 
@@ -233,7 +243,8 @@ def check(inp: AttackInput, fed, trained: TrainedTarget, secrets: list) -> int:
     for path, obj in reachable(inp):
         count += 1
         assert id(obj) not in banned, f"{path} is {banned[id(obj)]}"
-        assert not isinstance(obj, ClientDeployments | OwnerRoutedQueryAPI), path
+        routed = ClientDeployments | OwnerRoutedQueryAPI | GraphOwnerRoutedQueryAPI
+        assert not isinstance(obj, routed), path
         if isinstance(obj, NodeQueryAPI):
             x = fed.dataset.data.x if hasattr(fed.dataset, "data") else None
             assert obj._x is not x or inp.knowledge.graph.x is x, f"{path} holds true features"

@@ -345,7 +345,8 @@ class _FedAvg:
             utility.update(self.local_scores(local, clients, local_release))
         if cfg.keep_local:
             deployed = dict(enumerate(local))
-            query = GraphOwnerRoutedQueryAPI(deployed, federation.partition.owner(ds.num_items))
+            owner = federation.partition.owner(ds.num_items)
+            query = GraphOwnerRoutedQueryAPI(deployed, owner, ds.graphs)
         elif cfg.fine_tune is None:
             deployed = dict(enumerate(local))
             query = self.query_api(global_model, federation)
