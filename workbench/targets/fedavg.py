@@ -162,12 +162,27 @@ def load_shared(model: nn.Module, state: dict, keep_local: Sequence[str]) -> Non
         )
 
 
+def check_kept_modules(keep_local: Sequence[str], model: nn.Module) -> None:
+    """``keep_local`` names modules of ``model`` and leaves one to share."""
+    if not keep_local:
+        return
+    modules = [n for n, _ in model.named_children()]
+    unknown = sorted(set(keep_local) - set(modules))
+    if unknown:
+        raise ConfigError(
+            f"keep_local: {', '.join(unknown)} is not a module of the model "
+            f"(expected some of: {', '.join(modules)})"
+        )
+    if set(modules) <= set(keep_local):
+        raise ConfigError("keep_local: every module is kept local, nothing is shared")
+
+
 def recipe_excludes(cfg: FedAvgConfig) -> set[str]:
     """Fields left out of the recipe: how it is scored, and the options left off, so a
     recipe's identity (which seeds the reference models) is the one it had before they
     existed."""
-    unset = {"fine_tune"} if cfg.fine_tune is None else set()
-    return {"score_local_models"} | unset | ({"keep_local"} if not cfg.keep_local else set())
+    left_off = {name for name in ("fine_tune", "keep_local") if not getattr(cfg, name)}
+    return {"score_local_models"} | left_off
 
 
 def weighted_update(local: dict, reference: dict, weight: float) -> torch.Tensor:
@@ -205,13 +220,14 @@ class _FedAvg:
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
         make = spec.build
         global_model = make()
-        self.check_personalisation(cfg, defenses, global_model)
+        check_kept_modules(cfg.keep_local, global_model)
         clients = federation.clients
         transcript = Transcript(cfg.keep_payloads)
         ib_kl = None
         if ib is not None:
             clients, ib_kl = bottleneck_clients(clients, ib, ds, transcript, seed)
         local = [make() for _ in clients]
+        own = dict(enumerate(local))  # client → its model (trained in place throughout)
         gen = seeded_generator(derive_seed(seed, "batches"))
         sgd_noise = seeded_generator(derive_seed(seed, "dp-sgd-noise"))
 
@@ -244,7 +260,7 @@ class _FedAvg:
 
         def scores(split: str) -> dict[str, float]:
             if cfg.keep_local:
-                return self.score_each(dict(enumerate(local)), clients, split, cfg.eval_dropout)
+                return self.score_each(own, clients, split, cfg.eval_dropout)
             return self.score(global_model, clients, split, cfg.eval_dropout)
 
         context = self.start(federation, clients, global_model, transcript, cfg, seed, protect)
@@ -307,18 +323,17 @@ class _FedAvg:
                 )
                 global_model.load_state_dict(apply_update(state, mean))
             self.after_aggregation(context, r, global_model, uploads, chosen)
+            scored_apart = {}
             if cfg.score_local_models:  # the clients' models before they download this round's
-                with torch.random.fork_rng():  # graph loaders draw a seed: training keeps its own
-                    local_val = self.score_each(dict(enumerate(local)), clients, "val")
+                local_val = self.score_apart(own, clients, "val")
                 local_release.offer(r, local_val["accuracy"], nn.ModuleList(local))
+                scored_apart["local_val_accuracy"] = local_val["accuracy"]
             if cfg.keep_local:  # every client downloads the shared modules: its deployment
                 downloaded = shared_part(global_model.state_dict(), cfg.keep_local)
                 for model in local:
                     load_shared(model, downloaded, cfg.keep_local)
             val = scores("val")
-            history.append({"round": r, "val_accuracy": val["accuracy"]})
-            if cfg.score_local_models:
-                history[-1]["local_val_accuracy"] = local_val["accuracy"]
+            history.append({"round": r, "val_accuracy": val["accuracy"], **scored_apart})
             release.offer(r, val["accuracy"], released)
             report_round(r + 1, cfg.rounds, val_accuracy=val["accuracy"])
 
@@ -339,16 +354,15 @@ class _FedAvg:
         if ib_kl is not None:
             utility["ib_kl_nats"] = ib_kl
         if isinstance(ds, GraphDataset):
-            deployment = dict(enumerate(local)) if cfg.keep_local else global_model
-            utility.update(source_aucs(deployment, clients, ds))
+            utility.update(source_aucs(own if cfg.keep_local else global_model, clients, ds))
         if cfg.score_local_models:
             utility.update(self.local_scores(local, clients, local_release))
         if cfg.keep_local:
-            deployed = dict(enumerate(local))
+            deployed = own
             owner = federation.partition.owner(ds.num_items)
             query = GraphOwnerRoutedQueryAPI(deployed, owner, ds.graphs)
         elif cfg.fine_tune is None:
-            deployed = dict(enumerate(local))
+            deployed = own
             query = self.query_api(global_model, federation)
         else:
             tuned = [fine_tuned(global_model, c.data, cfg.fine_tune) for c in clients]
@@ -431,9 +445,7 @@ class _FedAvg:
         ledger = self.ledger(cfg, defenses, steps, uploads, float(cfg.rounds), secure)
         return with_selection_caveat(ledger, release_rule(cfg.release, accounted(defenses)))
 
-    def check_personalisation(
-        self, cfg: FedAvgConfig, defenses: Sequence[Any], model: nn.Module | None = None
-    ) -> None:
+    def check_personalisation(self, cfg: FedAvgConfig, defenses: Sequence[Any]) -> None:
         """Options that deploy or score models no defense covers are refused beside it.
         Fine-tuning (node level) trains each client's deployment after the rounds, outside
         every mechanism the ledger accounts for and past what the IB or metric-DP transform;
@@ -441,8 +453,7 @@ class _FedAvg:
         level) are never noised by DP-FedAvg or the Gaussian upload and do not fit secure
         aggregation's vector; DP-SGD trains them with the rest, per record, and stays.
         ``score_local_models`` would report the clients' models before DP-FedAvg's or the
-        Gaussian upload's noise as the defended target's figures. Local modules must name
-        modules of ``model`` and leave one to share."""
+        Gaussian upload's noise as the defended target's figures."""
         options = (
             ("fine_tune", cfg.fine_tune, "node", {"secure-aggregation"}),
             ("keep_local", cfg.keep_local, "graph", {"dp-sgd"}),
@@ -466,16 +477,6 @@ class _FedAvg:
                     f"{name}: the models it deploys or scores are outside what "
                     f"{', '.join(other)} covers; drop {name} or the defense"
                 )
-        if model is not None and cfg.keep_local:
-            modules = [n for n, _ in model.named_children()]
-            unknown = sorted(set(cfg.keep_local) - set(modules))
-            if unknown:
-                raise ConfigError(
-                    f"keep_local: {', '.join(unknown)} is not a module of the model "
-                    f"(expected some of: {', '.join(modules)})"
-                )
-            if set(modules) <= set(cfg.keep_local):
-                raise ConfigError("keep_local: every module is kept local, nothing is shared")
 
     def local_scores(
         self, local: Sequence[nn.Module], clients: Sequence[Any], chosen: Release
@@ -484,10 +485,18 @@ class _FedAvg:
         test data (copies: the models deployed stay the last round's)."""
         kept = copy.deepcopy(nn.ModuleList(local))
         chosen.load_into(kept)
-        with torch.random.fork_rng():  # as in the rounds: what follows draws what it drew before
-            test = self.score_each(dict(enumerate(kept)), clients, "test")
+        test = self.score_apart(dict(enumerate(kept)), clients, "test")
         test.update(val_accuracy=chosen.val_accuracy, best_round=float(chosen.round))
         return {f"local_{m}": v for m, v in test.items()}
+
+    def score_apart(
+        self, models: dict[int, nn.Module], clients: Sequence[Any], split: str
+    ) -> dict[str, float]:
+        """Each client's model on its own ``split``, on a forked random stream: graph loaders
+        draw a seed, and scoring that releases nothing must leave training's draws as they
+        were."""
+        with torch.random.fork_rng():
+            return self.score_each(models, clients, split)
 
     # uploads each client makes in ``start``, before the rounds: counted in the ledger
     uploads_before_rounds = 0
