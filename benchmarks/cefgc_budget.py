@@ -25,7 +25,7 @@ from workbench.data.federation import Federation, build_federation
 from workbench.data.partition import make_partition
 from workbench.device import on_device, resolve_device, seeded_generator, to_device
 from workbench.targets.cefgc.generator import GeneratorConfig, client_generators, trainable
-from workbench.targets.cefgc.target import CeFGC, CeFGCConfig, shuffled_senders
+from workbench.targets.cefgc.target import CeFGCConfig, shuffled_senders, synthesise
 
 TABLE2 = ("MUTAG", "ENZYMES", "PROTEINS", "IMDB-BINARY", "IMDB-MULTI")
 BUDGETS = {"10/50": (10, 50), "paper 5001/1000": (5001, 1000)}  # (epochs, Langevin steps)
@@ -60,7 +60,7 @@ def sampling(fed: Federation, uploads: list, cfg: GeneratorConfig, device) -> fl
     start = synced(device)
     for k, c in enumerate(fed.clients):
         received = [uploads[j] for j in senders[k]]
-        CeFGC._synthesise(received, c, config, features, gen)
+        synthesise(received, c, config, features, gen)
     return synced(device) - start
 
 

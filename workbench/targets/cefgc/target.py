@@ -134,7 +134,7 @@ class CeFGC:
         # round 3: local GINs on own + synthetic graphs up, one unweighted average
         local, synthetic, copies = [], [], 0
         for k, c in enumerate(clients):
-            fake = self._synthesise(received[k], c, cfg, ds.num_features, gen)
+            fake = synthesise(received[k], c, cfg, ds.num_features, gen)
             copies = max(copies, copies_of(len(fake), len(trainable(c.train, cfg.generator))))
             model = self._train(initial, c.train + fake, c.val, cfg, gen, dp)
             transcript.send(2, client(k), SERVER, MODEL_WEIGHTS, model.state_dict())
@@ -214,30 +214,6 @@ class CeFGC:
         return PrivacyLedger((dp_sgd_event(dp, generator_dp_steps(cfg.generator, dp)), gin))
 
     @staticmethod
-    def _synthesise(
-        received: list[dict], c: GraphClient, cfg: CeFGCConfig, features: int, gen
-    ) -> list[Data]:
-        """``synthetic_ratio`` × |own training graphs| synthetic graphs, evenly over the
-        received (generator, class) pairs; node counts and features from own graphs, each
-        graph used as evenly as the counts allow."""
-        sources = generator_sources(received, cfg.generator, features)
-        templates = trainable(c.train, cfg.generator)
-        total = synthetic_count(c, cfg)
-        if not sources or not templates or total == 0:
-            return []
-        out: list[Data] = []
-        g = cfg.generator
-        # templates in one random order, cycled: each real graph lends its features to at most
-        # ⌈total / |templates|⌉ synthetic graphs, the group the DP-SGD ledger accounts for
-        order, used = torch.randperm(len(templates), generator=gen).tolist(), 0
-        for i, (net, k, scale) in enumerate(sources):
-            count = total // len(sources) + (i < total % len(sources))
-            pick = [order[(used + j) % len(templates)] for j in range(count)]
-            used += count
-            out += sample_graphs(net, [templates[j] for j in pick], k, g, gen, scale)
-        return out
-
-    @staticmethod
     def _train(
         initial: nn.Module,
         graphs: list[Data],
@@ -278,6 +254,30 @@ class CeFGC:
         if val:
             model.load_state_dict(best_state)
         return model.eval()
+
+
+def synthesise(
+    received: list[dict], c: GraphClient, cfg: CeFGCConfig, features: int, gen
+) -> list[Data]:
+    """``synthetic_ratio`` × |own training graphs| synthetic graphs, evenly over the
+    received (generator, class) pairs; node counts and features from own graphs, each
+    graph used as evenly as the counts allow."""
+    sources = generator_sources(received, cfg.generator, features)
+    templates = trainable(c.train, cfg.generator)
+    total = synthetic_count(c, cfg)
+    if not sources or not templates or total == 0:
+        return []
+    out: list[Data] = []
+    g = cfg.generator
+    # templates in one random order, cycled: each real graph lends its features to at most
+    # ⌈total / |templates|⌉ synthetic graphs, the group the DP-SGD ledger accounts for
+    order, used = torch.randperm(len(templates), generator=gen).tolist(), 0
+    for i, (net, k, scale) in enumerate(sources):
+        count = total // len(sources) + (i < total % len(sources))
+        pick = [order[(used + j) % len(templates)] for j in range(count)]
+        used += count
+        out += sample_graphs(net, [templates[j] for j in pick], k, g, gen, scale)
+    return out
 
 
 def synthetic_count(c: GraphClient, cfg: CeFGCConfig) -> int:

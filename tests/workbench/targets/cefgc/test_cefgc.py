@@ -32,7 +32,7 @@ from workbench.targets.cefgc.generator import (
     trainable,
 )
 from workbench.targets.cefgc.pairing import flatten
-from workbench.targets.cefgc.target import CeFGC, CeFGCConfig
+from workbench.targets.cefgc.target import CeFGCConfig, synthesise
 from workbench.threat import client_view
 from workbench.transcript import GENERATIVE_MODEL, MODEL_WEIGHTS, SERVER, payload_nbytes
 
@@ -111,7 +111,7 @@ def test_synthetic_graphs_carry_the_senders_classes_and_the_receivers_shapes(fed
     payload = client_generators(
         trainable(federation.clients[1].train, cfg.generator), cfg.generator, True, gen
     )
-    fake = CeFGC._synthesise([payload], c, cfg, 7, gen)
+    fake = synthesise([payload], c, cfg, 7, gen)
     assert len(fake) == round(0.5 * len(c.train))
     sizes = {g.num_nodes for g in c.train}
     assert {int(g.y) for g in fake} <= set(payload["classes"].tolist())
