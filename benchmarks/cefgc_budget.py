@@ -44,7 +44,9 @@ def synced(device: torch.device) -> float:
     return time.perf_counter()
 
 
-def generators(fed: Federation, cfg: GeneratorConfig, star: bool, device) -> tuple[float, list]:
+def generators(
+    fed: Federation, cfg: GeneratorConfig, star: bool, device: torch.device
+) -> tuple[float, list]:
     """Seconds for every client's round-1 generators, and the uploads."""
     gen = seeded_generator(0)
     start = synced(device)
@@ -52,7 +54,7 @@ def generators(fed: Federation, cfg: GeneratorConfig, star: bool, device) -> tup
     return synced(device) - start, uploads
 
 
-def sampling(fed: Federation, uploads: list, cfg: GeneratorConfig, device) -> float:
+def sampling(fed: Federation, uploads: list, cfg: GeneratorConfig, device: torch.device) -> float:
     """Seconds for every client's synthetic graphs, from every other client's generators."""
     gen = seeded_generator(0)
     senders = shuffled_senders(len(uploads), np.random.default_rng(0))
@@ -65,7 +67,7 @@ def sampling(fed: Federation, uploads: list, cfg: GeneratorConfig, device) -> fl
     return synced(device) - start
 
 
-def unit_costs(fed: Federation, star: bool, device) -> tuple[float, float]:
+def unit_costs(fed: Federation, star: bool, device: torch.device) -> tuple[float, float]:
     """(seconds per generator epoch, seconds per Langevin step), for the federation."""
     base = GeneratorConfig(max_nodes=30)  # the suites' (the EDP-GNN code's PROTEINS filter)
     small = base.model_copy(update={"epochs": SMALL, "steps": SMALL})
