@@ -43,22 +43,18 @@ def audit_run(
     delta: float,
     canaries: int = 1000,
     seed: int = 0,
-    broken: bool = False,
     confidence: float = 0.95,
 ) -> list[CanaryAudit]:
-    """Every game of the run's DP defenses (``AppliedDefense``s) on ``canaries`` canaries.
-    ``broken``: run each mechanism with 10× less noise and no clipping while the claim stays
-    the stated one (the audit must then report a bound above it). A run's mechanisms with
-    no event in its ledger (nothing of theirs ran) are not audited."""
+    """Every game of the run's DP defenses (``AppliedDefense``s) on ``canaries`` canaries. A
+    run's mechanisms with no event in its ledger (nothing of theirs ran) are not audited."""
     played = []
     for d in defenses:
         game = GAMES.get(d.name)
         if game is None:
             continue
         generator = seeded_generator(derive_seed(seed, f"canary-{d.name}"))
-        mechanism = game.broken(d.config) if broken else d.config
         start = time.perf_counter()
-        trials = game.play(d.config, context, mechanism, canaries, generator)
+        trials = game.play(d.config, context, canaries, generator)
         seconds = (time.perf_counter() - start) / max(len(trials), 1)
         played += [(d.name, t, seconds) for t in trials]
     # every bound of the run holds at once with probability ``confidence`` (Bonferroni)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,17 +21,19 @@ import torch
 from accountants import PrivacyLedger, epsilon
 from accountants.accountant import OrderGridWarning
 from accountants.analysis.audit import OneRunAudit, one_run_epsilon_from_scores
+from audits.observer import Observed, scores
 
 CANARY_NORM = 10.0  # canary updates and gradients are this many clips long: clipping must act
 
 
 @dataclass(frozen=True)
 class Trial:
-    """One audited claim: the canaries' scores (higher: more likely included), which were
-    included (the challenger's secret), and the ledger of what the mechanism claims against
-    ``adversaries`` for ``unit`` (``rho``: the distance a metric-DP claim is read at)."""
+    """One audited claim: the canaries' scores under each statistic the observer computed
+    (higher: more likely included), which were included (the challenger's secret), and the
+    ledger of what the mechanism claims against ``adversaries`` for ``unit`` (``rho``: the
+    distance a metric-DP claim is read at)."""
 
-    scores: np.ndarray
+    scores: Mapping[str, np.ndarray]
     included: np.ndarray
     claim: PrivacyLedger
     adversaries: tuple[str, ...]
@@ -41,16 +43,17 @@ class Trial:
 
 
 def trial(
-    scores: torch.Tensor,
+    observed: Observed,
     included: torch.Tensor,
     events: Sequence[Any],
     unit: str,
     mechanism: str,
     rho: float | None = None,
 ) -> Trial:
-    """A trial whose claim is ``events`` (all stating the same adversaries)."""
+    """A trial whose claim is ``events`` (all stating the same adversaries), scored from
+    everything the adversary observed (``audits.observer``)."""
     return Trial(
-        scores.numpy(force=True),
+        scores(observed),
         included.numpy(force=True),
         PrivacyLedger(tuple(events)),
         events[0].scope.adversaries,
@@ -62,7 +65,9 @@ def trial(
 
 @dataclass(frozen=True)
 class CanaryAudit:
-    """A lower bound on ε from one canary game, beside the accountant's ε for the same claim."""
+    """A lower bound on ε from one canary game, beside the accountant's ε for the same claim
+    and the ceiling: the largest ε these canaries could certify at this confidence (every
+    guess right), so a bound under the claim is never read as the claim being tight."""
 
     defense: str
     adversaries: tuple[str, ...]
@@ -71,6 +76,8 @@ class CanaryAudit:
     claimed: float
     bound: OneRunAudit
     seconds: float
+    statistic: str
+    ceiling: float
 
     @property
     def lower_bound(self) -> float:
@@ -82,26 +89,51 @@ class CanaryAudit:
         on a correct mechanism)."""
         return self.lower_bound <= self.claimed
 
+    @property
+    def certifiable(self) -> bool:
+        """Whether these canaries can certify any ε > 0 at all at this confidence."""
+        return self.ceiling > 0
+
     def summary(self) -> str:
         verdict = "holds" if self.holds else "VIOLATED"
+        found = (
+            f"ε ≥ {self.lower_bound:.3f}" if self.certifiable else "not certifiable at this size"
+        )
         return (
             f"{self.defense} against {'/'.join(self.adversaries)} ({self.unit}): "
-            f"ε ≥ {self.lower_bound:.3f} at {self.bound.confidence:.1%} confidence "
-            f"({self.bound.correct}/{self.bound.guesses} guesses on {self.bound.canaries} "
-            f"canaries) vs claimed ε = {self.claimed:.3f}: {verdict}"
+            f"{found} at {self.bound.confidence:.1%} confidence "
+            f"({self.statistic}: {self.bound.correct}/{self.bound.guesses} guesses on "
+            f"{self.bound.canaries} canaries; ceiling {self.ceiling:.3f}) vs claimed "
+            f"ε = {self.claimed:.3f}: {verdict}"
         )
 
 
 def judged(
     defense: str, trial: Trial, delta: float, seconds: float, confidence: float = 0.95
 ) -> CanaryAudit:
-    """The trial's one-run bound at ``delta`` and the ledger's ε for its claim."""
+    """The trial's one-run bound at ``delta`` under its best statistic, each statistic tested
+    at ``confidence`` split between them (Bonferroni), and the ledger's ε for its claim."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         claimed = epsilon(trial.claim, delta, rho=trial.rho).epsilon
-    bound = one_run_epsilon_from_scores(trial.scores, trial.included, delta, confidence)
+    each = 1 - (1 - confidence) / len(trial.scores)
+    found = {
+        name: one_run_epsilon_from_scores(s, trial.included, delta, each)
+        for name, s in trial.scores.items()
+    }
+    statistic = max(found, key=lambda name: found[name].epsilon)
+    best = replace(found[statistic], confidence=confidence)
+    perfect = one_run_epsilon_from_scores(trial.included.astype(float), trial.included, delta, each)
     return CanaryAudit(
-        defense, trial.adversaries, trial.unit, trial.mechanism, claimed, bound, seconds
+        defense,
+        trial.adversaries,
+        trial.unit,
+        trial.mechanism,
+        claimed,
+        best,
+        seconds,
+        statistic,
+        perfect.epsilon,
     )
 
 
@@ -117,11 +149,18 @@ def directions(m: int, dimension: int, generator: torch.Generator) -> torch.Tens
     return d / d.norm(dim=1, keepdim=True)
 
 
-def broken_scale(clip: float, noise_multiplier: float) -> tuple[float, float]:
-    """(clip, noise multiplier) of a deliberately broken mechanism: noise 10× smaller than
-    (clip, σ) says, clipping off (a clip no canary reaches)."""
-    off = 1e6 * clip
-    return off, noise_multiplier * clip / 10.0 / off
+def flips(releases: int, m: int, generator: torch.Generator) -> torch.Tensor:
+    """[releases, m] ±1 (float64): the sign of each canary's contribution in each release,
+    the auditor's secret pattern (reused noise then cancels in the changes)."""
+    return torch.randint(0, 2, (releases, m), generator=generator).double() * 2 - 1
+
+
+NULLS = 64  # null directions the observer measures each release's noise on
+
+
+def numpy_rng(generator: torch.Generator) -> np.random.Generator:
+    """A numpy stream drawn from ``generator``, for the targets' numpy samplers."""
+    return np.random.default_rng(int(torch.randint(0, 2**62, (1,), generator=generator)))
 
 
 @dataclass(frozen=True)
@@ -138,16 +177,13 @@ class Context:
 
 
 class Game(Protocol):
-    """One defense's canary game: ``play`` runs the defense's own mechanism code with
-    ``mechanism`` (the config as stated, or a deliberately broken one) on m canaries and
-    returns one trial per claim it audits; the claim is always the ledger of ``config``."""
+    """One defense's canary game: ``play`` runs the defense's own mechanism code, at
+    ``config``, on m canaries and returns one trial per claim it audits, scored from every
+    release the claim's adversary observes; the claim is always the ledger of ``config``.
+    A deliberately broken mechanism (``audits.breaks``) is the same code patched."""
 
     defense: str
 
     def play(
-        self, config: Any, context: Context, mechanism: Any, m: int, generator: torch.Generator
+        self, config: Any, context: Context, m: int, generator: torch.Generator
     ) -> list[Trial]: ...
-
-    def broken(self, config: Any) -> Any:
-        """The same mechanism with noise 10× smaller than ``config`` states and no clipping."""
-        ...

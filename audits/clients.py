@@ -1,25 +1,38 @@
 """Canary clients: client-level DP-FedAvg (Andrew et al., ICLR 2024) and the Gaussian upload
-mechanism.
+mechanism, audited from every release their adversary observes.
 
 A canary client's update is a random direction of length ``CANARY_NORM``·clip (so clipping
-must act). Nothing else contributes: the audit picks the dataset, and an empty federation is
-the one where a canary stands out most.
+must act), its sign flipping from round to round in the auditor's secret pattern. Nothing
+else contributes: the audit picks the dataset, and an empty federation is the one where a
+canary stands out most. Clients take part through the target's own draw
+(``dp_fedavg.poisson_clients``), so amplification claimed without that sampling is caught.
 
 Central DP-FedAvg claims an amplified add-or-remove bound against the parties who do not see
-the sample (other clients, a querier): they observe the global models, and a canary is scored
-by the cosine between the model's total change and its direction (Andrew et al.). Local
-DP-FedAvg and the Gaussian upload claim a replace-one bound against everyone, without
-amplification: the canary's update is +d or −d, and the strongest observer, the receiver of
-each upload (or, under secure aggregation, of each round's sum), scores it by the sum over its
-uploads of what it saw projected on d. Secure aggregation is played as the sum it reveals;
-the encryption itself (TenSEAL) is not run."""
+the sample (other clients, a querier): they observe every round's global model, and a canary
+is scored on each round's change together (``audits.observer``). Local DP-FedAvg and the
+Gaussian upload claim a replace-one bound against everyone, without amplification: the
+canary's updates are +d or −d (times its pattern), and the strongest observer, the receiver
+of each upload (or, under secure aggregation, of each round's sum), scores it on every upload
+it saw. Secure aggregation is played as the sum it reveals; the encryption itself (TenSEAL)
+is not run."""
 
 from __future__ import annotations
 
 import torch
 
 from accountants import PrivacyLedger
-from audits.canary import CANARY_NORM, Context, Trial, broken_scale, directions, inclusion, trial
+from audits.canary import (
+    CANARY_NORM,
+    NULLS,
+    Context,
+    Trial,
+    directions,
+    flips,
+    inclusion,
+    numpy_rng,
+    trial,
+)
+from audits.observer import Observed
 from defenses import dp_fedavg, gaussian_upload
 from defenses.dp_fedavg import DPFedAvgConfig
 from defenses.gaussian_upload import GaussianUploadConfig
@@ -36,20 +49,14 @@ class DPFedAvgGame:
         self,
         config: DPFedAvgConfig,
         context: Context,
-        mechanism: DPFedAvgConfig,
         m: int,
         generator: torch.Generator,
     ) -> list[Trial]:
         q, rounds = _rate_and_rounds(context)
-        d = directions(m, context.dimension, generator)
         if config.mode == "central":
-            return [_hidden(config, mechanism, q, rounds, d, generator)]
+            return [_hidden(config, q, rounds, m, context.dimension, generator)]
         secure = "secure-aggregation" in context.configs
-        return [_uploads(config, mechanism, q, rounds, d, secure, generator)]
-
-    def broken(self, config: DPFedAvgConfig) -> DPFedAvgConfig:
-        clip, sigma = broken_scale(config.clip, config.noise_multiplier)
-        return config.model_copy(update={"clip": clip, "noise_multiplier": sigma})
+        return [_uploads(config, q, rounds, m, context.dimension, secure, generator)]
 
 
 def _rate_and_rounds(context: Context) -> tuple[float, int]:
@@ -60,64 +67,95 @@ def _rate_and_rounds(context: Context) -> tuple[float, int]:
     return float(target["client_fraction"]), int(target["rounds"])
 
 
-def _hidden(config, mechanism, q, rounds, d, generator) -> Trial:
-    """Add or remove a canary client; the observer sees only the global models."""
-    m = d.shape[0]
+def _hidden(config, q, rounds, m, dimension, generator) -> Trial:
+    """Add or remove a canary client; the observer sees every round's global model."""
+    d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
     included = inclusion(m, generator)
-    state = _flat(torch.zeros(d.shape[1], dtype=torch.float64))
-    start = state["w"].clone()
-    for _ in range(rounds):
-        sampled = included & (torch.rand(m, generator=generator) < q)
+    signs = flips(rounds, m, generator)
+    rng = numpy_rng(generator)
+    state = _flat(torch.zeros(dimension, dtype=torch.float64))
+    moves = []
+    for r in range(rounds):
+        taking_part = dp_fedavg.poisson_clients(rng, m, q).tolist()
         uploads = [
             dp_fedavg.client_update(
-                _flat(state["w"] + CANARY_NORM * config.clip * d[i]), state, mechanism, generator
+                _flat(state["w"] + signs[r, i] * CANARY_NORM * config.clip * d[i]),
+                state,
+                config,
+                generator,
             )
-            for i in sampled.nonzero().flatten().tolist()
+            for i in taking_part
+            if included[i]
         ]
-        state = dp_fedavg.server_aggregate(state, uploads, mechanism, q * m, generator)
-    change = state["w"] - start
-    scores = (d @ change) / max(float(change.norm()), 1e-300)  # cosine: d is unit norm
+        new = dp_fedavg.server_aggregate(state, uploads, config, q * m, generator)
+        moves.append(new["w"] - state["w"])
+        state = new
+    moved = torch.stack(moves) * (q * m)  # each round's noisy sum of clipped updates
+    observed = Observed(moved @ d.T, (moved @ nulls.T)[:, None], signs, config.clip, rate=q)
     (hidden, _) = dp_fedavg.ledger_events(q, config, rounds, 0.0, False)
-    how = f"DP-FedAvg central, q = {q:g}, {rounds} rounds, canary clients, cosine"
-    return trial(scores, included, [hidden], "client", how)
+    how = f"DP-FedAvg central, q = {q:g}, {rounds} rounds, canary clients, every global model"
+    return trial(observed, included, [hidden], "client", how)
 
 
-def _uploads(config, mechanism, q, rounds, d, secure, generator) -> Trial:
+def _uploads(config, q, rounds, m, dimension, secure, generator) -> Trial:
     """Replace one canary's data (+d or −d); the server sees each noisy upload (or each
     round's sum under secure aggregation) of the rounds the canary took part in."""
-    m = d.shape[0]
+    d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
     included = inclusion(m, generator)
     sign = included.double() * 2 - 1
-    reference = _flat(torch.zeros(d.shape[1], dtype=torch.float64))
-    scores = torch.zeros(m, dtype=torch.float64)
+    signs = flips(rounds, m, generator)
+    rng = numpy_rng(generator)
+    reference = _flat(torch.zeros(dimension, dtype=torch.float64))
+    part = torch.zeros(rounds, m, dtype=torch.bool)
+    own = Projections(rounds, m, d, nulls)
+    sums = torch.zeros(rounds, dimension, dtype=torch.float64)
     load = torch.zeros(m, dtype=torch.float64)
-    for _ in range(rounds):
-        sampled = (torch.rand(m, generator=generator) < q).nonzero().flatten()
-        if sampled.numel() == 0:
-            continue
-        uploads = torch.stack(
-            [
-                dp_fedavg.client_update(
-                    _flat(sign[i] * CANARY_NORM * config.clip * d[i]),
-                    reference,
-                    mechanism,
-                    generator,
-                )
-                for i in sampled.tolist()
-            ]
-        )
-        if secure:  # only the round's sum reaches the server
-            scores[sampled] += d[sampled] @ uploads.sum(0)
-            load[sampled] += 1.0 / sampled.numel()
-        else:
-            scores[sampled] += (d[sampled] * uploads).sum(1)
-            load[sampled] += 1.0
+    for r in range(rounds):
+        taking_part = dp_fedavg.poisson_clients(rng, m, q).tolist()
+        for i in taking_part:
+            update = _flat(sign[i] * signs[r, i] * CANARY_NORM * config.clip * d[i])
+            upload = dp_fedavg.client_update(update, reference, config, generator)
+            own.add(r, i, upload)
+            sums[r] += upload
+        part[r, taking_part] = True
+        load[taking_part] += 1.0 / len(taking_part) if secure else 1.0
     (claim,) = dp_fedavg.ledger_events(q, config, rounds, float(load.max()), secure)
     how = (
         f"DP-FedAvg local{' + secure aggregation' if secure else ''}, q = {q:g}, "
-        f"{rounds} rounds, canary clients (replace one), uploads projected"
+        f"{rounds} rounds, canary clients (replace one), every upload"
     )
-    return trial(scores, included, [claim], "client", how)
+    if secure:  # only each round's sum reaches the server
+        observed = Observed(
+            sums @ d.T, (sums @ nulls.T)[:, None], signs * part, config.clip, replace=True
+        )
+    else:
+        observed = own.observed(part, signs, config.clip)
+    return trial(observed, included, [claim], "client", how)
+
+
+class Projections:
+    """Each canary's own releases (its uploads) as the observer keeps them: projected on the
+    canary's direction and on the null directions as they arrive."""
+
+    def __init__(self, releases: int, m: int, d: torch.Tensor, nulls: torch.Tensor) -> None:
+        self.d, self.nulls = d, nulls
+        self.signal = torch.zeros(releases, m, dtype=torch.float64)
+        self.null = torch.zeros(releases, m, nulls.shape[0], dtype=torch.float64)
+
+    def add(self, r: int, i: int, release: torch.Tensor) -> None:
+        self.signal[r, i] = self.d[i] @ release
+        self.null[r, i] = self.nulls @ release
+
+    def observed(self, part: torch.Tensor, signs: torch.Tensor, unit: float) -> Observed:
+        """Replace-one evidence where ``part`` [R, m] says a release was made, in the order
+        each canary made them: its k-th release beside its (k − 1)-th, each with its own
+        noise measured on the null directions."""
+        order = torch.argsort((~part).int(), dim=0, stable=True)  # each canary's releases first
+        made = torch.gather(part, 0, order)
+        signal = torch.where(made, torch.gather(self.signal, 0, order), torch.nan)
+        null = torch.gather(self.null, 0, order[..., None].expand_as(self.null))
+        null = torch.where(made[..., None], null, torch.nan)
+        return Observed(signal, null, torch.gather(signs, 0, order) * made, unit, replace=True)
 
 
 class GaussianUploadGame:
@@ -127,7 +165,6 @@ class GaussianUploadGame:
         self,
         config: GaussianUploadConfig,
         context: Context,
-        mechanism: GaussianUploadConfig,
         m: int,
         generator: torch.Generator,
     ) -> list[Trial]:
@@ -135,16 +172,19 @@ class GaussianUploadGame:
         if uploads == 0:
             return []
         (claim,) = gaussian_upload.ledger_events(config, uploads)
-        d = directions(m, context.dimension, generator)
+        dimension = context.dimension
+        d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
         included = inclusion(m, generator)
         sign = included.double() * 2 - 1
-        scores = torch.zeros(m, dtype=torch.float64)
-        for _ in range(uploads):
+        signs = flips(uploads, m, generator)
+        own = Projections(uploads, m, d, nulls)
+        for r in range(uploads):
             for i in range(m):
-                upload = sign[i] * CANARY_NORM * config.clip * d[i]
-                scores[i] += d[i] @ gaussian_upload.privatize(upload, mechanism, generator)
-        how = f"Gaussian upload, {uploads} uploads, canary clients (replace one)"
-        return [trial(scores, included, [claim], "client", how)]
+                upload = sign[i] * signs[r, i] * CANARY_NORM * config.clip * d[i]
+                own.add(r, i, gaussian_upload.privatize(upload, config, generator))
+        observed = own.observed(torch.ones(uploads, m, dtype=torch.bool), signs, config.clip)
+        how = f"Gaussian upload, {uploads} uploads, canary clients (replace one), every upload"
+        return [trial(observed, included, [claim], "client", how)]
 
     @staticmethod
     def _uploads(ledger: PrivacyLedger, config: GaussianUploadConfig) -> int:
@@ -154,7 +194,3 @@ class GaussianUploadGame:
             if same and getattr(e, "sensitivity", None) == config.sensitivity:
                 return e.count
         return 0
-
-    def broken(self, config: GaussianUploadConfig) -> GaussianUploadConfig:
-        clip, sigma = broken_scale(config.clip, config.noise_multiplier)
-        return config.model_copy(update={"clip": clip, "noise_multiplier": sigma})

@@ -2,18 +2,20 @@
 component of a graph of random unit-norm rows: an edge canary is an undirected edge between
 two fresh nodes, a node canary is a fresh node with out-edges to fresh receivers; each is
 present with probability 1/2. The defense's own ``perturbed_hops`` runs twice (training and
-inference, as the ledger counts), and the adversary, who sees every perturbed hop, scores a
-canary by how much each receiving row moved towards its sender's row of the previous hop,
-summed over hops and both runs. Node canaries have twice the out-degree bound, which the
-defense's ``bound_out_degree`` must cut (the node level's clipping); the broken form has 10×
-less noise and, at node level, no degree bound."""
+inference, as the ledger counts), and the adversary, who sees every perturbed hop, takes as a
+canary's evidence in each hop how much each receiving row moved towards its sender's row of
+the previous hop, and scores all hops together, each weighed by its noise as measured on
+canaries that are never included (``audits.observer``). Node canaries have twice the
+out-degree bound, which the defense's ``bound_out_degree`` must cut (the node level's
+clipping)."""
 
 from __future__ import annotations
 
 import torch
 
 from accountants import Gaussian
-from audits.canary import Context, Trial, inclusion, trial
+from audits.canary import NULLS, Context, Trial, inclusion, trial
+from audits.observer import Observed
 from defenses import aggregation_perturbation as ap
 from defenses.aggregation_perturbation import APConfig
 
@@ -24,7 +26,7 @@ class APGame:
     defense = "aggregation-perturbation"
 
     def play(
-        self, config: APConfig, context: Context, mechanism: APConfig, m: int, generator
+        self, config: APConfig, context: Context, m: int, generator: torch.Generator
     ) -> list[Trial]:
         events = [
             e
@@ -35,32 +37,29 @@ class APGame:
             return []  # no perturbed aggregation ran
         # node canaries have twice the out-degree bound: the bound (AP's clipping) must act
         fanout = 2 * config.max_degree if config.level == "node" else 1
-        senders, receivers, owner = _canary_edges(m, fanout, config.level)
+        # NULLS more canaries that are never included: the observer's measure of the noise
+        senders, receivers, owner = _canary_edges(m + NULLS, fanout, config.level)
         nodes = int(torch.cat([senders, receivers]).max()) + 1
         included = inclusion(m, generator)
-        present = included[owner]
+        present = torch.cat([included, torch.zeros(NULLS, dtype=torch.bool)])[owner]
         edge_index = torch.stack([senders[present], receivers[present]])
         if config.level == "node":
-            edge_index = ap.bound_out_degree(edge_index, mechanism.max_degree, generator)
+            edge_index = ap.bound_out_degree(edge_index, config.max_degree, generator)
         x0 = torch.randn(nodes, FEATURES, generator=generator)
-        scores = torch.zeros(m)
+        evidence = []
         for event in events:
-            hops = ap.perturbed_hops(x0, edge_index, event.count, mechanism, generator)
+            hops = ap.perturbed_hops(x0, edge_index, event.count, config, generator)
             for before, after in zip(hops, hops[1:], strict=False):
-                moved = (after[receivers] * before[senders]).sum(1)
-                scores.index_add_(0, owner, moved)
+                moved = (after[receivers] * before[senders]).sum(1).double()
+                evidence.append(torch.zeros(m + NULLS).double().index_add_(0, owner, moved))
+        seen = torch.stack(evidence)  # [every perturbed hop, canaries then nulls]
+        observed = Observed(seen[:, :m], seen[:, None, m:], torch.ones_like(seen[:, :m]), 1.0)
         what = "undirected edge" if config.level == "edge" else f"node with {fanout} out-edges"
-        how = f"aggregation perturbation, {len(events)} × {events[0].count} hops, canary {what}s"
-        return [trial(scores, included, events, config.level, how)]
-
-    def broken(self, config: APConfig) -> APConfig:
-        """10× less noise; at node level also no degree bound (the noise std stays
-        σ·√D/10 while D is lifted out of any canary's reach)."""
-        if config.level == "edge":
-            return config.model_copy(update={"noise_multiplier": config.noise_multiplier / 10})
-        off = 10**6 * config.max_degree
-        sigma = config.noise_multiplier * (config.max_degree / off) ** 0.5 / 10
-        return config.model_copy(update={"max_degree": off, "noise_multiplier": sigma})
+        how = (
+            f"aggregation perturbation, {len(events)} × {events[0].count} hops, canary {what}s, "
+            "every perturbed hop"
+        )
+        return [trial(observed, included, events, config.level, how)]
 
 
 def _canary_edges(m: int, fanout: int, level: str):

@@ -1,22 +1,35 @@
 """Canary records for DP-SGD: gradient canaries in the white-box setting (Steinke, Nasr &
 Jagielski 2023, §6). A canary record's gradient is a fixed random direction of length
-``CANARY_NORM``·clip at every step (DP-SGD must protect any record, including one whose
-gradient is that); each is included with probability 1/2 and then joins each step's batch
-with the Poisson rate, through Opacus's DPOptimizer exactly as a client's training does. The
-adversary sees the model after training (every party that receives a client's model does)
-and scores a canary by how far the parameters moved against its direction. Nothing else is
-trained on, so the canaries stand out as much as they can. A unit that touches several
-records (a real graph and its feature copies in CeFGC) is a canary of that many records."""
+``CANARY_NORM``·clip (DP-SGD must protect any record, including one whose gradient is that),
+its sign flipping from step to step in the auditor's secret pattern; each is included with
+probability 1/2 and then joins each step's batch through the target's own Poisson draw and
+steps (``dp_sgd.dp_steps``, which every DP-SGD client's training runs), through Opacus's
+DPOptimizer. DP-SGD's claim covers every noisy step (it composes them), so the adversary sees
+the model after each step and scores a canary on all of them together (``audits.observer``).
+Nothing else is trained on, so the canaries stand out as much as they can. A unit that
+touches several records (a real graph and its feature copies in CeFGC) is a canary of that
+many records."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 from torch import nn
 
 from accountants import PrivacyLedger, SubsampledGaussian
-from audits.canary import CANARY_NORM, Context, Trial, broken_scale, directions, inclusion, trial
+from audits.canary import (
+    CANARY_NORM,
+    NULLS,
+    Context,
+    Trial,
+    directions,
+    flips,
+    inclusion,
+    trial,
+)
+from audits.observer import Observed
 from defenses import dp_sgd
 from defenses.dp_sgd import DPSGDConfig
 
@@ -36,12 +49,11 @@ class DPSGDGame:
         self,
         config: DPSGDConfig,
         context: Context,
-        mechanism: DPSGDConfig,
         m: int,
         generator: torch.Generator,
     ) -> list[Trial]:
         return [
-            self._trial(config, event, group, mechanism, m, context.dimension, generator)
+            self._trial(config, event, group, m, context.dimension, generator)
             for event, group in self._events(context.ledger, config)
         ]
 
@@ -59,28 +71,62 @@ class DPSGDGame:
         return found
 
     @staticmethod
-    def _trial(config, event, group, mechanism, m, dimension, generator) -> Trial:
-        d = directions(m, dimension, generator)
+    def _trial(config, event, group, m, dimension, generator) -> Trial:
+        d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
         included = inclusion(m, generator)
+        epochs = event.steps // config.steps_per_epoch  # whole epochs, as clients train
+        steps = dp_sgd.steps_for(config, epochs)
+        signs = flips(steps, m, generator)
         owner = included.nonzero().flatten().repeat_interleave(group)  # each unit's records
         model = _Vector(dimension)
         optimizer = dp_sgd.private_optimizer(
-            torch.optim.SGD(model.parameters(), lr=1.0), mechanism, m * group, generator
+            torch.optim.SGD(model.parameters(), lr=1.0), config, owner.numel(), generator
         )
-        for _ in range(event.steps):
-            batch = owner[torch.rand(owner.numel(), generator=generator) < config.sample_rate]
-            dp_sgd.private_step(model, optimizer, [CANARY_NORM * config.clip * d[batch]])
-        scores = -(d @ model.w.detach())  # descent moves against a canary's gradient
+        seen = _Steps(model, d, nulls)
+
+        def gradients(batch: torch.Tensor) -> list[torch.Tensor]:
+            seen.look()  # the model before this step (after the last)
+            sign = signs[seen.looks - 1, owner[batch]]
+            return [sign[:, None] * CANARY_NORM * config.clip * d[owner[batch]]]
+
+        dp_sgd.dp_steps(model, optimizer, owner.numel(), epochs, config, generator, gradients)
+        seen.look()
+        batch = max(1.0, config.sample_rate * owner.numel())  # Opacus's divisor
+        observed = Observed(
+            -torch.stack(seen.signal) * batch,  # descent moves against a canary's gradient
+            -torch.stack(seen.null)[:, None] * batch,
+            signs,
+            config.clip,
+            rate=event.q,
+        )
         what = "record" if group == 1 else f"unit of {group} records"
         how = (
-            f"DP-SGD, q = {config.sample_rate:g}, {event.steps} steps, gradient canaries "
-            f"(one {what} each), final model"
+            f"DP-SGD, q = {config.sample_rate:g}, {steps} steps, gradient canaries "
+            f"(one {what} each), every step's model"
         )
-        return trial(scores, included, [event], event.scope.unit, how)
+        claim = replace(event, steps=steps)
+        return trial(observed, included, [claim], event.scope.unit, how)
 
-    def broken(self, config: DPSGDConfig) -> DPSGDConfig:
-        clip, sigma = broken_scale(config.clip, config.noise_multiplier)
-        return config.model_copy(update={"clip": clip, "noise_multiplier": sigma})
+
+class _Steps:
+    """Each step's change of the model, projected on the canaries' and the null directions
+    as the observer sees the steps go by."""
+
+    def __init__(self, model: _Vector, d: torch.Tensor, nulls: torch.Tensor) -> None:
+        self.model, self.d, self.nulls = model, d, nulls
+        self.last: torch.Tensor | None = None
+        self.looks = 0
+        self.signal: list[torch.Tensor] = []
+        self.null: list[torch.Tensor] = []
+
+    def look(self) -> None:
+        self.looks += 1
+        now = self.model.w.detach().clone()
+        if self.last is not None:
+            moved = now - self.last
+            self.signal.append(self.d @ moved)
+            self.null.append(self.nulls @ moved)
+        self.last = now
 
 
 def _group(q: float, q_group: float) -> int:

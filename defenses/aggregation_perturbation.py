@@ -27,9 +27,9 @@ import torch
 from pydantic import ConfigDict, Field
 
 from accountants import ADVERSARIES, Gaussian, Scope
+from defenses import metric_dp, noise
 from defenses.base import DEFENSES, PrivacyUnit
 from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
-from defenses.metric_dp import normalise
 
 
 class APConfig(NoiseOrEpsilon):
@@ -67,13 +67,13 @@ def perturbed_hops(
 ) -> list[torch.Tensor]:
     """[x0, x1, ..., x_hops]: x_k = normalise(Σ_{v→u} x_{k−1}[v] + N(0, (σΔ)²)). Without a
     config the sums are exact (the non-private GAP baseline)."""
-    out = [normalise(x0)]
+    out = [metric_dp.normalise(x0)]
     for _ in range(hops):
         agg = neighbour_sum(out[-1], edge_index)
         if cfg is not None:
             std = cfg.noise_multiplier * cfg.sensitivity
-            agg = agg + std * torch.randn(agg.shape, generator=generator)
-        out.append(normalise(agg))
+            agg = agg + noise.gaussian(agg.shape, std, generator, agg.dtype)
+        out.append(metric_dp.normalise(agg))
     return out
 
 

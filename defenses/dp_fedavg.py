@@ -34,10 +34,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+import numpy as np
 import torch
 from pydantic import ConfigDict, Field
 
 from accountants import ADVERSARIES, Gaussian, NoGuarantee, Scope, SubsampledGaussian
+from defenses import noise
 from defenses.base import DEFENSES, PrivacyUnit
 from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 
@@ -50,6 +52,12 @@ class DPFedAvgConfig(NoiseOrEpsilon):
     noise_multiplier: float = Field(1.0, gt=0.0, description="noise std / clip")
     target_epsilon: float | None = target_epsilon_field()
     mode: Literal["central", "local"] = "central"
+
+
+def poisson_clients(rng: np.random.Generator, num_clients: int, q: float) -> np.ndarray:
+    """The clients taking part in a round: each independently with probability q (Poisson),
+    the sampling the subsampled-Gaussian accountant assumes; sorted indices."""
+    return np.flatnonzero(rng.random(num_clients) < q)
 
 
 def update_vector(local: State, reference: State) -> torch.Tensor:
@@ -96,8 +104,7 @@ def server_noise(size: int, cfg: DPFedAvgConfig, generator: torch.Generator) -> 
 
 
 def _noise(size: int, cfg: DPFedAvgConfig, generator: torch.Generator) -> torch.Tensor:
-    std = cfg.noise_multiplier * cfg.clip
-    return std * torch.randn(size, generator=generator, dtype=torch.float64)
+    return noise.gaussian((size,), cfg.noise_multiplier * cfg.clip, generator)
 
 
 def apply_update(reference: State, update: torch.Tensor) -> State:

@@ -200,9 +200,15 @@ def dp_steps(
     model.train()
     steps = steps_for(cfg, epochs)
     for _ in range(steps):
-        chosen = torch.rand(num_records, generator=generator) < cfg.sample_rate
+        chosen = poisson_sample(num_records, cfg.sample_rate, generator)
         private_step(model, optimizer, gradients(chosen.nonzero().flatten()))
     return steps
+
+
+def poisson_sample(num_records: int, q: float, generator: torch.Generator) -> torch.Tensor:
+    """[num_records] which records join a step's batch: each independently w.p. q (Poisson),
+    the sampling the subsampled-Gaussian accountant assumes."""
+    return torch.rand(num_records, generator=generator) < q
 
 
 def steps_for(cfg: DPSGDConfig, epochs: int) -> int:

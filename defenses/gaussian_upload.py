@@ -24,6 +24,7 @@ import torch
 from pydantic import ConfigDict, Field, field_validator
 
 from accountants import ADVERSARIES, Gaussian, Scope
+from defenses import noise
 from defenses.base import DEFENSES, PrivacyUnit
 from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 from defenses.dp_fedavg import clip_to_norm
@@ -59,8 +60,7 @@ def privatize(
     """Clipped and noised copy of ``upload`` (float64, same shape)."""
     flat = clip_to_norm(upload.detach().double().reshape(-1), cfg.clip)
     std = cfg.noise_multiplier * cfg.sensitivity
-    noise = std * torch.randn(flat.shape, generator=generator, dtype=torch.float64)
-    return (flat + noise).reshape(upload.shape)
+    return (flat + noise.gaussian(flat.shape, std, generator)).reshape(upload.shape)
 
 
 def ledger_events(cfg: GaussianUploadConfig, uploads: int) -> tuple[Gaussian]:

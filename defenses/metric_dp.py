@@ -25,6 +25,7 @@ from torch import nn
 from torch_geometric.data import Data
 
 from accountants import ADVERSARIES, MetricGaussian, Scope, rho_knn_percentile
+from defenses import noise
 from defenses.base import DEFENSES, PrivacyUnit
 from workbench.data.datasets import NodeDataset
 from workbench.data.federation import Federation
@@ -155,13 +156,21 @@ def release(
 ) -> tuple[EmbeddingRelease, torch.Tensor]:
     """(the published noisy table, the clean normalised embeddings kept for the evaluator)."""
     model.eval()
-    clean = normalise(model.embed(graph.x, graph.edge_index).double())
-    return EmbeddingRelease(perturb(clean, cfg.sigma0, generator).float()), clean
+    clean, noisy = privatize(model.embed(graph.x, graph.edge_index).double(), cfg.sigma0, generator)
+    return EmbeddingRelease(noisy.float()), clean
+
+
+def privatize(
+    rows: torch.Tensor, sigma0: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the rows normalised, their release): the whole mechanism, what its audit runs."""
+    clean = normalise(rows)
+    return clean, perturb(clean, sigma0, generator)
 
 
 def perturb(clean: torch.Tensor, sigma0: float, generator: torch.Generator) -> torch.Tensor:
     """The mechanism: each (unit-norm) row plus N(0, σ0² I), in ``clean``'s dtype."""
-    return clean + sigma0 * torch.randn(clean.shape, generator=generator, dtype=clean.dtype)
+    return clean + noise.gaussian(clean.shape, sigma0, generator, clean.dtype)
 
 
 def audit(

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
 from accountants import PrivacyLedger
+from defenses import dp_fedavg
 from defenses.base import accounted, with_selection_caveat
 from defenses.calibration import require_noise
 from defenses.dp_fedavg import (
@@ -270,7 +271,7 @@ class _FedAvg:
             if dp is None:
                 chosen = np.sort(rng.choice(len(clients), per_round, replace=False))
             else:  # Poisson sampling, as the subsampled-Gaussian accountant assumes
-                chosen = np.flatnonzero(rng.random(len(clients)) < cfg.client_fraction)
+                chosen = dp_fedavg.poisson_clients(rng, len(clients), cfg.client_fraction)
             server_load[chosen] += 1.0 if secure is None else 1.0 / max(len(chosen), 1)
             state = shared_part(global_model.state_dict(), cfg.keep_local)
             if secure is None or r == 0:  # under secure aggregation clients decrypt the model

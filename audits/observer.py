@@ -1,0 +1,116 @@
+"""How an auditor scores canaries from everything its adversary observed: every release at
+once (each round's global model, each upload, each step's model, each perturbed hop).
+
+A canary's evidence in release r is a number ``a[r, i]`` (its projection on its own
+direction, say) whose mean moves by ``signs[r, i] · unit`` when the canary contributes. The
+signs are the auditor's: a canary's contribution flips from release to release in a pattern
+only the auditor knows, so that noise reused across releases, which a constant contribution
+would hide, cancels in the changes. The auditor does not take the claimed noise on trust: it
+measures each release's noise on *null* directions, drawn by it and never inserted, so a
+mechanism with less noise than it claims, or none in some releases, is scored as it is.
+
+Two statistics are computed, each the log-likelihood ratio of "included" against "excluded"
+under independent Gaussian noise of the measured size:
+
+- ``releases``: on the releases themselves, the Neyman–Pearson test of a correct mechanism
+  (a Poisson mixture per release where the adversary does not see who took part);
+- ``changes``: on the changes between consecutive releases, where reused noise cancels (a
+  correct mechanism's changes carry less evidence, never a false one).
+
+Both are functions of the observations alone, so a lower bound computed from either holds;
+the game tests each at half its level (Bonferroni, ``audits.canary.judged``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+FLOOR = 1e-12  # a measured noise scale is never taken below this (exactly noise-free releases)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the adversary saw, reduced to the canaries' evidence.
+
+    ``signal`` [R, m]: each canary's evidence in each release (NaN: no such release for that
+    canary, e.g. it did not upload); ``null`` [R, 1, J] for releases every canary shares (a
+    global model) or [R, m, J] for each canary's own (its upload): the same statistic on J
+    null directions (NaN where absent), whose spread is that release's noise; ``signs``
+    [R, m]: the sign of the canary's contribution in each release if it takes part (0: it
+    cannot);
+    ``unit``: how far one contribution moves the evidence's mean; ``rate``: the probability
+    that an included canary takes part in a release, unseen by the adversary (1: it always
+    does, or the adversary sees whether it did). ``replace``: the two hypotheses are +sign
+    and −sign (replace one), rather than a contribution and none (add or remove one)."""
+
+    signal: torch.Tensor
+    null: torch.Tensor
+    signs: torch.Tensor
+    unit: float
+    rate: float = 1.0
+    replace: bool = False
+
+
+def noise_scale(null: torch.Tensor) -> torch.Tensor:
+    """[R, 1 or m] the root mean square of each release's null evidence (its noise's scale)."""
+    finite = torch.isfinite(null)
+    squares = torch.where(finite, null, torch.zeros_like(null)) ** 2
+    count = finite.sum(-1).clamp(min=1)
+    return (squares.sum(-1) / count).sqrt().clamp(min=FLOOR)
+
+
+def changes(x: torch.Tensor) -> torch.Tensor:
+    """[R − 1, ...] consecutive differences along the release axis (NaN stays NaN)."""
+    return x[1:] - x[:-1]
+
+
+def scores(observed: Observed) -> dict[str, np.ndarray]:
+    """Both statistics per canary, higher meaning "more likely included"."""
+    o = observed
+    signal, null, signs = o.signal.double(), o.null.double(), o.signs.double()
+    return {
+        "releases": _summed(_releases(signal, noise_scale(null), signs, o), signal),
+        "changes": _summed(
+            _changes(changes(signal), noise_scale(changes(null)), signs, o), changes(signal)
+        ),
+    }
+
+
+def _summed(terms: torch.Tensor, signal: torch.Tensor) -> np.ndarray:
+    """Σ over releases, where the canary has evidence, of its log-likelihood ratio."""
+    keep = torch.isfinite(signal) & torch.isfinite(terms)
+    return torch.where(keep, terms, torch.zeros_like(terms)).sum(0).numpy(force=True)
+
+
+def _releases(a: torch.Tensor, sd: torch.Tensor, signs: torch.Tensor, o: Observed):
+    v = signs * o.unit / sd  # the contribution in noise units
+    z = a / sd
+    if o.replace:
+        return 2 * v * z
+    return _mixture(z, [(1 - o.rate, torch.zeros_like(v)), (o.rate, v)])
+
+
+def _changes(d: torch.Tensor, sd: torch.Tensor, signs: torch.Tensor, o: Observed):
+    """A change holds this release's contribution minus the last one's: under "included"
+    each took part with probability ``rate``, independently."""
+    now, before = signs[1:] * o.unit / sd, signs[:-1] * o.unit / sd
+    z = d / sd
+    if o.replace:
+        return 2 * (now - before) * z
+    q = o.rate
+    cases = [
+        ((1 - q) ** 2, torch.zeros_like(now)),
+        (q * (1 - q), now),
+        (q * (1 - q), -before),
+        (q * q, now - before),
+    ]
+    return _mixture(z, cases)
+
+
+def _mixture(z: torch.Tensor, cases: list[tuple[float, torch.Tensor]]) -> torch.Tensor:
+    """log Σ_k p_k · N(z; v_k, 1) / N(z; 0, 1), over the cases of positive probability."""
+    terms = [math.log(p) + v * z - v**2 / 2 for p, v in cases if p > 0]
+    return torch.logsumexp(torch.stack(terms), dim=0)
