@@ -16,6 +16,7 @@ mechanism whose noise matches the spread of inserted vs never-inserted canary st
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -275,7 +276,14 @@ def audit_ceilings(
     _check_counts(m, 0, 0)
     _check_delta(delta, allow_zero=False)
     _check_confidence(confidence)
-    candidates = _guess_counts(m, guesses)
+    return _ceilings(m, _guess_counts(m, guesses), delta, confidence)
+
+
+@functools.lru_cache(maxsize=256)
+def _ceilings(
+    m: int, candidates: tuple[int, ...], delta: float, confidence: float
+) -> tuple[float, float, float]:
+    """Cached: every audit of one configuration has the same ceilings."""
     per_test = _per_test_confidence(confidence, len(candidates))
     return (
         max(one_run_epsilon(m, r, r, delta, per_test) for r in candidates),
