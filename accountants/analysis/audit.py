@@ -6,12 +6,21 @@ with q = e^ε/(1+e^ε) and F(k) = P[Binomial(r, q) ≥ k],
     P[≥ v correct] ≤ F(v) + 2mδ · max_{i=1..v} (F(v−i) − F(v)) / i,
 so a small p-value rejects "(ε, δ)-DP" and the largest rejected ε is a lower bound on ε.
 
+f-DP one-run audit (Mahloujifar, Melis & Chaudhuri, ICML 2025): the same game tested against a
+whole trade-off curve f rather than one (ε, δ) pair, which gives (a) a lower bound on ε at δ from
+the (ε, δ) curves and (b) a lower bound on μ from the Gaussian-DP curves G_μ. `audit_bounds` runs
+all three on one set of scores, with the ceiling each can reach with m canaries.
+
 Gaussian estimate (Andrew et al., ICLR 2024): an ESTIMATE, not a bound, of the ε of the Gaussian
 mechanism whose noise matches the spread of inserted vs never-inserted canary statistics."""
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 from scipy.optimize import brentq
@@ -21,6 +30,14 @@ from scipy.stats import norm
 _EPS_CAP = 1e3  # q = e^ε/(1+e^ε) is exactly 1.0 in floating point long before this
 _TOL = 1e-9
 _DEFAULT_FRACTIONS = (1 / 20, 1 / 10, 1 / 4)
+_EXP_CAP = 700.0  # e^700 · (1 − y) is 0 or overflows past 1 for every float y ≤ 1, as e^ε would
+_ROUNDING = 1e-9  # relative slack before the f-DP test calls a total of probabilities above one
+_LOG_TINY = math.log(5e-324)  # smallest positive float: the floor of an f-DP p-value
+_STD_NORMAL = NormalDist()
+
+InverseBlowUp = Callable[[float], float]
+"""y ↦ f(1 − y) for a symmetric trade-off function f. Under f-DP an event of probability y with
+one value of a canary has probability at least f(1 − y) with the other."""
 
 
 @dataclass(frozen=True)
@@ -65,20 +82,7 @@ def one_run_epsilon(m: int, r: int, v: int, delta: float, confidence: float = 0.
     _check_delta(delta, allow_zero=True)
     _check_confidence(confidence)
     level = 1 - confidence
-    if one_run_p_value(m, r, v, 0.0, delta) > level:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while one_run_p_value(m, r, v, hi, delta) <= level:
-        lo, hi = hi, 2 * hi
-        if hi > _EPS_CAP:
-            return lo
-    while hi - lo > _TOL * max(1.0, hi):
-        mid = (lo + hi) / 2
-        if one_run_p_value(m, r, v, mid, delta) <= level:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _largest_rejected(lambda eps: one_run_p_value(m, r, v, eps, delta) <= level)
 
 
 def one_run_epsilon_from_scores(
@@ -95,34 +99,197 @@ def one_run_epsilon_from_scores(
     the bound, so each is tested at level (1 − confidence)/len(candidates) (Bonferroni) and the
     largest ε is reported; the result holds at the stated confidence. Default candidates:
     r = 2·round(m·f) for f in 1/20, 1/10, 1/4, and r = m (no abstention)."""
-    scores = np.asarray(scores, dtype=float)
-    included = np.asarray(included)
-    if scores.ndim != 1 or scores.size == 0:
-        raise ValueError(f"scores must be a non-empty 1-D array, got shape {scores.shape}")
-    if not np.isfinite(scores).all():
-        raise ValueError("scores must be finite")
-    if included.shape != scores.shape:
-        raise ValueError(f"included must have shape {scores.shape}, got {included.shape}")
-    if not np.isin(included, (0, 1)).all():
-        raise ValueError("included must hold booleans (or 0/1)")
+    scores, included = _checked_scores(scores, included)
     _check_delta(delta, allow_zero=True)
+    _check_confidence(confidence)
+    counts = _correct_counts(scores, included, _guess_counts(scores.size, guesses))
+    return _steinke_audit(scores.size, counts, delta, confidence)
+
+
+def epsilon_delta_inverse_blow_up(epsilon: float, delta: float) -> InverseBlowUp:
+    """The (ε, δ)-DP curve: f_{ε,δ}(1 − y) = max(0, 1 − δ − e^ε (1 − y), e^−ε (y − δ))."""
+    if not epsilon >= 0:
+        raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+    _check_delta(delta, allow_zero=True)
+    grow = math.exp(min(epsilon, _EXP_CAP))
+    return lambda y: max(0.0, 1 - delta - grow * (1 - y), (y - delta) / grow)
+
+
+def gaussian_inverse_blow_up(mu: float) -> InverseBlowUp:
+    """The μ-Gaussian-DP curve: G_μ(1 − y) = Φ(Φ⁻¹(y) − μ), telling N(0, 1) from N(μ, 1)."""
+    if not 0 <= mu < math.inf:
+        raise ValueError(f"mu must be finite and >= 0, got {mu}")
+
+    def inverse(y: float) -> float:
+        if y <= 0 or y >= 1:
+            return min(max(y, 0.0), 1.0)
+        z = _STD_NORMAL.inv_cdf(y) - mu
+        return 0.5 * math.erfc(-z / math.sqrt(2))  # Φ(z) without 1 + erf's cancellation
+
+    return inverse
+
+
+def fdp_rejects(m: int, r: int, v: int, inverse_blow_up: InverseBlowUp, level: float) -> bool:
+    """True when no f-DP mechanism lets an auditor get v or more of r guesses right on m canaries
+    with probability ≥ level, so a run with v right rejects "f-DP" at that level.
+
+    Mahloujifar, Melis & Chaudhuri (2025), Sec. 4; proof as we use it. Each canary's bit is ±1
+    with probability 1/2, the mechanism is f-DP in each bit (f symmetric; the others fixed),
+    and from its output the auditor guesses exactly r bits (abstaining on the rest); C counts
+    the right guesses. With R_k = E[C·1{C ≥ k}]/m and H_k = E[(r − C)·1{C ≥ k}]/m:
+      (1) R_k ≤ 1 − f(H_{k−1}) for k = 1..r. For a canary i and the other bits fixed, "i guessed
+          +1 and ≥ k − 1 right among the others" is "i right, C ≥ k" when s_i = +1 and "i wrong,
+          C ≥ k − 1" when s_i = −1 (likewise for −1), so f-DP bounds the first probability by
+          1 − f(second); averaging over s and i keeps it, 1 − f being concave (Jensen).
+      (2) So H_{k−1} ≥ g(R_k), g = inverse_blow_up. If P[C ≥ v] ≥ level, keep only (1) for
+          k ≤ v and move probability down: from above v to v, the excess over `level` from v to
+          v − 1, then, from k = v − 1 down to 1, whatever level k holds beyond what (1) at k + 1
+          forces, to k − 1. Each move lowers every R_k and raises every H_{k−1} with k ≤ the
+          level it leaves, and only the forced amount is ever left, so (1) keeps holding and the
+          total stays ≤ 1. What is left is the sequence below: R_v = level·v/m,
+          H_v = level·(r − v)/m, H_k = max(H_{k+1}, g(R_{k+1})), R_k − R_{k+1} = k/(r − k)·
+          (H_k − H_{k+1}) (mass added at level k), H_0 ≥ that, and R_0 + H_0 = (r/m)·total.
+    Hence R_0 + H_0 > r/m contradicts P[C ≥ v] ≥ level. The sequence is the least total that
+    (1) allows, so the test is monotone: a weaker curve f or a higher level is rejected less."""
+    _check_counts(m, r, v)
+    if not 0 < level <= 1:
+        raise ValueError(f"level must be in (0, 1], got {level}")
+    cap = (r / m) * (1 + _ROUNDING)
+    right, wrong = level * v / m, level * (r - v) / m  # R_k, H_k
+    for k in range(v - 1, -1, -1):
+        forced = inverse_blow_up(right)
+        if forced <= wrong:
+            break  # nothing added at k, so nothing will be below it either
+        right += k / (r - k) * (forced - wrong)
+        wrong = forced
+        if right + wrong > cap:
+            return True
+    return right + wrong > cap
+
+
+def fdp_p_value(m: int, r: int, v: int, inverse_blow_up: InverseBlowUp) -> float:
+    """Bound on P[v or more of r guesses right on m canaries] under f-DP: the smallest level
+    `fdp_rejects` rejects (to 1e-15 relative, rounded up), 1.0 if none is."""
+    _check_counts(m, r, v)
+    if not fdp_rejects(m, r, v, inverse_blow_up, 1.0):
+        return 1.0
+    lo, hi = _LOG_TINY, 0.0  # bisection on log level: the bound can be astronomically small
+    if fdp_rejects(m, r, v, inverse_blow_up, math.exp(lo)):
+        return math.exp(lo)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if fdp_rejects(m, r, v, inverse_blow_up, math.exp(mid)):
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(hi)
+
+
+def fdp_epsilon(m: int, r: int, v: int, delta: float, confidence: float = 0.95) -> float:
+    """Largest ε whose (ε, δ)-DP curve f_{ε,δ} the f-DP test rejects; 0.0 if none is. Valid for
+    every (ε, δ)-DP mechanism, since (ε, δ)-DP is f_{ε,δ}-DP."""
+    _check_counts(m, r, v)
+    _check_delta(delta, allow_zero=True)
+    _check_confidence(confidence)
+    level = 1 - confidence
+    return _largest_rejected(
+        lambda eps: fdp_rejects(m, r, v, epsilon_delta_inverse_blow_up(eps, delta), level)
+    )
+
+
+def fdp_mu(m: int, r: int, v: int, confidence: float = 0.95) -> float:
+    """Largest μ whose Gaussian-DP curve G_μ the f-DP test rejects; 0.0 if none is. A lower
+    bound on μ only for mechanisms that are μ-GDP for some μ (the Gaussian and its subsampled
+    or composed forms are only approximately so)."""
+    _check_counts(m, r, v)
+    _check_confidence(confidence)
+    level = 1 - confidence
+    return _largest_rejected(lambda mu: fdp_rejects(m, r, v, gaussian_inverse_blow_up(mu), level))
+
+
+@dataclass(frozen=True)
+class AuditBounds:
+    """Every one-run statistic of one audit, each beside the most m canaries can certify.
+
+    Each bound holds at `confidence` on its own (Bonferroni over the guess counts within it);
+    quoting the larger of `steinke.epsilon` and `fdp_epsilon` as one bound needs the level
+    halved. ε and μ protect one canary (the unit the canaries play) against the adversary
+    whose view gave the scores. A bound under the claim means the claim was not contradicted,
+    and says nothing about tightness when the bound is at its ceiling."""
+
+    canaries: int
+    confidence: float
+    delta: float
+    steinke: OneRunAudit  # Steinke, Nasr & Jagielski: ε at δ
+    steinke_ceiling: float
+    fdp_epsilon: float  # f-DP test of the (ε, δ) curves: ε at δ, for any mechanism
+    fdp_ceiling: float
+    mu: float  # f-DP test of the Gaussian-DP curves
+    mu_ceiling: float
+    mu_epsilon: float  # ε(δ) of G_mu: the ε bound IF the mechanism were Gaussian
+
+    @property
+    def certifiable(self) -> bool:
+        """False when even every guess right certifies nothing at this size and confidence, so
+        every bound is 0 by construction, not by evidence."""
+        return max(self.steinke_ceiling, self.fdp_ceiling, self.mu_ceiling) > 0
+
+
+def audit_bounds(
+    scores: np.ndarray,
+    included: np.ndarray,
+    delta: float,
+    confidence: float = 0.95,
+    guesses: tuple[int, ...] | None = None,
+) -> AuditBounds:
+    """Steinke's ε, the f-DP ε and μ from one set of canary scores, with their ceilings.
+
+    Guesses as in `one_run_epsilon_from_scores` (same candidates r, same Bonferroni)."""
+    scores, included = _checked_scores(scores, included)
+    _check_delta(delta, allow_zero=False)
     _check_confidence(confidence)
     m = scores.size
     candidates = _guess_counts(m, guesses)
-    order = np.argsort(-scores, kind="stable")  # ties keep canary order, which hides nothing
-    ranked = included.astype(bool)[order]
-    top_hits = np.concatenate([[0], np.cumsum(ranked)])  # included among the k highest
-    bottom_hits = np.concatenate([[0], np.cumsum(~ranked[::-1])])  # excluded among k lowest
-    per_test = 1 - (1 - confidence) / len(candidates)
-    best: OneRunAudit | None = None
-    for r in candidates:
-        k_plus = r - r // 2
-        v = int(top_hits[k_plus] + bottom_hits[r // 2])
-        eps = one_run_epsilon(m, r, v, delta, per_test)
-        if best is None or eps > best.epsilon:
-            best = OneRunAudit(eps, m, r, v, confidence, delta)
-    assert best is not None
-    return best
+    counts = _correct_counts(scores, included, candidates)
+    per_test = _per_test_confidence(confidence, len(candidates))
+    mu = max(fdp_mu(m, r, v, per_test) for r, v in counts)
+    steinke_ceiling, fdp_ceiling, mu_ceiling = audit_ceilings(m, delta, confidence, candidates)
+    return AuditBounds(
+        canaries=m,
+        confidence=confidence,
+        delta=delta,
+        steinke=_steinke_audit(m, counts, delta, confidence),
+        steinke_ceiling=steinke_ceiling,
+        fdp_epsilon=max(fdp_epsilon(m, r, v, delta, per_test) for r, v in counts),
+        fdp_ceiling=fdp_ceiling,
+        mu=mu,
+        mu_ceiling=mu_ceiling,
+        mu_epsilon=gaussian_mechanism_epsilon(mu, delta),
+    )
+
+
+def audit_ceilings(
+    m: int, delta: float, confidence: float = 0.95, guesses: tuple[int, ...] | None = None
+) -> tuple[float, float, float]:
+    """(Steinke ε, f-DP ε, μ) that m canaries certify when every guess is right, at the best
+    candidate r: no audit of this size can report more."""
+    _check_counts(m, 0, 0)
+    _check_delta(delta, allow_zero=False)
+    _check_confidence(confidence)
+    return _ceilings(m, _guess_counts(m, guesses), delta, confidence)
+
+
+@functools.lru_cache(maxsize=256)
+def _ceilings(
+    m: int, candidates: tuple[int, ...], delta: float, confidence: float
+) -> tuple[float, float, float]:
+    """Cached: every audit of one configuration has the same ceilings."""
+    per_test = _per_test_confidence(confidence, len(candidates))
+    return (
+        max(one_run_epsilon(m, r, r, delta, per_test) for r in candidates),
+        max(fdp_epsilon(m, r, r, delta, per_test) for r in candidates),
+        max(fdp_mu(m, r, r, per_test) for r in candidates),
+    )
 
 
 def gaussian_epsilon_estimate(observed: np.ndarray, unobserved: np.ndarray, delta: float) -> float:
@@ -177,6 +344,67 @@ def gaussian_mechanism_epsilon(mu: float, delta: float) -> float:
     while gap(hi) > 0:
         hi *= 2
     return float(brentq(gap, 0.0, hi, xtol=1e-12, rtol=1e-12))
+
+
+def _largest_rejected(rejected: Callable[[float], bool]) -> float:
+    """Largest parameter (ε or μ) the test rejects, by doubling then bisection; 0.0 if 0 is not
+    rejected. Every value it returns was itself rejected."""
+    if not rejected(0.0):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while rejected(hi):
+        lo, hi = hi, 2 * hi
+        if hi > _EPS_CAP:
+            return lo
+    while hi - lo > _TOL * max(1.0, hi):
+        mid = (lo + hi) / 2
+        if rejected(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _checked_scores(scores: np.ndarray, included: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scores = np.asarray(scores, dtype=float)
+    included = np.asarray(included)
+    if scores.ndim != 1 or scores.size == 0:
+        raise ValueError(f"scores must be a non-empty 1-D array, got shape {scores.shape}")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores must be finite")
+    if included.shape != scores.shape:
+        raise ValueError(f"included must have shape {scores.shape}, got {included.shape}")
+    if not np.isin(included, (0, 1)).all():
+        raise ValueError("included must hold booleans (or 0/1)")
+    return scores, included.astype(bool)
+
+
+def _correct_counts(
+    scores: np.ndarray, included: np.ndarray, candidates: tuple[int, ...]
+) -> list[tuple[int, int]]:
+    """(r, v) for each candidate r: "included" for the ⌈r/2⌉ highest scores, "excluded" for the
+    ⌊r/2⌋ lowest, v of them right."""
+    order = np.argsort(-scores, kind="stable")  # ties keep canary order, which hides nothing
+    ranked = included[order]
+    top_hits = np.concatenate([[0], np.cumsum(ranked)])  # included among the k highest
+    bottom_hits = np.concatenate([[0], np.cumsum(~ranked[::-1])])  # excluded among k lowest
+    return [(r, int(top_hits[r - r // 2] + bottom_hits[r // 2])) for r in candidates]
+
+
+def _per_test_confidence(confidence: float, tests: int) -> float:
+    """Bonferroni: each of `tests` guess counts tested at level (1 − confidence)/tests."""
+    return 1 - (1 - confidence) / tests
+
+
+def _steinke_audit(
+    m: int, counts: list[tuple[int, int]], delta: float, confidence: float
+) -> OneRunAudit:
+    per_test = _per_test_confidence(confidence, len(counts))
+    audits = [
+        OneRunAudit(one_run_epsilon(m, r, v, delta, per_test), m, r, v, confidence, delta)
+        for r, v in counts
+    ]
+    return max(audits, key=lambda audit: audit.epsilon)  # first of equals: the smallest r
 
 
 def _guess_counts(m: int, guesses: tuple[int, ...] | None) -> tuple[int, ...]:
