@@ -13,6 +13,8 @@ not an approximation from below."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from accountants.events import Composed, Gaussian, Laplace, SubsampledGaussian
 from accountants.ledger import PrivacyLedger
@@ -37,6 +39,17 @@ class PLDUnavailable(ValueError):
 def pld_epsilon(ledger: PrivacyLedger, delta: float) -> float:
     """ε at ``delta`` of the ledger's composed events by dp_accounting's PLD accountant.
     Raises ``PLDUnavailable`` when an event has no PLD form."""
+    return float(_accounted(ledger, lambda accountant: accountant.get_epsilon(delta)))
+
+
+def pld_deltas(ledger: PrivacyLedger, epsilons: Sequence[float]) -> list[float]:
+    """δ(ε) at each of ``epsilons``: the ledger's privacy profile by the PLD accountant,
+    composed once (``PLDUnavailable`` as ``pld_epsilon``)."""
+    return _accounted(ledger, lambda a: [float(a.get_delta(float(e))) for e in epsilons])
+
+
+def _accounted(ledger: PrivacyLedger, read: Callable[[Any], Any]) -> Any:
+    """``read`` of dp_accounting's PLD accountant holding the ledger's events."""
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -56,10 +69,10 @@ def pld_epsilon(ledger: PrivacyLedger, delta: float) -> float:
     try:
         for event in events:
             accountant.compose(event)
-        value = accountant.get_epsilon(delta)
+        value = read(accountant)
     except (OverflowError, ValueError, FloatingPointError, MemoryError) as exc:
         raise PLDUnavailable(f"dp_accounting could not account this ledger ({exc!r})") from None
-    return math.inf if value is None else float(value)
+    return math.inf if value is None else value
 
 
 def _compositions(event: object) -> int:

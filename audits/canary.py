@@ -10,17 +10,26 @@ leaks more than its ledger says (or the accountant is wrong): the audit has fail
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from accountants import PrivacyLedger, epsilon
+from accountants import Gaussian, MetricGaussian, PrivacyLedger, accountant, epsilon
 from accountants.accountant import OrderGridWarning
-from accountants.analysis.audit import OneRunAudit, one_run_epsilon_from_scores
+from accountants.analysis.audit import (
+    AuditBounds,
+    InverseBlowUp,
+    _correct_counts,
+    _guess_counts,
+    audit_bounds,
+    fdp_rejects,
+)
+from accountants.pld import PLDUnavailable, pld_deltas
 from audits.observer import Observed, scores
 
 CANARY_NORM = 10.0  # canary updates and gradients are this many clips long: clipping must act
@@ -65,75 +74,130 @@ def trial(
 
 @dataclass(frozen=True)
 class CanaryAudit:
-    """A lower bound on ε from one canary game, beside the accountant's ε for the same claim
-    and the ceiling: the largest ε these canaries could certify at this confidence (every
-    guess right), so a bound under the claim is never read as the claim being tight."""
+    """One canary game's verdict on a claim. ``rejected``: the guesses are too good for any
+    mechanism with the claim's privacy profile (its δ(ε) at every ε, as a trade-off curve),
+    by the f-DP one-run test; ``bounds``: the lower bounds on ε (Steinke–Nasr–Jagielski and
+    f-DP at the run's δ) and on a Gaussian-DP μ, from the statistic that gave the largest,
+    each with its ceiling (the most these canaries could certify: a bound under the claim is
+    never read as the claim being tight). Every test of one audit shares ``confidence``."""
 
     defense: str
     adversaries: tuple[str, ...]
     unit: str
     mechanism: str
     claimed: float
-    bound: OneRunAudit
-    seconds: float
+    bounds: AuditBounds
     statistic: str
-    ceiling: float
+    rejected: bool
+    confidence: float
+    seconds: float
 
     @property
     def lower_bound(self) -> float:
-        return self.bound.epsilon
+        return max(self.bounds.steinke.epsilon, self.bounds.fdp_epsilon)
+
+    @property
+    def ceiling(self) -> float:
+        return max(self.bounds.steinke_ceiling, self.bounds.fdp_ceiling)
 
     @property
     def holds(self) -> bool:
-        """The bound stays at or under the claim (it fails with probability ≤ 1 − confidence
-        on a correct mechanism)."""
-        return self.lower_bound <= self.claimed
+        """Neither the claim's profile is rejected nor a bound exceeds the claimed ε (each
+        fails with probability ≤ 1 − confidence on a correct mechanism)."""
+        return not self.rejected and self.lower_bound <= self.claimed
 
     @property
     def certifiable(self) -> bool:
         """Whether these canaries can certify any ε > 0 at all at this confidence."""
-        return self.ceiling > 0
+        return self.bounds.certifiable
 
     def summary(self) -> str:
         verdict = "holds" if self.holds else "VIOLATED"
+        b = self.bounds
         found = (
-            f"ε ≥ {self.lower_bound:.3f}" if self.certifiable else "not certifiable at this size"
+            f"ε ≥ {self.lower_bound:.3f}, μ ≥ {b.mu:.3f}"
+            if self.certifiable
+            else "not certifiable at this size"
         )
         return (
             f"{self.defense} against {'/'.join(self.adversaries)} ({self.unit}): "
-            f"{found} at {self.bound.confidence:.1%} confidence "
-            f"({self.statistic}: {self.bound.correct}/{self.bound.guesses} guesses on "
-            f"{self.bound.canaries} canaries; ceiling {self.ceiling:.3f}) vs claimed "
-            f"ε = {self.claimed:.3f}: {verdict}"
+            f"{found} at {self.confidence:.1%} confidence ({self.statistic}: "
+            f"{b.steinke.correct}/{b.steinke.guesses} guesses on {b.canaries} canaries; "
+            f"ceiling ε {self.ceiling:.3f}, μ {b.mu_ceiling:.3f}) vs claimed "
+            f"ε = {self.claimed:.3f}{'; profile rejected' if self.rejected else ''}: {verdict}"
         )
+
+
+PROFILE_POINTS = 48  # ε values the claim's privacy profile is read at
+
+
+def claimed_profile(claim: PrivacyLedger, delta: float, rho: float | None) -> InverseBlowUp:
+    """The claim as a trade-off curve: a mechanism that is (ε, δ(ε))-DP at every ε of a grid
+    is f-DP for the largest of their curves f_{ε,δ(ε)}, so the f-DP test of it tests the
+    whole claim, not one (ε, δ) point of it. δ(ε) is the smaller of the RDP accountant's and
+    the PLD accountant's (both valid; PLD is exact for Gaussian releases); a metric-DP release
+    at distance ρ is the Gaussian mechanism of sensitivity ρ."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrderGridWarning)
+        top = epsilon(claim, delta, rho=rho).epsilon
+        grid = np.linspace(0.0, max(3.0 * top, 1.0), PROFILE_POINTS)
+        deltas = np.array([accountant.delta(claim, float(e), rho=rho).delta for e in grid])
+    with contextlib.suppress(PLDUnavailable):  # no PLD form: the RDP profile alone
+        deltas = np.minimum(deltas, pld_deltas(_at_distance(claim, rho), grid.tolist()))
+    grow = np.exp(grid)
+
+    def inverse(y: float) -> float:
+        return float(np.max(np.maximum(1 - deltas - grow * (1 - y), (y - deltas) / grow)).clip(0))
+
+    return inverse
+
+
+def _at_distance(claim: PrivacyLedger, rho: float | None) -> PrivacyLedger:
+    """The claim with each metric-DP release read at ``rho`` as a Gaussian of sensitivity ρ."""
+    return PrivacyLedger(
+        tuple(
+            Gaussian(e.sigma0, rho, e.releases) if isinstance(e, MetricGaussian) else e
+            for e in claim.events
+        )
+    )
 
 
 def judged(
     defense: str, trial: Trial, delta: float, seconds: float, confidence: float = 0.95
 ) -> CanaryAudit:
-    """The trial's one-run bound at ``delta`` under its best statistic, each statistic tested
-    at ``confidence`` split between them (Bonferroni), and the ledger's ε for its claim."""
+    """The trial's bounds under each statistic and the f-DP test of the claim's profile,
+    every test at ``confidence`` split between them (Bonferroni), beside the ledger's ε."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         claimed = epsilon(trial.claim, delta, rho=trial.rho).epsilon
-    each = 1 - (1 - confidence) / len(trial.scores)
-    found = {
-        name: one_run_epsilon_from_scores(s, trial.included, delta, each)
-        for name, s in trial.scores.items()
-    }
-    statistic = max(found, key=lambda name: found[name].epsilon)
-    best = replace(found[statistic], confidence=confidence)
-    perfect = one_run_epsilon_from_scores(trial.included.astype(float), trial.included, delta, each)
+    tests = 3 * len(trial.scores)  # per statistic: Steinke's, f-DP's, the profile test
+    each = 1 - (1 - confidence) / tests
+    found = {n: audit_bounds(s, trial.included, delta, each) for n, s in trial.scores.items()}
+    statistic = max(found, key=lambda n: max(found[n].steinke.epsilon, found[n].fdp_epsilon))
+    rejected = False
+    if np.isfinite(claimed):
+        profile = claimed_profile(trial.claim, delta, trial.rho)
+        m = trial.included.size
+        candidates = _guess_counts(m, None)
+        level = (1 - each) / len(candidates)
+        rejected = any(
+            fdp_rejects(m, r, v, profile, level)
+            for s in trial.scores.values()
+            for r, v in _correct_counts(
+                np.asarray(s, float), trial.included.astype(bool), candidates
+            )
+        )
     return CanaryAudit(
         defense,
         trial.adversaries,
         trial.unit,
         trial.mechanism,
         claimed,
-        best,
-        seconds,
+        found[statistic],
         statistic,
-        perfect.epsilon,
+        rejected,
+        confidence,
+        seconds,
     )
 
 

@@ -31,49 +31,67 @@ class Case:
     rho: float | None = None
     target: dict[str, Any] = field(default_factory=dict)
     breaks: tuple[str, ...] = tuple(BREAKS)  # the breaks that apply to it
+    canaries: int = 500  # enough for the audit to catch a third of the noise
 
 
 def _fedavg(mode: str, sigma: float) -> Case:
     cfg = dp_fedavg.DPFedAvgConfig(clip=1.0, noise_multiplier=sigma, mode=mode)
     ledger = PrivacyLedger(dp_fedavg.ledger_events(0.2, cfg, 10, 2.0, False))
     target = {"client_fraction": 0.2, "rounds": 10}
-    return Case("dp-fedavg", cfg, ledger, target=target, breaks=_but(mode == "local"))
+    local = mode == "local"
+    return Case(
+        "dp-fedavg",
+        cfg,
+        ledger,
+        target=target,
+        breaks=_but(not local),
+        canaries=2000 if local else 500,
+    )
 
 
+THIRD = "noise σ/3"
 SAMPLING = "amplification without sampling"
 REUSED = "same noise every round"
 HALF = "noise on half of the rounds"
 
 
-def _but(replace_one: bool, *others: str) -> tuple[str, ...]:
-    """Every break but the ones that do not apply: no amplification is claimed without
-    sampling (replace-one mechanisms, one-shot releases), and ``others``."""
-    gone = set(others) | ({SAMPLING} if replace_one else set())
+def _but(sampled: bool, *others: str) -> tuple[str, ...]:
+    """Every break but the ones that do not apply: ``others``, and sampling's where the
+    claim has no amplification by sampling to lose."""
+    gone = set(others) | (set() if sampled else {SAMPLING})
     return tuple(b for b in BREAKS if b not in gone)
 
 
 def _dp_sgd(group: int) -> Case:
     cfg = dp_sgd.DPSGDConfig(clip=1.0, noise_multiplier=3.0 * group, sample_rate=0.1)
-    return Case("dp-sgd", cfg, PrivacyLedger((dp_sgd.ledger_event(cfg, 50, group=group),)))
+    ledger = PrivacyLedger((dp_sgd.ledger_event(cfg, 50, group=group),))
+    # a group's bound is loose (every record of the group in every batch it joins): a third
+    # of the noise leaves the real ε near the claim, which no audit can then contradict
+    return Case("dp-sgd", cfg, ledger, breaks=_but(True, *(() if group == 1 else (THIRD,))))
 
 
 def _upload() -> Case:
     cfg = gaussian_upload.GaussianUploadConfig(clip=1.0, noise_multiplier=5.0)
     ledger = PrivacyLedger(gaussian_upload.ledger_events(cfg, 3))
-    return Case("gaussian-upload", cfg, ledger, breaks=_but(True))
+    return Case("gaussian-upload", cfg, ledger, breaks=_but(False))
 
 
 def _ap(level: str) -> Case:
     cfg = ap.APConfig(noise_multiplier=6.0 if level == "edge" else 4.0, level=level, max_degree=4)
     ledger = PrivacyLedger(ap.ledger_events(cfg, 2))
-    return Case("aggregation-perturbation", cfg, ledger, breaks=_but(True, REUSED))
+    # a node's rows reach the adversary through half its out-edges (the rest are cut by the
+    # degree bound the canary must exceed): more canaries to see a third of the noise
+    canaries = 8000 if level == "node" else 500
+    return Case(
+        "aggregation-perturbation", cfg, ledger, breaks=_but(False, REUSED), canaries=canaries
+    )
 
 
 def _metric(releases: int, sigma0: float) -> Case:
     cfg = metric_dp.MetricDPConfig(sigma0=sigma0)
     event = MetricGaussian(sigma0, releases, scope=metric_dp.METRIC_SCOPE)
     one_shot = (REUSED, HALF) if releases == 1 else ()
-    return Case("metric-dp", cfg, PrivacyLedger((event,)), 0.5, breaks=_but(True, *one_shot))
+    return Case("metric-dp", cfg, PrivacyLedger((event,)), 0.5, breaks=_but(False, *one_shot))
 
 
 CASES: dict[str, Callable[[], Case]] = {
