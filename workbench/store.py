@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +76,13 @@ CREATE TABLE IF NOT EXISTS audits (
     canaries INTEGER NOT NULL,
     guesses INTEGER NOT NULL,
     correct INTEGER NOT NULL,
-    seconds REAL NOT NULL
+    seconds REAL NOT NULL,
+    statistic TEXT,
+    ceiling REAL,
+    fdp_epsilon REAL,
+    mu REAL,
+    mu_ceiling REAL,
+    holds INTEGER
 );
 """
 AUDIT_COLUMNS = (
@@ -92,7 +98,35 @@ AUDIT_COLUMNS = (
     "guesses",
     "correct",
     "seconds",
+    "statistic",
+    "ceiling",
+    "fdp_epsilon",
+    "mu",
+    "mu_ceiling",
+    "holds",
 )
+
+
+def audit_holds(row: dict[str, Any]) -> bool:
+    """A stored audit row's verdict: its ``holds`` (the claim's profile not rejected and no
+    bound above the claim), or in a folder written before that column, bound ≤ claim."""
+    if row.get("holds") is not None:
+        return bool(row["holds"])
+    return row["lower_bound"] <= row["claimed"]
+
+
+# columns added after folders were written with their tables: read as NULL there
+ADDED = {
+    "epsilons": {"epsilon_pld": "REAL"},
+    "audits": {
+        "statistic": "TEXT",
+        "ceiling": "REAL",
+        "fdp_epsilon": "REAL",
+        "mu": "REAL",
+        "mu_ceiling": "REAL",
+        "holds": "INTEGER",
+    },
+}
 
 EPSILON_COLUMNS = ("adversary", "unit", "epsilon", "delta", "note", "epsilon_pld")
 
@@ -204,25 +238,32 @@ class ResultsStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
 
-    def _has_pld_column(self) -> bool:
-        """Whether ``epsilons`` has the PLD column: a folder written before it existed has
-        not, and reading it must not change it (an older version may still write there)."""
+    def _missing(self, table: str) -> list[str]:
+        """The columns of ``ADDED`` that ``table`` lacks: a folder written before they
+        existed, which reading must not change (an older version may still write there)."""
         try:
-            columns = self._db.execute("PRAGMA table_info(epsilons)").fetchall()
+            found = self._db.execute(f"PRAGMA table_info({table})").fetchall()
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"{self.path}: not a results database ({exc})") from None
-        return any(str(c[1]).lower() == "epsilon_pld" for c in columns)
+        names = {str(c[1]).lower() for c in found}
+        return [c for c in ADDED[table] if c not in names]
 
-    def _add_pld_column(self) -> None:
-        """Written into an older folder: the column is added, empty (NULL) for its cells. A
-        second writer adding it meanwhile is fine; anything else is a clear error."""
-        try:
-            self._db.execute("ALTER TABLE epsilons ADD COLUMN epsilon_pld REAL")
-        except sqlite3.OperationalError as exc:
-            if "duplicate column" not in str(exc):
-                raise ConfigError(
-                    f"{self.path}: cannot add to its epsilons table ({exc})"
-                ) from None
+    def _add_columns(self, table: str) -> None:
+        """Written into an older folder: the columns are added, empty (NULL) for its rows. A
+        second writer adding them meanwhile is fine; anything else is a clear error."""
+        for column in self._missing(table):
+            try:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {ADDED[table][column]}")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):
+                    raise ConfigError(
+                        f"{self.path}: cannot add to its {table} table ({exc})"
+                    ) from None
+
+    def _read(self, table: str, columns: Sequence[str]) -> str:
+        """``columns`` to select from ``table``, NULL for those an older folder lacks."""
+        missing = set(self._missing(table))
+        return ", ".join(f"NULL AS {c}" if c in missing else c for c in columns)
 
     def close(self) -> None:
         self._db.close()
@@ -297,17 +338,18 @@ class ResultsStore:
                 ),
             )
             self._db.execute("DELETE FROM epsilons WHERE cell_id = ?", (row.cell_id,))
-            if not self._has_pld_column():
-                self._add_pld_column()
+            self._add_columns("epsilons")
             self._db.executemany(
                 f"INSERT INTO epsilons (cell_id, {', '.join(EPSILON_COLUMNS)}) "
                 f"VALUES (?{',?' * len(EPSILON_COLUMNS)})",
                 [(row.cell_id, *(e.get(k) for k in EPSILON_COLUMNS)) for e in row.epsilons],
             )
             self._db.execute("DELETE FROM audits WHERE cell_id = ?", (row.cell_id,))
+            self._add_columns("audits")
             self._db.executemany(
-                f"INSERT INTO audits VALUES (?{',?' * len(AUDIT_COLUMNS)})",
-                [(row.cell_id, *(a[k] for k in AUDIT_COLUMNS)) for a in row.audits],
+                f"INSERT INTO audits (cell_id, {', '.join(AUDIT_COLUMNS)}) "
+                f"VALUES (?{',?' * len(AUDIT_COLUMNS)})",
+                [(row.cell_id, *(a.get(k) for k in AUDIT_COLUMNS)) for a in row.audits],
             )
 
     def put_attack(self, row: AttackRow, config_hash: str) -> None:
@@ -354,14 +396,13 @@ class ResultsStore:
             "epsilon, seconds_partition, seconds_train FROM cells ORDER BY label"
         )
         eps: dict[str, list[dict[str, Any]]] = {}
-        columns = list(EPSILON_COLUMNS)
-        if not self._has_pld_column():  # an older folder: not measured there
-            columns[columns.index("epsilon_pld")] = "NULL AS epsilon_pld"
-        q_eps = f"SELECT cell_id, {', '.join(columns)} FROM epsilons"
+        q_eps = f"SELECT cell_id, {self._read('epsilons', EPSILON_COLUMNS)} FROM epsilons"
         for r in self._db.execute(q_eps + " ORDER BY cell_id, adversary, unit"):
             eps.setdefault(r[0], []).append(dict(zip(EPSILON_COLUMNS, r[1:], strict=True)))
         audits: dict[str, list[dict[str, Any]]] = {}
-        q_audits = f"SELECT cell_id, {', '.join(AUDIT_COLUMNS)} FROM audits ORDER BY rowid"
+        q_audits = (
+            f"SELECT cell_id, {self._read('audits', AUDIT_COLUMNS)} FROM audits ORDER BY rowid"
+        )
         for r in self._db.execute(q_audits):
             audits.setdefault(r[0], []).append(dict(zip(AUDIT_COLUMNS, r[1:], strict=True)))
         return [
