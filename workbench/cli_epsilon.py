@@ -319,7 +319,7 @@ def _compute(
                 p = {**p, noise: x}
                 solved = {noise: x}
             report = epsilon(_ledger(mechanism, p), delta, **kw)
-        except ValueError as exc:
+        except (ValueError, ArithmeticError) as exc:  # a numerical failure: said, not raised
             raise ConfigError(str(exc)) from None
     notes = sorted({str(w.message) for w in caught})
     return Row(p, report.epsilon, delta, report.order, solved, notes)

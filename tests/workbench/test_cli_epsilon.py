@@ -187,3 +187,30 @@ def test_run_prints_every_cell_of_a_shared_label(tmp_path, capsys):
     data = json.loads(out)
     assert data["aaaa"]["epsilons"][1]["epsilon"] == "inf"
     assert data["aaaa"]["label"] == data["bbbb"]["label"]
+
+
+@pytest.mark.parametrize(
+    "q, sigma, target",
+    [(1e-6, 50.0, 10.0), (1e-4, 100.0, 100.0)],
+)
+def test_solving_steps_at_tiny_q_answers_a_sound_epsilon(capsys, q, sigma, target):
+    """Rounding near α = 1 made the RDP curve step down over ~1e6+ steps, and the accountant
+    raised (a traceback). Now the unresolved orders fall back to a valid bound: the ε is at
+    least dp_accounting's RDP ε of the same steps and within 1 % of it."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    code, out, err = run(
+        capsys,
+        f"{SGM} --q {q:g} --sigma {sigma:g} --target-epsilon {target:g} --solve steps --json",
+    )
+    assert code == 0 and "Traceback" not in err
+    data = json.loads(out)
+    steps = data["solved"]["steps"]
+    assert steps > 10**6 and data["epsilon"] <= target
+    theirs = rdp_privacy_accountant.RdpAccountant()
+    theirs.compose(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+    )
+    reference = theirs.get_epsilon(1e-5)
+    assert reference * (1 - 1e-9) <= data["epsilon"] <= reference * 1.01
