@@ -198,19 +198,23 @@ def max_steps(target_epsilon: float, delta: float, q: float, sigma: float, **kwa
 
 
 def _checked_curve(curve: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """The ledger's RDP on the grid, refused if it cannot be a true RDP curve."""
+    """The ledger's RDP on the grid: refused if negative or not a number anywhere (a broken
+    event); +inf (dropped) at the orders whose value is below an earlier order's. True RDP
+    is non-decreasing in α, so of two orders out of step one value is a rounding failure
+    (tiny q over ~1e6 steps); keeping the earlier, larger one never understates ε, it may
+    only loosen it."""
     curve = np.asarray(curve, dtype=float)
     tol = 1e-9 * np.maximum(1.0, np.abs(curve))
     with np.errstate(invalid="ignore"):
-        bad = np.isnan(curve) | (curve < -tol)
-        bad[1:] |= np.diff(curve) < -tol[1:]
-    if bad.any():
-        at = grid[np.argmax(bad)]
+        broken = np.isnan(curve) | (curve < -tol)
+    if broken.any():
         raise ArithmeticError(
-            f"the ledger's RDP is negative or decreasing at order α={at:g}: a numerical failure "
-            "in an event's RDP; no ε is reported rather than one below the true bound"
+            f"the ledger's RDP is negative or not a number at order α={grid[np.argmax(broken)]:g}: "
+            "a numerical failure in an event's RDP; no ε is reported rather than one below the "
+            "true bound"
         )
-    return curve
+    earlier = np.concatenate([[-np.inf], np.maximum.accumulate(curve)[:-1]])
+    return np.where(curve < earlier - tol, np.inf, curve)
 
 
 def _bracketed(

@@ -3,7 +3,7 @@
     from workbench.api import run_suite, build_report, components, epsilon, PrivacyLedger, Gaussian
 
     summary = run_suite("examples/quickstart.yaml", "runs/quickstart")  # train, attack, store
-    privacy("runs/quickstart")              # per cell: ε per adversary, canary audit bounds
+    privacy("runs/quickstart")              # per cell id: ε per adversary, canary audit bounds
     results("runs/quickstart")              # pandas: a row per cell × attack, metrics as columns
     log_mlflow("runs/quickstart", "file:///tmp/mlruns")               # a run per cell in MLflow
     attack("runs/quickstart", [{"name": "mia-lira"}])                 # later, no retraining
@@ -112,14 +112,20 @@ def audit(
     )
 
 
-def privacy(out: str | Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """A results folder's privacy figures, per cell label: ``epsilons`` (ε per adversary ×
-    unit, ∞ where nothing is guaranteed, with its note) and ``audits`` (the canary audit's
-    lower bound beside the claimed ε, per audited claim)."""
+def privacy(out: str | Path) -> dict[str, dict[str, Any]]:
+    """A results folder's privacy figures, per cell id (cells of a σ sweep or of several
+    seeds share a label, so the label cannot key them): its ``label``, ``epsilons`` (ε per
+    adversary × unit, ∞ where nothing is guaranteed, with its note) and ``audits`` (the
+    canary audit's lower bound beside the claimed ε, per audited claim)."""
     store = ResultsStore(out, create=False)
     try:
         return {
-            c.label: {"epsilons": list(c.epsilons), "audits": list(c.audits)} for c in store.cells()
+            c.cell_id: {
+                "label": c.label,
+                "epsilons": list(c.epsilons),
+                "audits": list(c.audits),
+            }
+            for c in store.cells()
         }
     finally:
         store.close()

@@ -130,13 +130,16 @@ def _print_run(out: str, as_json: bool) -> int:
     figures = privacy(out)
     if as_json:
         finite = {
-            label: {part: [_json_row(r) for r in rows] for part, rows in cell.items()}
-            for label, cell in figures.items()
+            cell_id: {
+                "label": cell["label"],
+                **{part: [_json_row(r) for r in cell[part]] for part in ("epsilons", "audits")},
+            }
+            for cell_id, cell in figures.items()
         }
         print(json.dumps(finite, indent=2))
         return 0
-    for label, cell in figures.items():
-        print(label)
+    for cell_id, cell in figures.items():
+        print(f"{cell['label']}  [cell {cell_id}]")
         if not cell["epsilons"]:
             print("  no privacy event: no ε against anyone")
         for e in cell["epsilons"]:
@@ -150,13 +153,14 @@ def _print_run(out: str, as_json: bool) -> int:
     return 0
 
 
-def print_audits(privacy: dict[str, dict[str, list[dict]]]) -> None:
+def print_audits(privacy: dict[str, dict[str, Any]]) -> None:
     """One line per audited claim: lower bound vs claimed ε, and whether it holds."""
-    for label, figures in privacy.items():
+    for cell_id, figures in privacy.items():
         for a in figures["audits"]:
             verdict = "holds" if a["lower_bound"] <= a["claimed"] else "VIOLATED"
             print(
-                f"{label}  {a['defense']} vs {a['adversaries']} ({a['unit']}): "
+                f"{figures['label']} [cell {cell_id}]  {a['defense']} vs {a['adversaries']} "
+                f"({a['unit']}): "
                 f"ε ≥ {a['lower_bound']:.3f} ({a['confidence']:.1%}, {a['correct']}/"
                 f"{a['guesses']} on {a['canaries']} canaries), claimed {a['claimed']:.3f}: "
                 f"{verdict}"
@@ -315,7 +319,7 @@ def _compute(
                 p = {**p, noise: x}
                 solved = {noise: x}
             report = epsilon(_ledger(mechanism, p), delta, **kw)
-        except ValueError as exc:
+        except (ValueError, ArithmeticError) as exc:  # a numerical failure: said, not raised
             raise ConfigError(str(exc)) from None
     notes = sorted({str(w.message) for w in caught})
     return Row(p, report.epsilon, delta, report.order, solved, notes)

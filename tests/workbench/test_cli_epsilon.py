@@ -153,3 +153,64 @@ def test_malformed_grid_yaml_and_huge_ranges_are_refused_at_once(tmp_path, capsy
     for bad in ("1:inf:1", "1:2:1e-320"):  # an overflow traceback once
         code, _, err = run(capsys, SGM + f" --q 0.01 --steps 100 --sigma {bad}")
         assert code == 2 and "Traceback" not in err and "--sigma" in err
+
+
+def stored_cell(cell_id: str, label: str, server: float):
+    """A cell row sharing its label with others (a σ sweep), ε against the server given."""
+    from workbench.store import CellRow
+
+    rows = tuple(
+        {"adversary": a, "unit": "client", "epsilon": e, "delta": 1e-5, "note": a}
+        for a, e in (("server", server), ("querier", 2.0))
+    )
+    return CellRow(cell_id, label, {}, {}, {}, [], 2.0, 0.0, 0.0, rows)
+
+
+def test_run_prints_every_cell_of_a_shared_label(tmp_path, capsys):
+    """Two cells of a σ sweep share a label: keyed by label, one hid the other, and with it
+    the central DP-FedAvg cell's ∞ against the server."""
+    from workbench import api
+    from workbench.store import ResultsStore
+
+    store = ResultsStore(tmp_path)
+    store.put_cell(stored_cell("aaaa", "cora/fedavg+dp-fedavg", math.inf), "h1")
+    store.put_cell(stored_cell("bbbb", "cora/fedavg+dp-fedavg", 3.0), "h2")
+    store.close()
+    figures = api.privacy(tmp_path)
+    assert set(figures) == {"aaaa", "bbbb"}
+    assert {f["label"] for f in figures.values()} == {"cora/fedavg+dp-fedavg"}
+    code, out, _ = run(capsys, f"--run {tmp_path}")
+    assert code == 0 and out.count("cora/fedavg+dp-fedavg") == 2
+    server = [line for line in out.splitlines() if "against server" in line]
+    assert [line.split("ε = ")[1].split()[0] for line in server] == ["inf", "3"]
+    code, out, _ = run(capsys, f"--run {tmp_path} --json")
+    data = json.loads(out)
+    assert data["aaaa"]["epsilons"][1]["epsilon"] == "inf"
+    assert data["aaaa"]["label"] == data["bbbb"]["label"]
+
+
+@pytest.mark.parametrize(
+    "q, sigma, target",
+    [(1e-6, 50.0, 10.0), (1e-4, 100.0, 100.0)],
+)
+def test_solving_steps_at_tiny_q_answers_a_sound_epsilon(capsys, q, sigma, target):
+    """Rounding near α = 1 made the RDP curve step down over ~1e6+ steps, and the accountant
+    raised (a traceback). Now the unresolved orders fall back to a valid bound: the ε is at
+    least dp_accounting's RDP ε of the same steps and within 1 % of it."""
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    code, out, err = run(
+        capsys,
+        f"{SGM} --q {q:g} --sigma {sigma:g} --target-epsilon {target:g} --solve steps --json",
+    )
+    assert code == 0 and "Traceback" not in err
+    data = json.loads(out)
+    steps = data["solved"]["steps"]
+    assert steps > 10**6 and data["epsilon"] <= target
+    theirs = rdp_privacy_accountant.RdpAccountant()
+    theirs.compose(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+    )
+    reference = theirs.get_epsilon(1e-5)
+    assert reference * (1 - 1e-9) <= data["epsilon"] <= reference * 1.01
