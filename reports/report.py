@@ -17,6 +17,7 @@ import numpy as np
 import yaml
 
 from attacks import ATTACKS
+from audits.stored import bound_text, verdict_text
 from defenses.base import COVERING_UNITS
 from reports.content import (
     Block,
@@ -646,9 +647,9 @@ def _canary_audits(cells: list[CellRow], labels: dict[str, str]) -> Section:
             a["defense"],
             a["adversaries"],
             a["unit"],
-            f"{a['lower_bound']:.3f}",
+            bound_text(a),
             format_epsilon(a["claimed"]),
-            "holds" if a["lower_bound"] <= a["claimed"] else "VIOLATED",
+            verdict_text(a),
             f"{a['correct']}/{a['guesses']} of {a['canaries']}",
             a["mechanism"],
         ]
@@ -660,16 +661,19 @@ def _canary_audits(cells: list[CellRow], labels: dict[str, str]) -> Section:
         [
             Paragraph(
                 "Each DP mechanism the cell ran is run again by its defense's own code at the "
-                "cell's parameters on canaries (clients, records, edges, nodes or embedding "
-                "pairs), each included with probability 1/2; the auditor scores them from what "
-                "the named adversaries observe, guesses the extremes, and the one-run audit "
-                "(Steinke, Nasr & Jagielski 2023) turns the correct guesses into lower bounds "
-                "on ε at the cell's δ that hold together, per cell, with 95 % confidence (the "
-                "5 % shared among the cell's claims). A bound above the claimed ε means the "
-                "mechanism leaks more than its ledger says. The bound is not an estimate of "
-                "ε: m canaries cap it (about 5 for 1000 canaries even when every guess is "
-                "right), so a bound far below a large claim says little, and loose bounds on "
-                "correct mechanisms are expected."
+                "cell's parameters, through the target's own sampling, on canaries (clients, "
+                "records, edges, nodes or embedding pairs), each included with probability "
+                "1/2; the auditor scores them from every release the named adversaries "
+                "observe (each round's model, each upload, each step, each hop), guesses the "
+                "extremes, and turns the correct guesses into lower bounds on ε at the cell's "
+                "δ (Steinke, Nasr & Jagielski 2023; the f-DP test of Mahloujifar, Melis & "
+                "Chaudhuri 2025) and on a Gaussian-DP μ, and tests the claim's whole privacy "
+                "profile; every test holds together, per cell, with 95 % confidence. A bound "
+                "above the claim, or a rejected profile, means the mechanism leaks more than "
+                "its ledger says. A bound is not an estimate of ε: m canaries cap it (the "
+                "ceiling: what every guess right would certify), so a bound under the claim "
+                "never means the claim is tight, and with too few canaries nothing is "
+                "certifiable at all."
             ),
             Table(
                 [
@@ -677,7 +681,7 @@ def _canary_audits(cells: list[CellRow], labels: dict[str, str]) -> Section:
                     "defense",
                     "adversaries",
                     "unit",
-                    "ε lower bound",
+                    "lower bounds (ceiling)",
                     "claimed ε",
                     "verdict",
                     "correct guesses",

@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from audits.stored import holds
 from reports.summary import (
     READ_BY_AUC,
     AttackSummary,
@@ -253,10 +254,10 @@ def _warnings(
             f"{eps:.3g} bounds the worst case (a TPR of at most {ceiling:.1%} at 1 % FPR), "
             "not every average-case signal."
         )
-    violated = [a for c in group for a in c.audits if a["lower_bound"] > a["claimed"]]
+    violated = [a for c in group for a in c.audits if not holds(a)]
     if violated:
         out.append(
-            f"The canary audit's lower bound exceeds the claimed ε in {len(violated)} game(s): "
+            f"The canary audit contradicts the claimed ε in {len(violated)} game(s): "
             "the mechanism leaks more than its ledger says."
         )
     return out

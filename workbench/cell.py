@@ -22,7 +22,8 @@ from attacks import ATTACKS, AttackInput
 from attacks.families import FAMILIES
 from attacks.family import CellInputs
 from attacks.membership.reference import ReferencePool
-from audits import GAMES, CanaryAudit, audit_run, context_of
+from audits import GAMES, audit_run, context_of
+from audits.stored import audit_row
 from defenses import applied
 from defenses.calibration import calibrating
 from workbench.calibration import CALIBRATED_SIGMA, calibrate_defenses, check_met
@@ -207,31 +208,6 @@ def canary_audit(
         streams.seed(cell.seed, "canary-audit"),
     )
     return tuple(audit_row(a) for a in results)
-
-
-def audit_row(a: CanaryAudit) -> dict[str, Any]:
-    """One canary audit as the store keeps it (``AUDIT_COLUMNS``)."""
-    b = a.bounds
-    return {
-        "defense": a.defense,
-        "adversaries": "/".join(a.adversaries),
-        "unit": a.unit,
-        "mechanism": a.mechanism,
-        "claimed": a.claimed,
-        "lower_bound": a.lower_bound,
-        "confidence": a.confidence,
-        "delta": b.delta,
-        "canaries": b.canaries,
-        "guesses": b.steinke.guesses,
-        "correct": b.steinke.correct,
-        "seconds": a.seconds,
-        "statistic": a.statistic,
-        "ceiling": a.ceiling,
-        "fdp_epsilon": b.fdp_epsilon,
-        "mu": b.mu,
-        "mu_ceiling": b.mu_ceiling,
-        "holds": int(a.holds),
-    }
 
 
 def attack_cell(

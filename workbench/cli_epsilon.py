@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from audits.stored import bound_text, verdict_text
 from workbench.errors import ConfigError
 
 MECHANISMS = {
@@ -154,16 +155,15 @@ def _print_run(out: str, as_json: bool) -> int:
 
 
 def print_audits(privacy: dict[str, dict[str, Any]]) -> None:
-    """One line per audited claim: lower bound vs claimed ε, and whether it holds."""
+    """One line per audited claim: lower bounds and ceilings vs claimed ε, and whether it
+    holds."""
     for cell_id, figures in privacy.items():
         for a in figures["audits"]:
-            verdict = "holds" if a["lower_bound"] <= a["claimed"] else "VIOLATED"
             print(
                 f"{figures['label']} [cell {cell_id}]  {a['defense']} vs {a['adversaries']} "
-                f"({a['unit']}): "
-                f"ε ≥ {a['lower_bound']:.3f} ({a['confidence']:.1%}, {a['correct']}/"
-                f"{a['guesses']} on {a['canaries']} canaries), claimed {a['claimed']:.3f}: "
-                f"{verdict}"
+                f"({a['unit']}): {bound_text(a)} at {a['confidence']:.1%}, "
+                f"{a['correct']}/{a['guesses']} on {a['canaries']} canaries, claimed "
+                f"{a['claimed']:.3f}: {verdict_text(a)}"
             )
 
 

@@ -107,14 +107,6 @@ AUDIT_COLUMNS = (
 )
 
 
-def audit_holds(row: dict[str, Any]) -> bool:
-    """A stored audit row's verdict: its ``holds`` (the claim's profile not rejected and no
-    bound above the claim), or in a folder written before that column, bound ≤ claim."""
-    if row.get("holds") is not None:
-        return bool(row["holds"])
-    return row["lower_bound"] <= row["claimed"]
-
-
 # columns added after folders were written with their tables: read as NULL there
 ADDED = {
     "epsilons": {"epsilon_pld": "REAL"},

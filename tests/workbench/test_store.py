@@ -127,7 +127,7 @@ def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp
         CellRow("c1", "D/p/t/seed1", {}, {}, {}, [], 1.5, 0, 0, ({**row, "epsilon_pld": 1.2},)), "h"
     )
     assert "epsilon_pld" in columns()
-    racing._add_pld_column()  # the race: the column appeared meanwhile
+    racing._add_columns("epsilons")  # the race: the column appeared meanwhile
     by_id = {c.cell_id: c.epsilons for c in store.cells()}
     assert by_id["c1"] == ({**row, "epsilon_pld": 1.2},)
     assert by_id["c0"][0]["epsilon"] == 2.0 and by_id["c0"][0]["epsilon_pld"] is None
@@ -148,4 +148,44 @@ def test_the_pld_column_is_found_whatever_its_case(tmp_path):
         CellRow("c", "D/p/t/seed0", {}, {}, {}, [], None, 0, 0, ({**row, "epsilon_pld": 2.5},)), "h"
     )
     assert store.cells()[0].epsilons == ({**row, "epsilon_pld": 2.5},)
+    store.close()
+
+
+OLD_AUDITS = (
+    "CREATE TABLE audits (cell_id TEXT NOT NULL, defense TEXT NOT NULL, adversaries TEXT NOT "
+    "NULL, unit TEXT NOT NULL, mechanism TEXT NOT NULL, claimed REAL NOT NULL, lower_bound "
+    "REAL NOT NULL, confidence REAL NOT NULL, delta REAL NOT NULL, canaries INTEGER NOT NULL, "
+    "guesses INTEGER NOT NULL, correct INTEGER NOT NULL, seconds REAL NOT NULL);"
+    "INSERT INTO audits VALUES ('c0', 'dp-sgd', 'clients/querier/server', 'record', 'g', 1.0, "
+    "0.4, 0.95, 1e-5, 1000, 100, 70, 1.0);"
+)
+
+
+def test_an_older_folders_audits_read_without_the_new_columns(tmp_path):
+    """Audit rows written before the ceiling, μ and verdict columns read with them empty,
+    their verdict from bound ≤ claim, and writing adds the columns."""
+    import sqlite3
+
+    from audits.stored import bound_text, holds
+    from workbench.store import CellRow
+
+    old = epsilons_table(tmp_path / "old", "epsilon_pld REAL, ", OLD_AUDITS)
+    store = ResultsStore(old, create=False)
+    store._db.execute(
+        "INSERT INTO cells VALUES ('c0','D/p/t/seed0','h','{}','{}','{}','[]',2,0,0,0)"
+    )
+    store._db.commit()
+    (got,) = store.cells()
+    (audit,) = got.audits
+    assert audit["ceiling"] is None and audit["holds"] is None and holds(audit)
+    assert bound_text(audit) == "ε ≥ 0.400"
+    new = {**audit, "cell_id": "c1", "holds": 0, "ceiling": 5.4, "mu": 0.2, "mu_ceiling": 2.0}
+    del new["cell_id"]
+    store.put_cell(CellRow("c1", "D/p/t/seed1", {}, {}, {}, [], 1.0, 0, 0, (), (new,)), "h")
+    by_id = {c.cell_id: c.audits for c in store.cells()}
+    assert not holds(by_id["c1"][0]) and by_id["c0"][0]["ceiling"] is None
+    assert "ceiling 5.40" in bound_text(by_id["c1"][0])
+    con = sqlite3.connect(old / "results.sqlite")
+    assert "mu_ceiling" in [r[1] for r in con.execute("PRAGMA table_info(audits)")]
+    con.close()
     store.close()
