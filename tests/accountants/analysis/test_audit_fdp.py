@@ -40,6 +40,21 @@ def test_p_value_covers_randomised_response_and_stays_close():
         assert tail <= bound <= 1.3 * tail
 
 
+def test_p_value_covers_a_mechanism_that_leaks_with_probability_delta():
+    """Each bit released w.p. δ, else nothing: (0, δ)-DP. Guessing r bits, leaked ones first
+    (random otherwise), gets all r right w.p. E[2^−(r − leaks)⁺]; with m = 2 the bound is tight."""
+    for m, delta, r, slack in [
+        (2, 0.05, 1, 0.01),
+        (2, 0.2, 1, 0.03),
+        (5, 0.05, 2, 1),
+        (100, 0.05, 2, 1),
+    ]:
+        leaks = binom(m, delta)
+        all_right = sum(leaks.pmf(k) * 2.0 ** -max(r - k, 0) for k in range(m + 1))
+        bound = audit.fdp_p_value(m, r, r, audit.epsilon_delta_inverse_blow_up(0.0, delta))
+        assert all_right <= bound <= all_right + slack
+
+
 def test_p_value_covers_the_gaussian_mechanism_with_abstention():
     """Monte Carlo of the Gaussian mechanism, guessing the extremes: the bound covers every
     tail P[≥ v right] and, guessing few, is close to it."""
