@@ -105,14 +105,14 @@ def test_bounds_stay_under_the_truth_on_a_gaussian_mechanism():
 
 def test_the_gaussian_curve_certifies_more_than_steinke():
     """m = 1000, true ε(1e-5) = 4.38: testing the Gaussian curve certifies far more than
-    Steinke's ε; the f-DP test of the (ε, δ) curves matches it (±1 %), and pulls ahead where
+    Steinke's ε; the f-DP test of the (ε, δ) curves loses at most 1 %, and pulls ahead where
     Steinke's 2mδ term grows (m = 10 000)."""
     true_eps = audit.gaussian_mechanism_epsilon(1.0, DELTA)
     scores, included = _gaussian_scores(1.0, 1000, 5, seed=2)
     for s, b in zip(scores, included, strict=True):
         res = audit.audit_bounds(s, b, DELTA)
         assert 1.3 * res.steinke.epsilon < res.mu_epsilon <= true_eps
-        assert res.fdp_epsilon == pytest.approx(res.steinke.epsilon, rel=0.01)
+        assert res.fdp_epsilon >= 0.99 * res.steinke.epsilon
     scores, included = _gaussian_scores(2.0, 10_000, 1, seed=3)
     res = audit.audit_bounds(scores[0], included[0], DELTA)
     assert res.fdp_epsilon > 1.03 * res.steinke.epsilon
