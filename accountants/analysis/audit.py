@@ -144,13 +144,16 @@ def fdp_rejects(m: int, r: int, v: int, inverse_blow_up: InverseBlowUp, level: f
       (2) So H_{k−1} ≥ g(R_k), g = inverse_blow_up. If P[C ≥ v] ≥ level, keep only (1) for
           k ≤ v and move probability down: from above v to v, the excess over `level` from v to
           v − 1, then, from k = v − 1 down to 1, whatever level k holds beyond what (1) at k + 1
-          forces, to k − 1. Each move lowers every R_k and raises every H_{k−1} with k ≤ the
-          level it leaves, and only the forced amount is ever left, so (1) keeps holding and the
-          total stays ≤ 1. What is left is the sequence below: R_v = level·v/m,
-          H_v = level·(r − v)/m, H_k = max(H_{k+1}, g(R_{k+1})), R_k − R_{k+1} = k/(r − k)·
-          (H_k − H_{k+1}) (mass added at level k), H_0 ≥ that, and R_0 + H_0 = (r/m)·total.
+          forces, to k − 1. A move from level j down to j' lowers every R_k and raises every
+          H_{k−1} for k ≤ j' + 1, and touches no term of (1) for k > j + 1; at j' + 1 < k ≤ j + 1
+          (only k = j + 1 when j' = j − 1) it may break (1), but that is either dropped (k > v)
+          or kept by leaving at j what (1) at j + 1 forces. The total is unchanged (≤ 1). What
+          is left is the sequence below: R_v = level·v/m, H_v = level·(r − v)/m,
+          H_k = max(H_{k+1}, g(R_{k+1})), R_k − R_{k+1} = k/(r − k)·(H_k − H_{k+1}) (mass
+          added at level k), H_0 ≥ that, and R_0 + H_0 = (r/m)·total.
     Hence R_0 + H_0 > r/m contradicts P[C ≥ v] ≥ level. The sequence is the least total that
-    (1) allows, so the test is monotone: a weaker curve f or a higher level is rejected less."""
+    (1) allows, so rejection is monotone: it only gets harder as f shrinks (ε or μ grows) or
+    the level falls."""
     _check_counts(m, r, v)
     if not 0 < level <= 1:
         raise ValueError(f"level must be in (0, 1], got {level}")

@@ -40,6 +40,21 @@ def test_p_value_covers_randomised_response_and_stays_close():
         assert tail <= bound <= 1.3 * tail
 
 
+def test_p_value_covers_a_mechanism_that_leaks_with_probability_delta():
+    """Each bit released w.p. δ, else nothing: (0, δ)-DP. Guessing r bits, leaked ones first
+    (random otherwise), gets all r right w.p. E[2^−(r − leaks)⁺]; with m = 2 the bound is tight."""
+    for m, delta, r, slack in [
+        (2, 0.05, 1, 0.01),
+        (2, 0.2, 1, 0.03),
+        (5, 0.05, 2, 1),
+        (100, 0.05, 2, 1),
+    ]:
+        leaks = binom(m, delta)
+        all_right = sum(leaks.pmf(k) * 2.0 ** -max(r - k, 0) for k in range(m + 1))
+        bound = audit.fdp_p_value(m, r, r, audit.epsilon_delta_inverse_blow_up(0.0, delta))
+        assert all_right <= bound <= all_right + slack
+
+
 def test_p_value_covers_the_gaussian_mechanism_with_abstention():
     """Monte Carlo of the Gaussian mechanism, guessing the extremes: the bound covers every
     tail P[≥ v right] and, guessing few, is close to it."""
@@ -90,14 +105,14 @@ def test_bounds_stay_under_the_truth_on_a_gaussian_mechanism():
 
 def test_the_gaussian_curve_certifies_more_than_steinke():
     """m = 1000, true ε(1e-5) = 4.38: testing the Gaussian curve certifies far more than
-    Steinke's ε; the f-DP test of the (ε, δ) curves matches it (±1 %), and pulls ahead where
+    Steinke's ε; the f-DP test of the (ε, δ) curves loses at most 1 %, and pulls ahead where
     Steinke's 2mδ term grows (m = 10 000)."""
     true_eps = audit.gaussian_mechanism_epsilon(1.0, DELTA)
     scores, included = _gaussian_scores(1.0, 1000, 5, seed=2)
     for s, b in zip(scores, included, strict=True):
         res = audit.audit_bounds(s, b, DELTA)
         assert 1.3 * res.steinke.epsilon < res.mu_epsilon <= true_eps
-        assert res.fdp_epsilon == pytest.approx(res.steinke.epsilon, rel=0.01)
+        assert res.fdp_epsilon >= 0.99 * res.steinke.epsilon
     scores, included = _gaussian_scores(2.0, 10_000, 1, seed=3)
     res = audit.audit_bounds(scores[0], included[0], DELTA)
     assert res.fdp_epsilon > 1.03 * res.steinke.epsilon
