@@ -24,10 +24,8 @@ from accountants.accountant import OrderGridWarning
 from accountants.analysis.audit import (
     AuditBounds,
     InverseBlowUp,
-    _correct_counts,
-    _guess_counts,
     audit_bounds,
-    fdp_rejects,
+    rejects_curve,
 )
 from accountants.pld import PLDUnavailable, pld_deltas
 from audits.observer import Observed, scores
@@ -170,22 +168,15 @@ def judged(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         claimed = epsilon(trial.claim, delta, rho=trial.rho).epsilon
-    tests = 3 * len(trial.scores)  # per statistic: Steinke's, f-DP's, the profile test
-    each = 1 - (1 - confidence) / tests
+    # per statistic: Steinke's ε, the f-DP ε, μ and the test of the claim's profile
+    each = 1 - (1 - confidence) / (4 * len(trial.scores))
     found = {n: audit_bounds(s, trial.included, delta, each) for n, s in trial.scores.items()}
     statistic = max(found, key=lambda n: max(found[n].steinke.epsilon, found[n].fdp_epsilon))
     rejected = False
     if np.isfinite(claimed):
         profile = claimed_profile(trial.claim, delta, trial.rho)
-        m = trial.included.size
-        candidates = _guess_counts(m, None)
-        level = (1 - each) / len(candidates)
         rejected = any(
-            fdp_rejects(m, r, v, profile, level)
-            for s in trial.scores.values()
-            for r, v in _correct_counts(
-                np.asarray(s, float), trial.included.astype(bool), candidates
-            )
+            rejects_curve(s, trial.included, profile, each) for s in trial.scores.values()
         )
     return CanaryAudit(
         defense,

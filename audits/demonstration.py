@@ -91,7 +91,8 @@ def _metric(releases: int, sigma0: float) -> Case:
     cfg = metric_dp.MetricDPConfig(sigma0=sigma0)
     event = MetricGaussian(sigma0, releases, scope=metric_dp.METRIC_SCOPE)
     one_shot = (REUSED, HALF) if releases == 1 else ()
-    return Case("metric-dp", cfg, PrivacyLedger((event,)), 0.5, breaks=_but(False, *one_shot))
+    ledger = PrivacyLedger((event,))
+    return Case("metric-dp", cfg, ledger, 0.5, breaks=_but(False, *one_shot), canaries=2000)
 
 
 CASES: dict[str, Callable[[], Case]] = {

@@ -271,6 +271,25 @@ def audit_bounds(
     )
 
 
+def rejects_curve(
+    scores: np.ndarray,
+    included: np.ndarray,
+    inverse_blow_up: InverseBlowUp,
+    confidence: float = 0.95,
+    guesses: tuple[int, ...] | None = None,
+) -> bool:
+    """Whether the f-DP test rejects "f-DP" for the curve ``inverse_blow_up`` (a claimed
+    mechanism's own trade-off curve, say) from one set of canary scores, at any of the
+    candidate guess counts, each at its Bonferroni share of 1 − confidence."""
+    scores, included = _checked_scores(scores, included)
+    _check_confidence(confidence)
+    m = scores.size
+    candidates = _guess_counts(m, guesses)
+    level = (1 - confidence) / len(candidates)
+    counts = _correct_counts(scores, included, candidates)
+    return any(fdp_rejects(m, r, v, inverse_blow_up, level) for r, v in counts)
+
+
 def audit_ceilings(
     m: int, delta: float, confidence: float = 0.95, guesses: tuple[int, ...] | None = None
 ) -> tuple[float, float, float]:
