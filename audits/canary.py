@@ -11,6 +11,7 @@ leaks more than its ledger says (or the accountant is wrong): the audit has fail
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from accountants import Gaussian, MetricGaussian, PrivacyLedger, accountant, epsilon
-from accountants.accountant import OrderGridWarning
+from accountants import Gaussian, MetricGaussian, PrivacyLedger, epsilon
+from accountants.accountant import OrderGridWarning, privacy_profile
 from accountants.analysis.audit import (
     AuditBounds,
     InverseBlowUp,
@@ -129,6 +130,7 @@ class CanaryAudit:
 PROFILE_POINTS = 48  # ε values the claim's privacy profile is read at
 
 
+@functools.lru_cache(maxsize=64)  # every game of one configuration tests the same claim
 def claimed_profile(claim: PrivacyLedger, delta: float, rho: float | None) -> InverseBlowUp:
     """The claim as a trade-off curve: a mechanism that is (ε, δ(ε))-DP at every ε of a grid
     is f-DP for the largest of their curves f_{ε,δ(ε)}, so the f-DP test of it tests the
@@ -139,7 +141,7 @@ def claimed_profile(claim: PrivacyLedger, delta: float, rho: float | None) -> In
         warnings.simplefilter("ignore", OrderGridWarning)
         top = epsilon(claim, delta, rho=rho).epsilon
         grid = np.linspace(0.0, max(3.0 * top, 1.0), PROFILE_POINTS)
-        deltas = np.array([accountant.delta(claim, float(e), rho=rho).delta for e in grid])
+        deltas = privacy_profile(claim, grid, rho=rho)
     with contextlib.suppress(PLDUnavailable):  # no PLD form: the RDP profile alone
         deltas = np.minimum(deltas, pld_deltas(_at_distance(claim, rho), grid.tolist()))
     grow = np.exp(grid)

@@ -327,3 +327,16 @@ class _Broken:
 def test_an_impossible_rdp_curve_is_refused_not_clamped():
     with pytest.raises(ArithmeticError, match="negative or not a number at order"):
         epsilon(PrivacyLedger((_Broken(),)), 1e-5)
+
+
+def test_the_privacy_profile_is_the_refined_delta_or_a_little_looser():
+    """privacy_profile reads δ(ε) at many ε from one RDP curve: never below ``delta`` (which
+    refines each), and within a few per cent of it."""
+    from accountants.accountant import privacy_profile
+
+    ledger = PrivacyLedger((SubsampledGaussian(0.2, 3.0, 10),))
+    grid = np.linspace(0.0, 4.0, 9)
+    profile = privacy_profile(ledger, grid)
+    refined = np.array([delta(ledger, float(e)).delta for e in grid])
+    assert (profile >= refined * (1 - 1e-12)).all()
+    assert (profile <= refined * 1.1).all()

@@ -336,3 +336,23 @@ def test_local_modules_are_one_setting_in_any_order_and_keep_the_deployment_when
     assert_same_client_models(trained, again)
     assert {m: again.utility[m] for m in trained.utility} == trained.utility
     assert "local_accuracy" in again.utility
+
+
+def test_dp_fedavg_draws_its_clients_where_the_audit_does(small_csbm, monkeypatch):
+    """Under DP-FedAvg the target samples clients through ``dp_fedavg.poisson_clients``, the
+    draw the canary audit plays: a break there (everyone every round) changes the target, so
+    the audit's catching it speaks for the target."""
+    from defenses import applied, dp_fedavg
+    from workbench.transcript import MODEL_WEIGHTS, SERVER
+
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 4, 0))
+    dp = applied("dp-fedavg", {"noise_multiplier": 5.0})
+    cfg = {"rounds": 3, "local_epochs": 1, "client_fraction": 0.25}
+
+    def uploads(trained) -> int:
+        sent = trained.transcript.messages
+        return sum(m.kind == MODEL_WEIGHTS and m.receiver == SERVER for m in sent)
+
+    sampled = uploads(FEDAVG.fit(fed, cfg, [dp], seed=0))
+    monkeypatch.setattr(dp_fedavg, "poisson_clients", lambda rng, n, q: np.arange(n))
+    assert uploads(FEDAVG.fit(fed, cfg, [dp], seed=0)) == 3 * 4 > sampled
