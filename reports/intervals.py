@@ -158,6 +158,7 @@ def markdown(tables: list[Table]) -> list[str]:
     return lines
 
 
+BEST_AUC_HEADER = "best AUC"
 BEST_TPR_HEADER = "best TPR@1% FPR"
 LARGEST_LB_HEADER = "largest ε lb"
 
@@ -166,14 +167,18 @@ def strongest_with_uncertainty(
     table: tuple[list[str], list[list[str]]], cells: list[CellRow], attacks: list[AttackRow]
 ) -> tuple[list[str], list[list[str]]]:
     """``tradeoff.strongest_attacks``'s table (first column: the configuration) with the
-    best TPR at 1 % FPR beside its 95 % interval, and the largest ε lower bound as
-    ``lower_bound`` reads it where no attack certified anything."""
+    best AUC beside its chance line where stated, the best TPR at 1 % FPR beside its 95 %
+    interval, and the largest ε lower bound as ``lower_bound`` reads it where no attack
+    certified anything."""
     header, rows = table
     raw = metrics_by_row(cells, attacks)
     out = []
     for row in rows:
         mine = {a: m for (c, a), m in raw.items() if c == row[0]}
         row = list(row)
+        best = _best(mine, "auc")
+        if BEST_AUC_HEADER in header and best and (line := chance_line(mine[best])):
+            row[header.index(BEST_AUC_HEADER)] += f"; chance line {line}"
         if BEST_TPR_HEADER in header and (best := _best(mine, "tpr@0.01")):
             row[header.index(BEST_TPR_HEADER)] = f"{with_interval(mine[best], 'tpr@0.01')} ({best})"
         best = _best(mine, "epsilon_lb")

@@ -125,7 +125,9 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
             )
             if c.band is not None:
                 low, high = (np.clip(b[resolved], FPR_FLOOR, 1) for b in c.band)
-                ax.fill_between(fpr, low, high, color=colour, alpha=0.18, linewidth=0)
+                ax.fill_between(
+                    fpr, low, high, color=colour, alpha=0.18, linewidth=0, label="95 % band"
+                )
             crossed = c.above_ceiling()
             if crossed.size:
                 ax.plot(

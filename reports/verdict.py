@@ -5,7 +5,8 @@ where a reader could be misled (utility at the majority-class rate, a vacuous ε
 above its DP ceiling, a failed canary audit) and notes on inconclusive rows.
 
 Everything is read from the summaries the report's tables show (``attacks_across_seeds``, the
-cells' ε rows), so the verdict cannot say what the numbers below it do not."""
+cells' ε rows, the ROC curves and their bands), so the verdict cannot say what the numbers
+below it do not."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ Kind = Literal["ok", "warn", "info"]
 @dataclass(frozen=True)
 class Verdict:
     """``kind``: "warn" when an attack leaks or a warning stands, "ok" when every attack on
-    a DP configuration reads at (or below) chance and nothing is to warn of, else "info"
+    a DP configuration reads at chance and nothing is to warn of, else "info"
     (an inconclusive row is no evidence of safety). ``notes`` qualify without warning (rows
     too noisy to read either way)."""
 
@@ -164,7 +165,7 @@ def _verdict(
         else []
     )
     dp = any(math.isfinite(e) for e in epsilons.values())
-    quiet = all(readings[r.attack] in ("at chance", "below chance") for r in scored)
+    quiet = all(readings[r.attack] == "at chance" for r in scored)  # below chance: a signal
     kind: Kind = "warn" if leaking or warnings else ("ok" if dp and quiet else "info")
     return Verdict(label, kind, " ".join(parts), tuple(warnings), tuple(notes))
 

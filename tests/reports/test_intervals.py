@@ -94,14 +94,18 @@ def test_a_lower_bound_that_certified_nothing_is_said_in_words():
 
 def test_the_audit_gap_table_names_no_largest_bound_where_none_certified():
     plain, dp = _cell(0), _cell(0, dp=True)
-    attacks = [_attack(plain), _attack(dp, epsilon_lb=0.0), _attack(dp, "mia-lira", epsilon_lb=0.0)]
+    line = {"chance_auc": 0.5, "chance_auc_ci_low": 0.45, "chance_auc_ci_high": 0.55}
+    attacks = [_attack(plain, **line), _attack(dp, epsilon_lb=0.0)]
+    attacks.append(_attack(dp, "mia-lira", epsilon_lb=0.0))
     header = ["configuration", "ε", "accuracy %", "best AUC", "best TPR@1% FPR", "largest ε lb"]
     rows = [
         ["D/p/fedavg", "none", "80.0", "0.600 (mia-rmia)", "0.050 (mia-rmia)", "0.300 (mia-rmia)"],
         ["D/p/fedavg+dp", "1", "80.0", "0.600 (x)", "0.050 (x)", "0.000 (mia-lira)"],
     ]
     _, (mine, defended) = strongest_with_uncertainty((header, rows), [plain, dp], attacks)
+    assert mine[3] == "0.600 (mia-rmia); chance line 0.500 [0.450, 0.550]"
     assert mine[4] == "0.050 [0.020, 0.090] (mia-rmia)" and mine[5] == "0.300 (mia-rmia)"
+    assert defended[3] == "0.600 (x)"  # no chance line stated: nothing added
     assert defended[5] == "none certified (at most 3.70 at this size)"
 
 
