@@ -140,7 +140,7 @@ def _rewritten(r: AttackSummary, row: list[str], keys: list[str], raw: list[dict
             continue  # "n/a" or the status, as family_rows wrote it
         if key in TPR_KEYS:
             row[3 + i] = with_interval(raw, key)
-        elif key == "epsilon_lb":
+        elif key == "epsilon_lb" and not certifies(raw):  # else mean ± std, as written
             row[3 + i] = lower_bound(raw)
     return row
 
