@@ -5,12 +5,16 @@ TPR at a fixed low FPR is the figure the membership-inference literature now lea
 since such an FPR cannot be resolved. AUC comes with a stratified bootstrap interval; the
 empirical ε lower bound turns the best ROC point into the privacy loss a (ε, δ)-DP mechanism
 would have to exceed to allow it (Jagielski et al. 2020), with Clopper–Pearson intervals on
-the TPR and FPR so that sampling noise does not inflate it. The best point is picked on the
+the TPR and FPR so that sampling noise does not inflate it. Each TPR at a fixed FPR carries a
+stratified bootstrap interval in which the threshold is re-chosen per resample: at 1 % FPR
+over 300 non-members the TPR rests on the three top-scoring non-members, and the interval
+says how much one more or fewer moves it. The best point is picked on the
 same data it is bounded on, so the bound is optimistic by that selection; it is an audit
 signal, not a certificate."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +43,67 @@ def tpr_at_fpr(curve: ROC, target: float, negatives: int) -> float | None:
     if negatives < 1.0 / target:
         return None
     return float(curve.tpr[curve.fpr <= target].max())
+
+
+def score_levels(scores: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Members and non-members at each distinct score, highest first: all a ROC depends on."""
+    _, level = np.unique(-scores, return_inverse=True)
+    size = int(level.max()) + 1
+    return np.bincount(level[truth], minlength=size), np.bincount(level[~truth], minlength=size)
+
+
+def roc_levels(curve: ROC, members: int, nonmembers: int) -> tuple[np.ndarray, np.ndarray]:
+    """The counts per score level back from a full ROC (one point per distinct score, as
+    ``roc`` keeps it) and the two class sizes: what a stored ROC needs to be resampled."""
+    pos = np.rint(np.diff(curve.tpr) * members).astype(int)
+    neg = np.rint(np.diff(curve.fpr) * nonmembers).astype(int)
+    return pos, neg
+
+
+def resampled_rocs(
+    pos: np.ndarray, neg: np.ndarray, n: int = BOOTSTRAP, seed: int = 0
+) -> Iterator[ROC]:
+    """Blocks of bootstrap ROCs (rows): members and non-members are redrawn separately with
+    replacement (a multinomial over the score levels, so both counts stay fixed) and every
+    threshold is re-chosen on the resample. Seeded: the intervals are reported numbers."""
+    rng = np.random.default_rng(seed)
+    block = max(1, 4_000_000 // int(pos.sum() + neg.sum()))
+    for start in range(0, n, block):
+        b = min(block, n - start)
+        tp, fp = (_cumulative_levels(rng, b, c) for c in (pos, neg))
+        yield ROC(fp, tp)
+
+
+def _cumulative_levels(rng: np.random.Generator, b: int, counts: np.ndarray) -> np.ndarray:
+    """[b, levels + 1]: the share of ``counts.sum()`` items redrawn with replacement (b times)
+    at or above each score level, from 0 (the items are laid out level by level)."""
+    redrawn = np.cumsum(multiplicities(rng, b, int(counts.sum())), axis=1)
+    redrawn = np.hstack([np.zeros((b, 1)), redrawn])
+    return redrawn[:, np.r_[0, np.cumsum(counts)]] / counts.sum()
+
+
+def tpr_at_fpr_rows(curves: ROC, target: float) -> np.ndarray:
+    """``tpr_at_fpr`` of each row of ``curves`` (the best threshold of each, re-chosen)."""
+    last = (curves.fpr <= target).sum(1) - 1  # FPR grows along a row: the last point within
+    return curves.tpr[np.arange(last.size), last]
+
+
+def tpr_intervals(
+    pos: np.ndarray, neg: np.ndarray, targets: list[float], confidence: float = CONFIDENCE
+) -> dict[float, tuple[float, float]]:
+    """Percentile interval of the TPR at each FPR in ``targets`` over stratified bootstrap
+    resamples of the score levels (``resampled_rocs``): the threshold is re-chosen in every
+    resample, so its own noise (one false positive more or less at the tail) is inside."""
+    draws: dict[float, list[np.ndarray]] = {t: [] for t in targets}
+    for block in resampled_rocs(pos, neg):
+        for t in targets:
+            draws[t].append(tpr_at_fpr_rows(block, t))
+    quantiles = [(1 - confidence) / 2, (1 + confidence) / 2]
+    out = {}
+    for t, parts in draws.items():
+        lo, hi = np.quantile(np.concatenate(parts), quantiles)
+        out[t] = (float(lo), float(hi))
+    return out
 
 
 def auc_interval(
@@ -115,8 +180,28 @@ def held_out_epsilon(
     cut, sign = rule
     s, t = sign * scores[~half], truth[~half]
     hits, false = int((s[t] >= cut).sum()), int((s[~t] >= cut).sum())
-    tpr_lo, _ = clopper_pearson(np.array([hits]), int(t.sum()), confidence)
-    _, fpr_hi = clopper_pearson(np.array([false]), int((~t).sum()), confidence)
+    return certified_epsilon(hits, int(t.sum()), false, int((~t).sum()), delta, confidence)
+
+
+def held_out_ceiling(
+    truth: np.ndarray, delta: float, seed: int, confidence: float = CONFIDENCE
+) -> float:
+    """The largest ``held_out_epsilon`` these trials can give (a rule that catches every
+    held-out member and no non-member): 0 means that nothing is certifiable at this size,
+    whatever the attack; a bound below it says nothing of ε above it."""
+    truth = np.asarray(truth, dtype=bool)
+    held = truth[~(np.random.default_rng(seed).random(truth.size) < 0.5)]
+    members, nonmembers = int(held.sum()), int((~held).sum())
+    return certified_epsilon(members, members, 0, nonmembers, delta, confidence)
+
+
+def certified_epsilon(
+    hits: int, members: int, false: int, nonmembers: int, delta: float, confidence: float
+) -> float:
+    """ln((TPR − δ) / FPR) of one fixed rule, the TPR at its Clopper–Pearson low end and the
+    FPR at its high end; 0 where that certifies nothing (or a class is empty)."""
+    tpr_lo, _ = clopper_pearson(np.array([hits]), members, confidence)
+    _, fpr_hi = clopper_pearson(np.array([false]), nonmembers, confidence)
     with np.errstate(divide="ignore", invalid="ignore"):
         eps = float(np.log((tpr_lo[0] - delta) / fpr_hi[0]))
     return max(eps, 0.0) if np.isfinite(eps) else 0.0
@@ -130,7 +215,9 @@ def membership_metrics(
     delta: float = 0.0,
 ) -> tuple[dict[str, float | None], ROC]:
     """``epsilon_lb`` is the held-out lower bound on the ε of the (record, querier-or-whoever
-    scored) distinguishing game at ``delta``: valid at 95 %, 0 when nothing is certified."""
+    scored) distinguishing game at ``delta``: valid at 95 %, 0 when nothing is certified;
+    ``epsilon_lb_ceiling`` the most these counts could certify. ``tpr@F`` comes with its
+    95 % interval ``tpr@F_ci_low``/``tpr@F_ci_high`` (None where F is not resolved)."""
     truth = np.asarray(truth, dtype=bool)
     scores = np.asarray(scores, dtype=float)
     if scores.shape != truth.shape:
@@ -145,12 +232,17 @@ def membership_metrics(
         "auc_ci_low": lo,
         "auc_ci_high": hi,
         "epsilon_lb": held_out_epsilon(scores, truth, delta, seed=0),
+        "epsilon_lb_ceiling": held_out_ceiling(truth, delta, seed=0),
         "advantage": float((curve.tpr - curve.fpr).max()),
         "members": float(pos),
         "nonmembers": float(neg),
     }
     for f in fprs:
         out[f"tpr@{f:g}"] = tpr_at_fpr(curve, f, neg)
+    resolved = [f for f in fprs if out[f"tpr@{f:g}"] is not None]
+    intervals = tpr_intervals(*score_levels(scores, truth), resolved) if resolved else {}
+    for f in fprs:
+        out[f"tpr@{f:g}_ci_low"], out[f"tpr@{f:g}_ci_high"] = intervals.get(f, (None, None))
     if threshold is not None:
         pred = scores > threshold
         tpr, tnr = pred[truth].mean(), (~pred[~truth]).mean()

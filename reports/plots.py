@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from attacks.metrics import CONFIDENCE, resampled_rocs  # noqa: E402
 from reports.colours import series_colours, series_of, shade  # noqa: E402
 
 FIGURE_DPI = 160  # the report's PNGs: sharp when printed at their size, a few hundred KB
@@ -35,6 +36,18 @@ class RocCurve:
     seeds: int
     ceiling: tuple[float, float] | None = None
     resolution: float = FPR_FLOOR  # the smallest FPR the negatives resolve: 1 / their count
+    band: tuple[np.ndarray, np.ndarray] | None = None  # 95 % pointwise (low, high) on ``fpr``
+
+    def above_ceiling(self, line: bool = False) -> np.ndarray:
+        """The FPRs (of the drawn part of the grid) where the whole band lies above the DP
+        ceiling: only there does the curve contradict the run's (ε, δ). A line above its
+        ceiling with the band reaching below it (one false positive among 300 non-members
+        more or less) contradicts nothing. ``line``: where the line alone is above."""
+        lower = self.tpr if line else None if self.band is None else self.band[0]
+        if self.ceiling is None or lower is None:
+            return np.empty(0)
+        ceiling = dp_tpr_ceiling(self.fpr, *self.ceiling)
+        return self.fpr[(lower > ceiling) & (self.fpr >= self.resolution)]
 
 
 def resolution(curves: list[tuple[np.ndarray, np.ndarray]]) -> float:
@@ -50,6 +63,35 @@ def mean_roc(curves: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, n
     return FPR_GRID, np.mean(tprs, axis=0)
 
 
+def roc_band(
+    levels: list[tuple[np.ndarray, np.ndarray]], confidence: float = CONFIDENCE
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pointwise band of ``mean_roc`` on ``FPR_GRID`` from each seed's members and
+    non-members per score level (``attacks.metrics.roc_levels``): every seed's ROC is
+    resampled (stratified bootstrap, thresholds re-chosen), read off the grid as ``mean_roc``
+    reads it, averaged over the seeds replicate by replicate; the band is their quantiles."""
+    replicates = np.mean([_grid_replicates(pos, neg) for pos, neg in levels], axis=0)
+    low, high = np.quantile(replicates, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0)
+    return low, high
+
+
+def _grid_replicates(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """[bootstrap replicates, grid]: one seed's resampled ROCs on ``FPR_GRID``."""
+    return np.array(
+        [
+            np.interp(FPR_GRID, fpr, tpr)
+            for block in resampled_rocs(pos, neg)
+            for fpr, tpr in zip(block.fpr, block.tpr, strict=True)
+        ]
+    )
+
+
+def fpr_span(fprs: np.ndarray) -> str:
+    """FPRs as "0.0033" or their range "0.01–0.05"."""
+    low, high = float(fprs.min()), float(fprs.max())
+    return f"{low:.2g}" if np.isclose(low, high) else f"{low:.2g}–{high:.2g}"
+
+
 def dp_tpr_ceiling(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
     """The highest TPR any membership test can reach at ``fpr`` against an (ε, δ)-DP mechanism
     (Kairouz, Oh and Viswanath 2015): TPR ≤ e^ε·FPR + δ and TPR ≤ 1 − e^−ε·(1 − δ − FPR)."""
@@ -60,8 +102,9 @@ def dp_tpr_ceiling(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
 
 
 def roc_figure(curves: list[RocCurve]) -> Figure:
-    """Log-log ROC, one panel per attack, one line per configuration in its series' colour;
-    a DP configuration's ceiling is drawn dashed in the same colour."""
+    """Log-log ROC, one panel per attack, one line per configuration in its series' colour
+    with its 95 % band shaded; a DP configuration's ceiling is drawn dashed in the same
+    colour, and crosses mark where the band lies wholly above it."""
     sns.set_theme(style="whitegrid", context="notebook")
     attacks = sorted({c.attack for c in curves})
     cols = min(3, len(attacks))
@@ -72,13 +115,29 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
         for c in (c for c in curves if c.attack == attack):
             colour = colours[c.configuration]
             resolved = c.fpr >= c.resolution
+            fpr = np.clip(c.fpr[resolved], FPR_FLOOR, 1)
             ax.plot(
-                np.clip(c.fpr[resolved], FPR_FLOOR, 1),
+                fpr,
                 np.clip(c.tpr[resolved], FPR_FLOOR, 1),
                 color=colour,
                 linewidth=1.4,
                 label=c.configuration,
             )
+            if c.band is not None:
+                low, high = (np.clip(b[resolved], FPR_FLOOR, 1) for b in c.band)
+                ax.fill_between(
+                    fpr, low, high, color=colour, alpha=0.18, linewidth=0, label="95 % band"
+                )
+            crossed = c.above_ceiling()
+            if crossed.size:
+                ax.plot(
+                    crossed,
+                    np.clip(np.interp(crossed, c.fpr, c.tpr), FPR_FLOOR, 1),
+                    "x",
+                    color="crimson",
+                    markersize=4,
+                    label="95 % band wholly above the DP ceiling",
+                )
             if c.ceiling is not None:
                 eps, delta = c.ceiling
                 ax.plot(

@@ -17,6 +17,7 @@ import numpy as np
 import yaml
 
 from attacks import ATTACKS
+from attacks.metrics import ROC, roc_levels
 from audits.stored import bound_text, verdict_text
 from defenses.base import COVERING_UNITS
 from reports.content import (
@@ -30,13 +31,22 @@ from reports.content import (
     Table,
 )
 from reports.glossary import glossary_rows
+from reports.intervals import (
+    attack_tables,
+    chance_line,
+    lower_bound,
+    strongest_with_uncertainty,
+    with_interval,
+)
 from reports.plots import (
     CommunicationCost,
     RocCurve,
     communication_figure,
+    fpr_span,
     heatmap_figure,
     mean_roc,
     resolution,
+    roc_band,
     roc_figure,
 )
 from reports.summary import (
@@ -45,7 +55,6 @@ from reports.summary import (
     attacks_across_seeds,
     cell_labels,
     configurations,
-    family_rows,
     format_interval,
     format_pm,
     natural_key,
@@ -162,7 +171,7 @@ def report_content(folders: Path | Sequence[Path]) -> Report:
     labels = cell_labels(cells)
     cells = sorted(cells, key=lambda c: natural_key(labels[c.cell_id]))
     sections = [
-        _verdicts(cells, attacks, delta),
+        _verdicts(cells, attacks, delta, curves),
         _setup(cells, labels),
         _utility(cells, labels),
         _communication(cells),
@@ -229,17 +238,22 @@ def _intro(
     )
 
 
-def _verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> Section:
+def _verdicts(
+    cells: list[CellRow], attacks: list[AttackRow], delta: float, curves: list[RocCurve]
+) -> Section:
     blocks: list[Block] = [
         Paragraph(
-            "One paragraph per configuration: which membership and link attacks beat chance "
-            "(their AUC's 95 % interval lies above 0.5), the strongest adversary, the ε the "
+            "One paragraph per configuration: how its membership and link attacks read, in the "
+            "words of the tables' reading column (leaks: the AUC's 95 % interval lies above "
+            "0.5; at chance: within 0.5 ± 0.05; inconclusive: neither), the strongest adversary"
+            " at low FPR (TPR at 1 % FPR with its 95 % interval, the AUC beside it), the ε the "
             "run states against each party and per privacy unit, and the accuracy with its "
-            "95 % interval beside the undefended twin's. Green: a DP configuration where no "
-            "attack beats chance; orange: something leaks, or a warning stands; blue: neither."
+            "95 % interval beside the undefended twin's. Green: a DP configuration where every "
+            "attack reads at chance; orange: something leaks, or a warning stands; blue: "
+            "anything else (an inconclusive row is no evidence of safety)."
         )
     ]
-    for v in verdicts(cells, attacks, delta):
+    for v in verdicts(cells, attacks, delta, curves):
         text = v.text + ("" if not v.warnings else " Warnings: " + " ".join(v.warnings))
         text += "" if not v.notes else " Note: " + " ".join(v.notes)
         blocks.append(Callout(text, v.kind))
@@ -440,7 +454,7 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
                 m[configs.index(r.cell), names.index(r.attack)] = r.metrics[metric][0]
         matrices[title] = m
     family_tables = []
-    for family, header, body in family_rows(summary):
+    for family, header, body in attack_tables(cells, attacks):
         family_tables += [Paragraph(f"{family.capitalize()} attacks:"), Table(header, body)]
     return Section(
         "Attacks",
@@ -449,9 +463,15 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
                 "Attack × configuration: mean over seeds of the AUC (scale 0.5 to 1) and of the TPR"
                 " at 1% FPR (scale 0 to 1, so a chance-level 0.01 stays pale; grey: not applicable,"
                 " or fewer than 100 non-members). The tables give mean ± std over seeds (the mean "
-                "alone for one seed; the AUC with its 95 % interval, over seeds or one seed's "
-                "bootstrap), one per attack family. Membership: ε lb is the empirical lower bound "
-                "on ε from the best ROC point with Clopper–Pearson intervals; client AUC is the "
+                "alone for one seed; the AUC and each TPR with its 95 % interval, over seeds or one"
+                " seed's stratified bootstrap, in which the TPR's threshold is re-chosen), one per "
+                "attack family; the chance AUC, where the challenge states it, is that of a "
+                "distinguisher that sees only non-private facts (degree, class, split), the line an"
+                " attack's AUC must clear. Membership: ε lb is the empirical lower bound on ε from "
+                "a threshold chosen on half the records and bounded on the other half with "
+                'Clopper–Pearson intervals ("not certifiable at this size": even a perfect '
+                'attack could certify nothing on these counts; "none certified": this one did '
+                "not, with the most a perfect one could); client AUC is the "
                 "server's attack on each client's upload, scored on that client's records. Link: "
                 "AUC on pairs inside one client (against non-edges of the same client), the same "
                 "edges against uniformly drawn non-edges (He et al.'s protocol, easier negatives), "
@@ -481,50 +501,34 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
 
 
 def _every_attack(attacks: list[AttackRow], labels: dict[str, str]) -> Section:
+    chance = any((a.metrics or {}).get("chance_auc") is not None for a in attacks)
+    header = ["cell", "attack", "status", "AUC", "95% CI"] + ["chance AUC [95% CI]"] * chance
+    header += ["advantage", "TPR@10% [95% CI]", "TPR@1% [95% CI]", "TPR@0.1% [95% CI]"]
+    header += ["bal. acc.", "ε lb", "client AUC"]
     return Section(
         "Every attack result",
-        [
-            Table(
-                [
-                    "cell",
-                    "attack",
-                    "status",
-                    "AUC",
-                    "95% CI",
-                    "advantage",
-                    "TPR@10%",
-                    "TPR@1%",
-                    "TPR@0.1%",
-                    "bal. acc.",
-                    "ε lb",
-                    "client AUC",
-                ],
-                [
-                    [
-                        labels.get(a.cell_id, a.cell_id),
-                        a.label,
-                        a.status if a.status == "ok" else f"n/a: {a.reason}",
-                        _f((a.metrics or {}).get("auc")),
-                        _interval(a.metrics),
-                        *(
-                            _f((a.metrics or {}).get(k))
-                            for k in (
-                                "advantage",
-                                "tpr@0.1",
-                                "tpr@0.01",
-                                "tpr@0.001",
-                                "balanced_accuracy",
-                                "epsilon_lb",
-                                "client_auc_mean",
-                            )
-                        ),
-                    ]
-                    for a in attacks
-                ],
-            )
-        ],
+        [Table(header, [_attack_cells(a, labels, chance) for a in attacks])],
         folded=True,
     )
+
+
+def _attack_cells(a: AttackRow, labels: dict[str, str], chance: bool) -> list[str]:
+    """One attack result as the last section's row."""
+    metrics = a.metrics or {}
+    rows = [metrics] if a.status == "ok" and metrics else []
+    return [
+        labels.get(a.cell_id, a.cell_id),
+        a.label,
+        a.status if a.status == "ok" else f"n/a: {a.reason}",
+        _f(metrics.get("auc")),
+        _interval(metrics),
+        *([chance_line(rows) or "n/a"] if chance else []),
+        _f(metrics.get("advantage")),
+        *(with_interval(rows, k) for k in ("tpr@0.1", "tpr@0.01", "tpr@0.001")),
+        _f(metrics.get("balanced_accuracy")),
+        lower_bound(rows) if metrics.get("epsilon_lb") is not None else "n/a",
+        _f(metrics.get("client_auc_mean")),
+    ]
 
 
 def roc_curves(
@@ -538,9 +542,12 @@ def roc_curves(
     not under record-level DP-SGD alone)."""
     config_of = {c.cell_id: (label, group) for label, group in configurations(cells) for c in group}
     grouped: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    counts: dict[tuple[str, str], list[tuple[int, int] | None]] = defaultdict(list)
     for a in attacks:
         if (a.cell_id, a.attack_key) in rocs and a.cell_id in config_of:
-            grouped[(config_of[a.cell_id][0], a.label)].append(rocs[(a.cell_id, a.attack_key)])
+            key = (config_of[a.cell_id][0], a.label)
+            grouped[key].append(rocs[(a.cell_id, a.attack_key)])
+            counts[key].append(_class_sizes(a.metrics))
     groups = dict(configurations(cells))
     attack_names = {a.label: a.attack for a in attacks}
     params_of = {a.label: a.params for a in attacks}
@@ -555,8 +562,28 @@ def roc_curves(
         finite = [e for e in eps if e is not None and np.isfinite(e)]
         ceiling = (max(finite), delta) if finite and len(finite) == len(eps) else None
         fpr, tpr = mean_roc(rocs)
-        out.append(RocCurve(label, attack, fpr, tpr, len(rocs), ceiling, resolution(rocs)))
+        band = _band(rocs, counts[(label, attack)])
+        out.append(RocCurve(label, attack, fpr, tpr, len(rocs), ceiling, resolution(rocs), band))
     return out
+
+
+def _class_sizes(metrics: dict | None) -> tuple[int, int] | None:
+    """Members and non-members an attack was scored on, where its row states them."""
+    sizes = [(metrics or {}).get(k) for k in ("members", "nonmembers")]
+    return None if None in sizes else (int(sizes[0]), int(sizes[1]))
+
+
+def _band(
+    rocs: list[tuple[np.ndarray, np.ndarray]], sizes: list[tuple[int, int] | None]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The mean ROC's 95 % band, resampled from the stored curves; None where a seed's row
+    does not state its class sizes (a folder written before they were stored)."""
+    if None in sizes:
+        return None
+    levels = [
+        roc_levels(ROC(fpr, tpr), *size) for (fpr, tpr), size in zip(rocs, sizes, strict=True)
+    ]
+    return roc_band(levels)
 
 
 def _roc(curves: list[RocCurve]) -> Section:
@@ -566,16 +593,45 @@ def _roc(curves: list[RocCurve]) -> Section:
             Paragraph(
                 "Log-log ROC per attack, mean over seeds, one colour per target (shades for the "
                 "settings of a sweep), drawn from the smallest FPR its non-members resolve (1 / "
-                "their number; below it a curve would be interpolation). Dashed: the highest TPR "
-                "any attack can reach against the run's (ε, δ) for that attack's adversary, drawn "
-                "only where an ε against that adversary protects a whole client, a record or a node"
-                " (edge-level ε does not bound membership; the server under central DP-FedAvg has ε"
-                " = ∞, so no ceiling); a curve above its ceiling would mean the accounting is "
-                "wrong."
+                "their number; below it a curve would be interpolation). Shaded: its pointwise "
+                "95 % band (members and non-members resampled, thresholds re-chosen; over seeds, "
+                "the replicates averaged). Dashed: the highest TPR any attack can reach against the"
+                " run's (ε, δ) for that attack's adversary, drawn only where an ε against that "
+                "adversary protects a whole client, a record or a node (edge-level ε does not bound"
+                " membership; the server under central DP-FedAvg has ε = ∞, so no ceiling). Only "
+                "a band wholly above its ceiling (crosses) contradicts the accounting: at low FPR "
+                "the line rests on a few non-members, and one false positive more or less moves it."
             ),
             Figure(roc_figure(curves), "membership inference ROC curves"),
+            *[Paragraph(text) for text in ceiling_findings(curves)],
         ],
     )
+
+
+def ceiling_findings(curves: list[RocCurve]) -> list[str]:
+    """What the ROC figure says of the DP ceilings, in words: each crossing by a band (a
+    violation), each line above its ceiling whose band reaches below it (noise), or that no
+    curve crosses."""
+    out = []
+    for c in curves:
+        band, line = c.above_ceiling(), c.above_ceiling(line=True)
+        where = f"{c.attack} on {c.configuration}"
+        if band.size:
+            out.append(
+                f"{where}: the 95 % band lies wholly above the DP ceiling (ε = "
+                f"{c.ceiling[0]:.3g}) at FPR {fpr_span(band)}: the attack does better than that "
+                "ε allows, so the accounting or the defense's implementation is wrong."
+            )
+        elif line.size:
+            out.append(
+                f"{where}: the line rises above the DP ceiling (ε = {c.ceiling[0]:.3g}) at FPR "
+                f"{fpr_span(line)}, but its 95 % band reaches below the ceiling there: sampling "
+                "noise at the tail, not a violation."
+            )
+    banded = [c for c in curves if c.ceiling is not None and c.band is not None]
+    if banded and not any(c.above_ceiling().size for c in banded):
+        out.append("No band lies above its DP ceiling: nothing here contradicts the accounting.")
+    return out
 
 
 def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
@@ -583,7 +639,7 @@ def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
     figure = tradeoff_figure(points)
     if figure is None:
         return []
-    header, rows = strongest_attacks(points)
+    header, rows = strongest_with_uncertainty(strongest_attacks(points), cells, attacks)
     return [
         Section(
             "Privacy–utility and the audit gap",

@@ -1,20 +1,26 @@
-"""The report's first word: one paragraph per configuration saying which attacks beat chance,
-the strongest adversary, the ε against each party and what it covers, and the utility cost,
-with warnings where a reader could be misled (utility at the majority-class rate, a vacuous
-ε, inconclusive rows, a failed canary audit).
+"""The report's first word: one paragraph per configuration saying how its attacks read (leak,
+at chance, inconclusive: the words of the tables' reading column), the strongest adversary at
+low FPR, the ε against each party and what it covers, and the utility cost, with warnings
+where a reader could be misled (utility at the majority-class rate, a vacuous ε, a ROC band
+above its DP ceiling, a failed canary audit) and notes on inconclusive rows.
 
 Everything is read from the summaries the report's tables show (``attacks_across_seeds``, the
-cells' ε rows), so the verdict cannot say what the numbers below it do not."""
+cells' ε rows, the ROC curves and their bands), so the verdict cannot say what the numbers
+below it do not."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from audits.stored import holds
+from reports.intervals import chance_line, metrics_by_row, seed_interval
+from reports.plots import RocCurve, fpr_span
 from reports.summary import (
     READ_BY_AUC,
     AttackSummary,
@@ -33,9 +39,10 @@ Kind = Literal["ok", "warn", "info"]
 
 @dataclass(frozen=True)
 class Verdict:
-    """``kind``: "warn" when an attack beats chance or a warning stands, "ok" when a DP
-    configuration has no attack beating chance and nothing to warn of, else "info".
-    ``notes`` qualify without warning (rows too noisy to read either way)."""
+    """``kind``: "warn" when an attack leaks or a warning stands, "ok" when every attack on
+    a DP configuration reads at chance and nothing is to warn of, else "info"
+    (an inconclusive row is no evidence of safety). ``notes`` qualify without warning (rows
+    too noisy to read either way)."""
 
     configuration: str
     kind: Kind
@@ -51,9 +58,16 @@ class Utility:
     majority: float  # the share of the most common class among the clients' records
 
 
-def verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> list[Verdict]:
-    """One verdict per configuration, in the report's order."""
+def verdicts(
+    cells: list[CellRow],
+    attacks: list[AttackRow],
+    delta: float,
+    curves: Sequence[RocCurve] = (),
+) -> list[Verdict]:
+    """One verdict per configuration, in the report's order; ``curves`` (the report's ROC
+    curves) let it warn where an attack's 95 % band lies wholly above its DP ceiling."""
     summary = attacks_across_seeds(cells, attacks)
+    raw = metrics_by_row(cells, attacks)
     adversary = {a.label: adversary_of(a.params) for a in attacks}
     groups = configurations(cells)
     twins = {label: _twin(group, groups) for label, group in groups}
@@ -62,10 +76,12 @@ def verdicts(cells: list[CellRow], attacks: list[AttackRow], delta: float) -> li
             label,
             group,
             [r for r in summary if r.cell == label],
+            {r.attack: raw.get((label, r.attack), []) for r in summary if r.cell == label},
             adversary,
             utility(group),
             None if twins[label] is None else utility(twins[label]),
             delta,
+            [c for c in curves if c.configuration == label and c.above_ceiling().size],
         )
         for label, group in groups
     ]
@@ -111,10 +127,12 @@ def _verdict(
     label: str,
     group: list[CellRow],
     rows: list[AttackSummary],
+    raw: dict[str, list[dict]],
     adversary: dict[str, str],
     mine: Utility,
     twin: Utility | None,
     delta: float,
+    crossed: list[RocCurve],
 ) -> Verdict:
     scored = [r for r in rows if r.status == "ok" and family_of(r.attack) in READ_BY_AUC]
     scored = [r for r in scored if "auc" in r.metrics]
@@ -122,16 +140,8 @@ def _verdict(
     leaking = [r for r in scored if readings[r.attack] == "leaks"]
     parts = [f"{label} ({_seeds(group)})."]
     if scored:
-        top = max(scored, key=lambda r: r.metrics["auc"][0])
-        low, high = top.auc_interval
-        tpr = top.metrics.get("tpr@0.01")
-        parts.append(
-            f"{len(leaking)} of {len(scored)} attacks beat chance (95 % interval of the AUC "
-            f"above 0.5). The strongest is {top.attack} as the {adversary.get(top.attack)}: "
-            f"AUC {top.metrics['auc'][0]:.3f} [{low:.3f}, {high:.3f}]"
-            + ("" if tpr is None else f", TPR {tpr[0]:.1%} at 1 % FPR")
-            + "."
-        )
+        parts.append(reading_sentence(list(readings.values())))
+        parts.append(_strongest_sentence(scored, raw, adversary))
     else:
         parts.append("No membership or link attack was scored.")
     epsilons = worst_epsilons(group)
@@ -144,7 +154,7 @@ def _verdict(
             + "."
         )
     parts.append(_utility_sentence(mine, twin))
-    warnings = _warnings(leaking, epsilons, group, mine, delta)
+    warnings = _warnings(leaking, epsilons, group, mine, delta) + _crossings(crossed)
     inconclusive = [r.attack for r in scored if readings[r.attack] == "inconclusive"]
     notes = (
         [
@@ -156,8 +166,69 @@ def _verdict(
         else []
     )
     dp = any(math.isfinite(e) for e in epsilons.values())
-    kind: Kind = "warn" if leaking or warnings else ("ok" if dp else "info")
+    quiet = all(readings[r.attack] == "at chance" for r in scored)  # below chance: a signal
+    kind: Kind = "warn" if leaking or warnings else ("ok" if dp and quiet else "info")
     return Verdict(label, kind, " ".join(parts), tuple(warnings), tuple(notes))
+
+
+def reading_sentence(readings: list[str]) -> str:
+    """How many attacks read each way, in the words of the tables' reading column: "Of 3
+    membership and link attacks, 1 leaks (...) and 2 are inconclusive (...)"."""
+    counts = Counter(readings)
+    phrases = [
+        f"{counts[word]} {verb if counts[word] > 1 else singular}{meaning}"
+        for word, verb, singular, meaning in READING_WORDS
+        if counts[word]
+    ]
+    return f"Of {len(readings)} membership and link attacks, {_and(phrases)}."
+
+
+# each reading as the verdict counts it: (reading, plural verb, singular verb, what it means)
+READING_WORDS = (
+    ("leaks", "leak", "leaks", " (the AUC's 95 % interval above 0.5)"),
+    ("at chance", "are at chance", "is at chance", " (the AUC's 95 % interval within 0.5 ± 0.05)"),
+    ("below chance", "rank members below chance", "ranks members below chance", ""),
+    (
+        "inconclusive",
+        "are inconclusive",
+        "is inconclusive",
+        " (the AUC's interval holds 0.5 but reaches past 0.5 ± 0.05)",
+    ),
+    ("n/a", "state no interval", "states no interval", ""),
+)
+
+
+def _strongest_sentence(
+    scored: list[AttackSummary], raw: dict[str, list[dict]], adversary: dict[str, str]
+) -> str:
+    """The strongest attack where auditors look first, at low FPR: by TPR at 1 % FPR (the
+    AUC breaking ties), or by AUC where no row resolves 1 % FPR; each figure with its 95 %
+    interval, and the chance line beside the AUC where the challenge states one."""
+    low_fpr = [r for r in scored if "tpr@0.01" in r.metrics]
+    ranked = low_fpr or scored
+    top = max(ranked, key=lambda r: (r.metrics.get("tpr@0.01", (0.0,))[0], r.metrics["auc"][0]))
+    low, high = top.auc_interval
+    auc = f"AUC {top.metrics['auc'][0]:.3f} [{low:.3f}, {high:.3f}]"
+    chance = chance_line(raw.get(top.attack, []))
+    auc += "" if chance is None else f" against a chance line of {chance}"
+    who = f"{top.attack} as the {adversary.get(top.attack)}"
+    if not low_fpr:
+        return f"Strongest by AUC (no row resolves 1 % FPR): {who}, {auc}."
+    tpr = f"{top.metrics['tpr@0.01'][0]:.1%}"
+    interval = seed_interval(raw.get(top.attack, []), "tpr@0.01")
+    tpr += "" if interval is None else f" [{interval[0]:.1%}, {interval[1]:.1%}]"
+    return f"Strongest at low FPR: {who}, TPR {tpr} at 1 % FPR, {auc}."
+
+
+def _crossings(crossed: list[RocCurve]) -> list[str]:
+    """A warning per attack whose ROC band lies wholly above its DP ceiling somewhere."""
+    return [
+        f"{c.attack}'s ROC lies above the DP ceiling of ε = {c.ceiling[0]:.3g} with its whole "
+        f"95 % band (at FPR {fpr_span(c.above_ceiling())}): it does better than that ε allows, "
+        "so the accounting or the defense's implementation is wrong."
+        for c in crossed
+        if c.ceiling is not None
+    ]
 
 
 def _seeds(group: list[CellRow]) -> str:

@@ -288,16 +288,11 @@ def _report(args: argparse.Namespace) -> int:
 
 def print_measured(out: str | Path | list[str]) -> list:
     """What a results folder (or several, compared) measured, as short tables: utility per
-    configuration (mean ± std over seeds), each attack's figures, and the privacy–utility
-    points (returned)."""
+    configuration (mean ± std over seeds), each attack's figures (TPRs and AUC with their 95 %
+    intervals, the chance line where stated), and the privacy–utility points (returned)."""
+    from reports.intervals import attack_tables, markdown
     from reports.report import load_results
-    from reports.summary import (
-        across_seeds,
-        attack_table,
-        attacks_across_seeds,
-        format_interval,
-        format_pm,
-    )
+    from reports.summary import across_seeds, format_interval, format_pm
     from reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
 
     folders = [Path(f) for f in (out if isinstance(out, list) else [out])]
@@ -310,7 +305,7 @@ def print_measured(out: str | Path | list[str]) -> list:
             f"(95% CI {format_interval(s.accuracy_ci)})  "
             f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
         )
-    for line in attack_table(attacks_across_seeds(cells, attacks)):
+    for line in markdown(attack_tables(cells, attacks)):
         print(line)
     points = tradeoff_points(cells, attacks)
     if privacy_axis(points) is not None:

@@ -4,11 +4,14 @@ from sklearn.metrics import roc_auc_score
 
 from attacks.metrics import (
     auc_interval,
+    held_out_ceiling,
     held_out_epsilon,
     label_reconstruction_metrics,
     membership_metrics,
     reconstruction_metrics,
     roc,
+    roc_levels,
+    score_levels,
     tpr_at_fpr,
 )
 
@@ -83,6 +86,62 @@ def test_auc_interval_matches_a_naive_bootstrap():
         naive.append(roc_auc_score(np.r_[np.ones(p.size), np.zeros(q.size)], np.r_[p, q]))
     assert lo == pytest.approx(np.quantile(naive, 0.025), abs=0.02)
     assert hi == pytest.approx(np.quantile(naive, 0.975), abs=0.02)
+
+
+def test_tpr_interval_matches_a_naive_bootstrap_that_rechooses_the_threshold():
+    """Each resample redraws members and non-members and picks its own 1 %-FPR threshold, so
+    one false positive more or less at the tail (3 of 304 allowed here) is in the interval."""
+    rng = np.random.default_rng(6)
+    truth = np.r_[np.ones(240, bool), np.zeros(304, bool)]
+    scores = np.round(rng.normal(truth * 0.5, 1.0), 2)  # ties on purpose
+    m, _ = membership_metrics(scores, truth)
+    pos, neg = scores[truth], scores[~truth]
+    naive = []
+    for _ in range(1000):
+        s = np.r_[rng.choice(pos, pos.size), rng.choice(neg, neg.size)]
+        naive.append(tpr_at_fpr(roc(s, truth), 0.01, neg.size))
+    assert m["tpr@0.01_ci_low"] <= m["tpr@0.01"] <= m["tpr@0.01_ci_high"]
+    assert m["tpr@0.01_ci_low"] == pytest.approx(np.quantile(naive, 0.025), abs=0.01)
+    assert m["tpr@0.01_ci_high"] == pytest.approx(np.quantile(naive, 0.975), abs=0.015)
+    assert m["tpr@0.01_ci_high"] - m["tpr@0.01_ci_low"] > 0.02  # the tail's noise is real
+
+
+def test_tpr_interval_is_seeded_and_none_where_the_fpr_is_not_resolved():
+    rng = np.random.default_rng(7)
+    truth = np.r_[np.ones(100, bool), np.zeros(300, bool)]
+    scores = rng.normal(truth * 1.0, 1.0)
+    first, _ = membership_metrics(scores, truth)
+    again, _ = membership_metrics(scores, truth)
+    assert first == again  # same scores, same numbers
+    assert first["tpr@0.01_ci_low"] is not None and first["tpr@0.1_ci_high"] is not None
+    assert first["tpr@0.001"] is None
+    assert first["tpr@0.001_ci_low"] is None and first["tpr@0.001_ci_high"] is None
+
+
+def test_score_levels_come_back_from_a_stored_roc():
+    """A stored ROC (one point per distinct score) and the class sizes give back the counts
+    per score level, so the report can resample a folder's curves without their scores."""
+    rng = np.random.default_rng(8)
+    truth = rng.random(500) < 0.4
+    scores = np.round(rng.normal(truth * 1.0, 1.0), 1)
+    pos, neg = score_levels(scores, truth)
+    back = roc_levels(roc(scores, truth), int(truth.sum()), int((~truth).sum()))
+    assert (back[0] == pos).all() and (back[1] == neg).all()
+
+
+def test_the_ceiling_says_what_the_counts_can_certify():
+    """With 10 records nothing is certifiable (the ceiling is 0 even for a perfect attack);
+    with more it grows, and a perfect attack comes near it (its threshold, set on the other
+    half, misses a few held-out members)."""
+    small = np.r_[np.ones(5, bool), np.zeros(5, bool)]
+    assert held_out_ceiling(small, 1e-5, 0) == 0.0
+    rng = np.random.default_rng(9)
+    truth = rng.random(2000) < 0.5
+    perfect, _ = membership_metrics(truth + rng.random(truth.size) * 0.1, truth, delta=1e-5)
+    ceiling = perfect["epsilon_lb_ceiling"]
+    assert ceiling - 1 < perfect["epsilon_lb"] <= ceiling
+    noise, _ = membership_metrics(rng.random(truth.size), truth, delta=1e-5)
+    assert noise["epsilon_lb"] < noise["epsilon_lb_ceiling"] == perfect["epsilon_lb_ceiling"]
 
 
 def test_epsilon_lower_bound_is_zero_for_chance_and_grows_with_separation():

@@ -1,7 +1,9 @@
 import numpy as np
 import pytest
 
-from reports.plots import FPR_GRID, dp_tpr_ceiling, mean_roc
+from attacks.metrics import roc, score_levels
+from reports.plots import FPR_GRID, RocCurve, dp_tpr_ceiling, mean_roc, resolution, roc_band
+from reports.report import ceiling_findings
 
 
 def test_dp_ceiling_is_the_hypothesis_testing_bound():
@@ -25,3 +27,61 @@ def test_mean_roc_averages_vertically_on_the_grid():
     assert np.array_equal(fpr, FPR_GRID)
     assert tpr[-1] == 1.0
     assert tpr[0] == pytest.approx((1e-4 + 1.0) / 2)
+
+
+def _dp_curve(scores, truth, epsilon=1.0, delta=1e-5):
+    """The report's curve for one seed's scores under an (ε, δ) ceiling, with its band."""
+    curve = roc(scores, truth)
+    stored = [(curve.fpr, curve.tpr)]
+    fpr, tpr = mean_roc(stored)
+    band = roc_band([score_levels(scores, truth)])
+    return RocCurve(
+        "d/p-1/t+dp-sgd", "mia-rmia", fpr, tpr, 1, (epsilon, delta), resolution(stored), band
+    )
+
+
+def test_one_false_positive_lifting_the_line_over_the_ceiling_is_no_violation():
+    """The quickstart's case: RMIA under DP-SGD at ε = 1 with 240 members and 304 non-members,
+    its line above the ceiling at FPR 1/304 because a handful of members outrank all but one
+    non-member. The band reaches below the ceiling, so nothing is claimed."""
+    rng = np.random.default_rng(0)
+    truth = np.r_[np.ones(240, bool), np.zeros(304, bool)]
+    scores = rng.random(truth.size)
+    top = np.r_[np.flatnonzero(truth)[:5], np.flatnonzero(~truth)[:1]]
+    scores[top] = [2.0, 1.99, 1.98, 1.97, 1.96, 1.95]  # five members, then one non-member
+    c = _dp_curve(scores, truth)
+    assert c.above_ceiling(line=True).size  # the line alone would say "violation"
+    assert c.above_ceiling().size == 0
+    findings = " ".join(ceiling_findings([c]))
+    assert "not a violation" in findings and "nothing here contradicts the accounting" in findings
+    assert "is wrong" not in findings
+
+
+def test_a_band_wholly_above_the_ceiling_is_reported_as_a_violation():
+    """A quarter of the members outrank every non-member: at ε = 1 no test may reach a TPR of
+    25 % at FPR 1/304, and the band says so with room to spare."""
+    rng = np.random.default_rng(1)
+    truth = np.r_[np.ones(240, bool), np.zeros(304, bool)]
+    scores = rng.random(truth.size) + 2.0 * (np.cumsum(truth) <= 60) * truth
+    c = _dp_curve(scores, truth)
+    crossed = c.above_ceiling()
+    assert crossed.size and crossed.min() < 0.01
+    findings = " ".join(ceiling_findings([c]))
+    assert "the 95 % band lies wholly above the DP ceiling (ε = 1)" in findings
+    assert "accounting or the defense's implementation is wrong" in findings
+
+
+def test_the_band_is_seeded_and_holds_the_mean_curve():
+    rng = np.random.default_rng(2)
+    truth = rng.random(400) < 0.5
+    scores = rng.normal(truth * 1.0, 1.0)
+    levels = [score_levels(scores, truth)]
+    low, high = roc_band(levels)
+    again = roc_band(levels)
+    assert np.array_equal(low, again[0]) and np.array_equal(high, again[1])
+    curve = roc(scores, truth)
+    _, tpr = mean_roc([(curve.fpr, curve.tpr)])
+    inside = (low <= tpr + 1e-12) & (tpr <= high + 1e-12)
+    body = (FPR_GRID >= 0.05) & (FPR_GRID <= 0.5)
+    assert inside[body].all()  # away from the sparse tail the line sits inside
+    assert (high - low)[body].min() > 0

@@ -29,10 +29,13 @@ def test_each_configuration_gets_the_stored_numbers(stored):
         v = found[label]
         ids = {c.cell_id for c in group}
         mine = [a for a in attacks if a.cell_id in ids and a.status == "ok"]
-        best = max(mine, key=lambda a: a.metrics["auc"])  # one seed: the stored row itself
-        assert f"AUC {best.metrics['auc']:.3f} [{best.metrics['auc_ci_low']:.3f}, " in v.text
-        beating = sum(a.metrics["auc_ci_low"] > 0.5 for a in mine)
-        assert f"{beating} of {len(mine)} attacks beat chance" in v.text
+        # one seed: the stored row itself, the strongest by TPR at 1 % FPR, then AUC
+        best = max(mine, key=lambda a: (a.metrics["tpr@0.01"], a.metrics["auc"]))
+        m = best.metrics
+        assert f"AUC {m['auc']:.3f} [{m['auc_ci_low']:.3f}, " in v.text
+        tpr = f"TPR {m['tpr@0.01']:.1%} [{m['tpr@0.01_ci_low']:.1%}, {m['tpr@0.01_ci_high']:.1%}]"
+        assert tpr + " at 1 % FPR" in v.text
+        assert f"Of {len(mine)} membership and link attacks" in v.text
         assert f"Accuracy {group[0].utility['accuracy']:.1%}" in v.text
         for e in group[0].epsilons:
             value = "∞" if not math.isfinite(e["epsilon"]) else f"{e['epsilon']:.3g}"
@@ -57,9 +60,10 @@ def _cell(seed, accuracy, epsilons=(), defenses=(), audits=(), histogram=(50, 50
     )  # fmt: skip
 
 
-def _attack(cell, auc, low, high, key="mia-threshold-1"):
-    metrics = {"auc": auc, "auc_ci_low": low, "auc_ci_high": high, "tpr@0.01": 0.02}
-    return AttackRow(cell.cell_id, key, "mia-threshold", {}, "ok", None, metrics, None, 0.0)
+def _attack(cell, auc, low, high, key="mia-threshold-1", tpr=0.02, **more):
+    metrics = {"auc": auc, "auc_ci_low": low, "auc_ci_high": high, "tpr@0.01": tpr, **more}
+    label = key.rsplit("-", 1)[0]
+    return AttackRow(cell.cell_id, key, label, {}, "ok", None, metrics, None, 0.0)
 
 
 def _eps(value, who=("server", "clients", "querier")):
@@ -71,7 +75,9 @@ def test_an_inconclusive_row_is_noted_and_a_gain_is_named_as_one():
     dp = _cell(0, 0.85, _eps(2.0), [{"name": "dp-sgd", "params": {}}])
     attacks = [_attack(plain, 0.7, 0.66, 0.74), _attack(dp, 0.52, 0.44, 0.60)]
     defended = verdicts([plain, dp], attacks, 1e-5)[1]
-    assert defended.kind == "ok" and defended.warnings == ()
+    # an inconclusive row is no evidence of safety: not green, and not called "at chance"
+    assert defended.kind == "info" and defended.warnings == ()
+    assert "1 is inconclusive" in defended.text and "at chance" not in defended.text
     assert "Inconclusive: mia-threshold" in defended.notes[0]
     assert "the defense gains 5.0 points" in defended.text
 
@@ -87,7 +93,7 @@ def test_a_defended_configuration_at_chance_reads_ok_and_names_its_cost():
     }
     defended = v["d/p-1/t+dp-sgd"]
     assert defended.kind == "ok" and defended.warnings == ()
-    assert "0 of 1 attacks beat chance" in defended.text
+    assert "Of 1 membership and link attacks, 1 is at chance" in defended.text
     assert "ε = 2 per record against the server, clients and querier" in defended.text
     assert "the defense costs 10.0 points" in defended.text
     assert v["d/p-1/t"].kind == "warn"  # it leaks
@@ -135,3 +141,42 @@ def test_one_seeds_accuracy_interval_is_wilsons():
     assert low < 0.8 < high and high - low == pytest.approx(
         2 * 1.96 * np.sqrt(0.16 / 400), rel=0.02
     )
+
+
+def test_the_strongest_is_ranked_at_low_fpr_with_the_auc_and_chance_line_beside():
+    """A higher AUC with a flat low-FPR tail is not the strongest: the one that catches more
+    members at 1 % FPR is. Its TPR carries its interval; its AUC the chance line, where the
+    challenge states one, and nothing where it does not."""
+    cell = _cell(0, 0.8)
+    broad = _attack(cell, 0.70, 0.66, 0.74, "mia-lira-1", tpr=0.01)
+    sharp = _attack(
+        cell, 0.60, 0.56, 0.64, "mia-rmia-1", tpr=0.09,
+        **{"tpr@0.01_ci_low": 0.05, "tpr@0.01_ci_high": 0.13},
+        chance_auc=0.53, chance_auc_ci_low=0.49, chance_auc_ci_high=0.57,
+    )  # fmt: skip
+    (v,) = verdicts([cell], [broad, sharp], 1e-5)
+    assert "Strongest at low FPR: mia-rmia as the querier, TPR 9.0% [5.0%, 13.0%]" in v.text
+    assert "AUC 0.600 [0.560, 0.640] against a chance line of 0.530 [0.490, 0.570]" in v.text
+    (v,) = verdicts([cell], [broad], 1e-5)  # no chance line stated: none shown, no failure
+    assert "AUC 0.700 [0.660, 0.740]." in v.text and "chance line" not in v.text
+
+
+def test_a_band_above_the_ceiling_warns_and_a_noisy_line_does_not():
+    """The verdict reads the ROC curves: a band wholly above the DP ceiling is a warning that
+    the accounting is wrong; a line above it whose band reaches below is not."""
+    from reports.plots import FPR_GRID, RocCurve
+
+    dp = _cell(0, 0.8, _eps(1.0), [{"name": "dp-sgd", "params": {}}])
+    attack = _attack(dp, 0.52, 0.47, 0.57, "mia-rmia-1")
+    tpr = np.minimum(1.0, 30 * FPR_GRID)  # far above e·FPR at low FPR
+    label = "d/p-1/t+dp-sgd"
+
+    def curve(low):
+        return RocCurve(label, "mia-rmia", FPR_GRID, tpr, 1, (1.0, 1e-5), 1 / 304, (low, tpr))
+
+    (noisy,) = verdicts([dp], [attack], 1e-5, [curve(np.zeros_like(tpr))])
+    assert noisy.warnings == () and noisy.kind == "info"
+    (crossed,) = verdicts([dp], [attack], 1e-5, [curve(0.5 * tpr)])
+    assert crossed.kind == "warn"
+    assert "lies above the DP ceiling of ε = 1 with its whole 95 % band" in crossed.warnings[0]
+    assert "the accounting or the defense's implementation is wrong" in crossed.warnings[0]
