@@ -22,7 +22,7 @@ from defenses.metric_dp import MetricDPConfig
 
 FEATURES = 64
 SCALE = 5.0  # canary vectors reach the mechanism this long: its normalisation must act
-NULLS = 8  # directions orthogonal to each pair that the observer measures noise on
+NULLS = 48  # directions orthogonal to each pair that the observer measures noise on
 
 
 class MetricDPGame:
