@@ -91,7 +91,9 @@ class DPSGDGame:
 
         dp_sgd.dp_steps(model, optimizer, owner.numel(), epochs, config, generator, gradients)
         seen.look()
-        batch = max(1.0, config.sample_rate * owner.numel())  # Opacus's divisor
+        # Opacus divides by q·(records held); the auditor rescales by its expectation, so no
+        # score depends on how many canaries were included (the challenger's secret)
+        batch = max(1.0, config.sample_rate * group * m / 2)
         observed = Observed(
             -torch.stack(seen.signal) * batch,  # descent moves against a canary's gradient
             -torch.stack(seen.null)[:, None] * batch,
