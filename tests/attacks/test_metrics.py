@@ -4,6 +4,7 @@ from sklearn.metrics import roc_auc_score
 
 from attacks.metrics import (
     auc_interval,
+    chance_line,
     held_out_epsilon,
     label_reconstruction_metrics,
     membership_metrics,
@@ -148,3 +149,30 @@ def test_label_multiset_accuracy_ignores_order():
     m = label_reconstruction_metrics(np.array([0, 1, 1]), np.array([1, 0, 1]), np.array([0.2, 0.8]))
     assert m["label_set_accuracy"] == 1.0 and m["label_accuracy"] == pytest.approx(1 / 3)
     assert m["label_accuracy_baseline"] == pytest.approx(2 / 3)
+
+
+def test_chance_line_sees_a_confound_out_of_sample_and_nothing_where_there_is_none():
+    """Members over-represented among the small classes (as a class-balanced training set
+    against a test set that follows the data): the distinguisher finds it, scored on folds
+    it was not fitted on; facts drawn independently of membership leave 0.5 in the
+    interval."""
+    rng = np.random.default_rng(0)
+    truth = rng.random(1500) < 0.25
+    share = np.where(truth, rng.uniform(0.05, 0.3, truth.size), rng.uniform(0.05, 0.5, truth.size))
+    confounded = chance_line(np.log(share)[:, None], truth, seed=0)
+    assert confounded["chance_auc_ci_low"] > 0.55
+    assert confounded["chance_auc_ci_low"] <= confounded["chance_auc"]
+    assert confounded["chance_auc"] <= confounded["chance_auc_ci_high"]
+    blind = chance_line(rng.normal(size=(truth.size, 3)), truth, seed=0)
+    assert blind["chance_auc_ci_low"] < 0.5 < blind["chance_auc_ci_high"]
+
+
+def test_chance_line_is_seeded_and_none_without_two_of_each():
+    rng = np.random.default_rng(1)
+    truth = rng.random(300) < 0.3
+    facts = rng.normal(size=(truth.size, 2)) + truth[:, None]
+    assert chance_line(facts, truth, seed=4) == chance_line(facts, truth, seed=4)
+    assert chance_line(facts, truth, seed=4) != chance_line(facts, truth, seed=5)
+    lonely = np.zeros(10, dtype=bool)
+    lonely[0] = True
+    assert set(chance_line(facts[:10], lonely, seed=0).values()) == {None}
