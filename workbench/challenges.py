@@ -84,11 +84,10 @@ def public_facts(federation: Federation, challenge: Challenge) -> np.ndarray:
     each (logarithms): its class's share of the dataset, the size of the client holding it,
     and its degree in the population graph, or at graph level its graph's size (nodes) and
     mean degree. A distinguisher fitted on these alone draws the challenge's chance line.
-    Class and client enter as one number each rather than one-hot: with one column per
-    category, k-fold scores of a challenge balanced by design fall below 0.5 (each held-out
-    fold over-represents what its training folds lack; 0.34–0.38 from the class alone on
-    Cora's class-matched public split), and the usual confound, a class-balanced training
-    set against test records that follow the data, is monotone in the class's share."""
+    Class and client enter as one number each rather than one-hot, so that the distinguisher
+    has three or four parameters and little fitting noise to read as signal; the usual
+    confound, a class-balanced training set against test records that follow the data, is
+    monotone in the class's share."""
     ds = federation.dataset
     ids = challenge.candidates.ids
     share = np.bincount(ds.labels, minlength=ds.num_classes) / ds.num_items
@@ -102,6 +101,12 @@ def public_facts(federation: Federation, challenge: Challenge) -> np.ndarray:
         edges = np.array([ds.graphs[i].edge_index.shape[1] for i in ids.tolist()], dtype=float)
         columns += [np.log1p(nodes), np.log1p(edges / np.maximum(nodes, 1))]
     return np.stack(columns, axis=1)
+
+
+def design_strata(challenge: Challenge) -> np.ndarray:
+    """Each record's (class, client) group: the cells a drawn split is stratified in, whose
+    balance the chance line's folds keep."""
+    return challenge.candidates.labels * (int(challenge.owner.max()) + 1) + challenge.owner
 
 
 @dataclass(frozen=True)

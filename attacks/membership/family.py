@@ -20,6 +20,7 @@ from attacks.family import (
 from attacks.metrics import ROC, chance_line, membership_metrics
 from workbench.challenges import (
     Challenge,
+    design_strata,
     membership_challenge,
     others_records,
     public_facts,
@@ -42,8 +43,8 @@ class Membership:
             challenge = others_records(challenge, left_out)
 
         def chance() -> dict[str, float | None]:
-            facts = public_facts(cell.federation, challenge)
-            return chance_line(facts, challenge.is_member, cell.seeds("chance"))
+            facts, strata = public_facts(cell.federation, challenge), design_strata(challenge)
+            return chance_line(facts, challenge.is_member, strata, cell.seeds("chance"))
 
         def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
             metrics, curve = membership_metrics(

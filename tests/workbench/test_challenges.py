@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from attacks.metrics import chance_line
-from workbench.challenges import class_matched, membership_challenge, public_facts
+from workbench.challenges import (
+    class_matched,
+    design_strata,
+    membership_challenge,
+    public_facts,
+)
 from workbench.data.federation import build_federation
 from workbench.data.partition import make_partition
 from workbench.errors import NotApplicableError
@@ -23,7 +28,8 @@ def test_published_split_is_class_matched_so_the_label_tells_nothing(cora):
     assert np.bincount(labels[members], minlength=cora.num_classes).tolist() == [20] * 7
     assert np.bincount(labels[~members], minlength=cora.num_classes).tolist() == [rarest] * 7
     assert np.isin(challenge.candidates.ids[~members], test).all()
-    line = chance_line(public_facts(federation, challenge), members, seed=0)
+    facts, strata = public_facts(federation, challenge), design_strata(challenge)
+    line = chance_line(facts, members, strata, seed=0)
     assert line["chance_auc_ci_low"] < 0.5 < line["chance_auc_ci_high"]
 
 
