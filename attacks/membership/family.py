@@ -1,6 +1,8 @@
 """The membership family: which records trained the target. Its challenge is the cell's
 balanced set of members and non-members (a curious client is asked only about the other
-clients' records); the scorer holds who is a member and each record's owner."""
+clients' records); the scorer holds who is a member and each record's owner, and beside
+every attack's metrics reports the challenge's chance line (``chance_line``), computed once
+per challenge."""
 
 from __future__ import annotations
 
@@ -15,8 +17,14 @@ from attacks.family import (
     adversary_view,
     configured_adversaries,
 )
-from attacks.metrics import ROC, membership_metrics
-from workbench.challenges import Challenge, membership_challenge, others_records
+from attacks.metrics import ROC, chance_line, membership_metrics
+from workbench.challenges import (
+    Challenge,
+    design_strata,
+    membership_challenge,
+    others_records,
+    public_facts,
+)
 
 
 class Membership:
@@ -29,14 +37,21 @@ class Membership:
         challenge = cell.shared(
             "membership", lambda: membership_challenge(cell.federation, cell.seeds("challenge"))
         )
+        left_out = None  # the curious client, whose own records it is not asked about
         if getattr(config, "adversary", None) == "client":
-            challenge = others_records(challenge, config.client)
+            left_out = config.client
+            challenge = others_records(challenge, left_out)
+
+        def chance() -> dict[str, float | None]:
+            facts, strata = public_facts(cell.federation, challenge), design_strata(challenge)
+            return chance_line(facts, challenge.is_member, strata, cell.seeds("chance"))
 
         def score(out: AttackOutput) -> tuple[dict[str, Any], ROC]:
             metrics, curve = membership_metrics(
                 out.scores, challenge.is_member, out.threshold, delta=cell.delta
             )
             metrics.update(per_client_metrics(out, challenge))
+            metrics.update(cell.shared(("membership-chance", left_out), chance))
             return metrics, curve
 
         view = adversary_view(config, cell, cell.knowledge)

@@ -4,6 +4,7 @@ from sklearn.metrics import roc_auc_score
 
 from attacks.metrics import (
     auc_interval,
+    chance_line,
     held_out_ceiling,
     held_out_epsilon,
     label_reconstruction_metrics,
@@ -207,3 +208,45 @@ def test_label_multiset_accuracy_ignores_order():
     m = label_reconstruction_metrics(np.array([0, 1, 1]), np.array([1, 0, 1]), np.array([0.2, 0.8]))
     assert m["label_set_accuracy"] == 1.0 and m["label_accuracy"] == pytest.approx(1 / 3)
     assert m["label_accuracy_baseline"] == pytest.approx(2 / 3)
+
+
+def test_chance_line_sees_a_confound_out_of_sample_and_nothing_where_there_is_none():
+    """Members over-represented among the small classes (as a class-balanced training set
+    against a test set that follows the data): the distinguisher finds it, scored on folds
+    it was not fitted on; facts drawn independently of membership leave 0.5 in the
+    interval."""
+    rng = np.random.default_rng(0)
+    truth = rng.random(1500) < 0.25
+    share = np.where(truth, rng.uniform(0.05, 0.3, truth.size), rng.uniform(0.05, 0.5, truth.size))
+    confounded = chance_line(np.log(share)[:, None], truth, np.zeros(truth.size, int), seed=0)
+    assert confounded["chance_auc_ci_low"] > 0.55
+    assert confounded["chance_auc_ci_low"] <= confounded["chance_auc"]
+    assert confounded["chance_auc"] <= confounded["chance_auc_ci_high"]
+    blind = chance_line(rng.normal(size=(truth.size, 3)), truth, np.zeros(truth.size, int), seed=0)
+    assert blind["chance_auc_ci_low"] < 0.5 < blind["chance_auc_ci_high"]
+
+
+def test_chance_line_is_seeded_and_none_without_enough_of_each():
+    rng = np.random.default_rng(1)
+    truth = rng.random(300) < 0.3
+    facts = rng.normal(size=(truth.size, 2)) + truth[:, None]
+    strata = rng.integers(0, 3, truth.size)
+    assert chance_line(facts, truth, strata, seed=4) == chance_line(facts, truth, strata, seed=4)
+    assert chance_line(facts, truth, strata, seed=4) != chance_line(facts, truth, strata, seed=5)
+    few = np.zeros(60, dtype=bool)
+    few[:9] = True  # 9 members: too few for two folds' worth in each half
+    assert set(chance_line(facts[:60], few, strata[:60], seed=0).values()) == {None}
+
+
+def test_chance_line_folds_keep_a_balanced_design_at_chance():
+    """Every (class, client) cell holds members and non-members in the same proportion, as a
+    stratified split draws them: the facts say nothing, and folds that keep the cells whole
+    read 0.5, where folds dealt out by membership alone read below it."""
+    cells = np.repeat(np.arange(6), [40, 60, 80, 100, 120, 200])
+    truth = np.concatenate([np.arange(n) < n // 4 for n in np.bincount(cells)])
+    facts = np.stack([cells % 2, cells // 2], axis=1).astype(float)
+    kept = chance_line(facts, truth, cells, seed=0)
+    assert kept["chance_auc_ci_low"] < 0.5 < kept["chance_auc_ci_high"]
+    assert abs(kept["chance_auc"] - 0.5) < 0.03
+    cut = chance_line(facts, truth, np.zeros(truth.size, int), seed=0)
+    assert cut["chance_auc"] < kept["chance_auc"]

@@ -52,6 +52,9 @@ class Partition:
     clients: tuple[ClientPart, ...]
     aux_ids: np.ndarray
     cut_edges: np.ndarray = field(default_factory=lambda: np.zeros((2, 0), dtype=np.int64))
+    # train/val/test are the dataset's published split, not drawn per class: their class
+    # histograms differ (Cora: 20 training nodes per class, a test set that follows the data)
+    published_split: bool = False
 
     @property
     def num_clients(self) -> int:
@@ -164,9 +167,11 @@ def make_partition(
         else:
             train, val, test = (np.intersect1d(ids, s) for s in public)
         clients.append(ClientPart(k, ids, train, val, test))
-    part = Partition(dataset.level, method, tuple(clients), np.sort(aux))
+    published = public is not None
+    part = Partition(dataset.level, method, tuple(clients), np.sort(aux), published_split=published)
     if isinstance(dataset, NodeDataset):
-        part = Partition(part.level, method, part.clients, part.aux_ids, _cut_edges(dataset, part))
+        cut = _cut_edges(dataset, part)
+        part = Partition(part.level, method, part.clients, part.aux_ids, cut, published)
     return part
 
 

@@ -120,6 +120,8 @@ def test_public_split_reaches_the_clients_whole(cora):
         assert np.isin(np.concatenate([c.train, c.val, c.test]), c.ids).all()
     assert not np.isin(part.aux_ids, np.concatenate([train, val, test])).any()
     assert abs(part.aux_ids.size / cora.num_items - 0.2) < 0.01
+    assert part.published_split  # the membership challenge class-matches its non-members
+    assert not make_partition(cora, "label-dirichlet", 10, seed=0).published_split
 
 
 def test_public_split_is_refused_where_there_is_none(small_csbm, cora):
