@@ -54,7 +54,15 @@ from reports.verdict import adversary_of, verdicts
 from workbench.calibration import CALIBRATED_SIGMA
 from workbench.errors import WorkbenchError
 from workbench.registry import reading_untrusted
-from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore, inside, written
+from workbench.store import (
+    STORE_FILE,
+    AttackRow,
+    CellRow,
+    ResultsStore,
+    inside,
+    metric_figure,
+    written,
+)
 
 HTML_FILE = "report.html"
 PDF_FILE = "report.pdf"
@@ -169,7 +177,7 @@ def report_content(folders: Path | Sequence[Path]) -> Report:
     ]
     if curves:
         sections.append(_roc(curves))
-    if any(c.epsilons for c in cells):
+    if any(c.epsilons or c.metric_epsilons for c in cells):
         sections.append(_epsilons(cells, labels))
     if any(c.audits for c in cells):
         sections.append(_canary_audits(cells, labels))
@@ -616,6 +624,18 @@ def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
         for c in cells
         for e in c.epsilons
     ]
+    rows += [
+        [
+            labels[c.cell_id],
+            e["adversary"],
+            f"{e['unit']} (metric-DP)",
+            metric_figure(e),
+            "–",
+            e["note"],
+        ]
+        for c in cells
+        for e in c.metric_epsilons
+    ]
     return Section(
         "ε per adversary",
         [
@@ -631,7 +651,9 @@ def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
                 "distribution accountant on the same events, a valid and usually tighter bound, "
                 "shown where it is finite and at most the RDP figure (–: an ∞ row, an RDP ε "
                 "above 50, noise too weak or steps too many for the PLD discretisation, or a "
-                "folder written before PLD figures were stored)."
+                "folder written before PLD figures were stored). Metric-DP rows give ε(ρ): two "
+                "nodes whose released vectors lie within ρ are indistinguishable to that party, "
+                "∞ where it sees them, or what they would hide, in the clear."
             ),
             Table(["cell", "adversary", "unit", "ε (RDP)", "ε (PLD)", "rests on"], rows, 1),
         ],
