@@ -596,8 +596,12 @@ def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
             "Privacy–utility and the audit gap",
             [
                 Paragraph(
-                    "Mean over seeds. The privacy figure is the accountant's ε where the run "
-                    "is DP, else metric-DP's ε(ρ), else the information bottleneck's KL term; "
+                    "Mean over seeds. The privacy figure is the accountant's ε against a "
+                    "querier of the released model, per the coarsest unit its ledger states "
+                    "(named with each value; the ε table gives every adversary), else "
+                    "metric-DP's ε(ρ) against a querier, else the information bottleneck's KL "
+                    "term (an ∞ has no place on the log axis: such a configuration is drawn "
+                    "as a reference line, like an undefended one); "
                     "undefended configurations are dotted reference lines. The last panel is "
                     "the audit gap: each attack's empirical lower bound on ε against the "
                     "accountant's ε; a correct accountant's ε stays above every lower bound."
@@ -719,11 +723,15 @@ def format_epsilon(value: float) -> str:
 def privacy_figure(c: CellRow) -> str:
     """The cell's privacy figure: the accountant's ε, metric-DP's ε(ρ), or the information
     bottleneck's KL term (no formal guarantee); "no DP" otherwise."""
-    parts = [] if c.epsilon is None else [f"querier {format_epsilon(c.epsilon)}"]
+    parts = []
+    querier = c.querier_row()
+    if querier is not None:
+        parts.append(f"querier ε = {format_epsilon(querier['epsilon'])} per {querier['unit']}")
     if CALIBRATED_SIGMA in c.utility:
         parts.append(f"σ {c.utility[CALIBRATED_SIGMA]:.4g} calibrated to {calibrated_for(c)}")
-    if "metric_epsilon" in c.utility:
-        parts.append(f"ε(ρ={c.utility['metric_rho']:.3f}) = {c.utility['metric_epsilon']:.2f}")
+    metric = c.querier_row(metric=True)
+    if metric is not None:
+        parts.append(f"querier metric-DP {metric_figure(metric)} per {metric['unit']}")
     if "ib_kl_nats" in c.utility:
         parts.append(f"IB KL {c.utility['ib_kl_nats']:.2f} nats")
     return "; ".join(parts) or "no DP"

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
+from accountants.scope import UNITS
 from workbench.errors import ConfigError
 from workbench.seeding import Streams
 
@@ -130,6 +131,17 @@ class CellRow:
     audits: tuple[dict[str, Any], ...] = ()
     # metric-DP's ε(ρ) per adversary × unit (METRIC_COLUMNS; ∞ where unprotected)
     metric_epsilons: tuple[dict[str, Any], ...] = ()
+
+    def querier_row(self, metric: bool = False) -> dict[str, Any] | None:
+        """The querier's ε row at the coarsest unit its events state (``epsilon`` is its
+        value), or metric-DP's ε(ρ) row with ``metric``; None when the run states none: what
+        one ε per configuration means wherever one is shown, named by adversary and unit."""
+        rows = [
+            e
+            for e in (self.metric_epsilons if metric else self.epsilons)
+            if e["adversary"] == "querier"
+        ]
+        return min(rows, key=lambda e: UNITS.index(e["unit"]), default=None)
 
     def epsilon_against(self, adversary: str, units: set[str] | frozenset[str]) -> float | None:
         """The smallest ε this cell states against ``adversary`` for any of ``units`` (each
