@@ -350,7 +350,8 @@ def exchange_events(metric_dp: bool) -> tuple[NoGuarantee, ...]:
     halo holders: every boundary node's exact degree, and without metric-DP its hidden state.
     A hidden state mixes a node's features with its neighbours' (nodes, edges, records), a
     degree counts its edges, so no unit of a client's data is protected: ε = ∞ against them,
-    standard DP (metric noise is no (ε, δ) guarantee) and metric-DP's ε(ρ) alike."""
+    standard DP (metric noise is no (ε, δ) guarantee) and metric-DP's ε(ρ) alike. Nor does
+    the released model, trained on the clean states, give its querier an ε(ρ)."""
     if metric_dp:
         why = (
             "boundary nodes' exact degrees go to the server and the clients holding them as "
