@@ -11,6 +11,7 @@ from accountants.accountant import (
     epsilons_by_adversary,
     largest_finite_epsilon,
     max_steps,
+    metric_epsilons_by_adversary,
     subsampled_gaussian_grid,
 )
 from accountants.events import Composed, Gaussian, Laplace, MetricGaussian, SubsampledGaussian
@@ -40,6 +41,7 @@ __all__ = [
     "epsilon",
     "max_steps",
     "metric_epsilon",
+    "metric_epsilons_by_adversary",
     "rho_knn_percentile",
     "subsampled_gaussian_grid",
 ]

@@ -357,6 +357,19 @@ def epsilons_by_adversary(
     return tuple(rows)
 
 
+def metric_epsilons_by_adversary(
+    ledger: PrivacyLedger, delta: float, rho: float
+) -> tuple[AdversaryEpsilon, ...]:
+    """ε(ρ) of the ledger's metric-DP events per adversary × unit, the way
+    ``epsilons_by_adversary`` composes standard events: ∞ where a metric ``NoGuarantee``
+    applies (a party that sees what the metric noise was meant to hide, or more, in the
+    clear) or no metric event speaks to that party."""
+    return tuple(
+        _row(adversary, unit, applies, delta, rho)
+        for adversary, unit, applies in _applicable(ledger.metric())
+    )
+
+
 # Beyond this RDP ε a tighter figure changes no reading (the verdict calls ε > 10 vacuous),
 # and the weak noise behind it makes dp_accounting's discretised PLD slow and large (σ/Δ =
 # 0.025: 43 s and 4.4 GB for one Gaussian), so it is not computed.
@@ -421,25 +434,27 @@ def _row_epsilons(ledger: PrivacyLedger, delta: float) -> dict[tuple[str, str], 
     return out
 
 
-def _applicable(standard: PrivacyLedger) -> list[tuple[str, str, list]]:
+def _applicable(ledger: PrivacyLedger) -> list[tuple[str, str, list]]:
     """(adversary, unit, the events that apply) for every adversary × unit the events state
     (refused: an event without a scope)."""
-    unscoped = [type(e).__name__ for e in standard.events if e.scope is None]
+    unscoped = [type(e).__name__ for e in ledger.events if e.scope is None]
     if unscoped:
         raise ValueError(
             f"ledger: events without a scope ({', '.join(unscoped)}): every recorded event must "
             "state its privacy unit, neighbouring relation and adversaries"
         )
-    stated = [e for e in standard.events if not isinstance(e, Caveat)]
+    stated = [e for e in ledger.events if not isinstance(e, Caveat)]
     units = [u for u in UNITS if any(e.scope.unit == u for e in stated)]
     return [
-        (adversary, unit, [e for e in standard.events if e.scope.applies(adversary, unit)])
+        (adversary, unit, [e for e in ledger.events if e.scope.applies(adversary, unit)])
         for adversary in ADVERSARIES
         for unit in units
     ]
 
 
-def _row(adversary: str, unit: str, applies: list, delta: float) -> AdversaryEpsilon:
+def _row(
+    adversary: str, unit: str, applies: list, delta: float, rho: float | None = None
+) -> AdversaryEpsilon:
     caveats = [e.reason for e in applies if isinstance(e, Caveat)]
     applies = [e for e in applies if not isinstance(e, Caveat)]
     blind = [e.reason for e in applies if isinstance(e, NoGuarantee)]
@@ -451,7 +466,7 @@ def _row(adversary: str, unit: str, applies: list, delta: float) -> AdversaryEps
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         warnings.simplefilter("ignore", InfiniteEpsilonWarning)
-        value = epsilon(PrivacyLedger(tuple(applies)), delta).epsilon
+        value = epsilon(PrivacyLedger(tuple(applies)), delta, rho=rho).epsilon
     notes = dict.fromkeys(
         f"{type(e).__name__} ({e.scope.neighbouring}{'; ' + e.scope.note if e.scope.note else ''})"
         for e in applies

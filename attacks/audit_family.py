@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from accountants import MetricGaussian, epsilon
+from accountants import MetricGaussian, PrivacyLedger, epsilon
 from accountants.accountant import OrderGridWarning
 from attacks.base import Attack, AttackOutput
 from attacks.family import CellInputs, FamilyInputs
@@ -48,7 +48,9 @@ class Audit:
             metrics, curve = membership_metrics(out.scores, task.chosen)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", OrderGridWarning)
-                bound = epsilon(trained.ledger.metric(), cell.delta, rho=rho).epsilon
+                # the game plays the vector releases alone: their mechanism's ε(ρ) (a party
+                # seeing more beside them, e.g. exact degrees, has ε(ρ) = ∞ in the ledger)
+                bound = epsilon(PrivacyLedger(tuple(events)), cell.delta, rho=rho).epsilon
             found = held_out_epsilon(out.scores, task.chosen, cell.delta, seed)
             metrics.update(
                 {

@@ -14,6 +14,7 @@ from collections import defaultdict
 import numpy as np
 from tables import fmt, load
 
+from accountants import metric_epsilon
 from workbench.store import AttackRow, CellRow
 
 
@@ -35,6 +36,16 @@ def sigma0(cell: CellRow) -> float:
         if d["name"] == "metric-dp":
             return float(d["params"]["sigma0"])
     return 0.0
+
+
+def vector_epsilon(cell: CellRow) -> float | None:
+    """The metric-DP vector releases' own ε(ρ) (σ0, R′ and ρ as the run measured them, the
+    cell's δ): the paper's figure. The ledger states ∞ against every party (the degrees go
+    in the clear), so it is not stored; None without metric-DP."""
+    if not cell.metric_epsilons:
+        return None
+    u, delta = cell.utility, cell.metric_epsilons[0]["delta"]
+    return metric_epsilon(sigma0(cell), u["metric_rho"], int(u["max_releases"]), delta).epsilon
 
 
 def table2(cells: list[CellRow]) -> None:
@@ -68,7 +79,7 @@ def interbank(cells: list[CellRow]) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for v in sorted(groups, key=lambda v: (not v.startswith("CE"), v)):
         u = [c.utility for c in groups[v]]
-        eps = fmt([x["metric_epsilon"] for x in u if "metric_epsilon" in x], 1, 1)
+        eps = fmt([e for c in groups[v] if (e := vector_epsilon(c)) is not None], 1, 1)
         print(
             f"| {v} | {len(u)} | {fmt([x['f1_illicit'] for x in u])} | "
             f"{fmt([x['accuracy'] for x in u])} | {fmt([x['auc'] for x in u])} | "
@@ -104,7 +115,7 @@ def sigma_curve(cells: list[CellRow], attacks: dict[str, list[AttackRow]]) -> No
     for s, cs in sorted(groups.items()):
         u = [c.utility for c in cs]
         rho = fmt([x["metric_rho"] for x in u if "metric_rho" in x], 1, 3)
-        eps = fmt([x["metric_epsilon"] for x in u if "metric_epsilon" in x], 1, 1)
+        eps = fmt([e for c in cs if (e := vector_epsilon(c)) is not None], 1, 1)
         inversion = (
             " / ".join(
                 [

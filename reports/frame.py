@@ -10,6 +10,8 @@ empty). Columns, in this order:
 - ``epsilon.<adversary>.<unit>`` for each ε the run states (the RDP accountant's; ∞ where
   nothing is guaranteed) and ``epsilon_pld.<adversary>.<unit>`` beside each finite one with
   a PLD form (dp_accounting's privacy-loss-distribution accountant: usually tighter);
+  ``epsilon_metric.<adversary>.<unit>`` for metric-DP's ε(ρ) (at the cell's
+  ``utility.metric_rho``; ∞ where that party is unprotected);
 - the attack: ``attack``, ``attack_label`` (its name with its parameters), ``attack_key``
   (the store's key), ``attack_params`` (JSON), ``status``, ``reason``;
 - ``metric.<name>`` for each attack metric (auc, auc_ci_low, tpr_at_1pct_fpr, ...).
@@ -88,7 +90,8 @@ def _cell_columns(c: CellRow, configuration: str) -> dict[str, Any]:
 
 def cell_numbers(c: CellRow) -> dict[str, Any]:
     """The cell's numbers: ``utility.<metric>``, ``epsilon.<adversary>.<unit>`` (RDP; ∞ where
-    nothing is guaranteed) and ``epsilon_pld.<adversary>.<unit>`` (PLD, where it has one)."""
+    nothing is guaranteed), ``epsilon_pld.<adversary>.<unit>`` (PLD, where it has one) and
+    ``epsilon_metric.<adversary>.<unit>`` (metric-DP's ε(ρ))."""
     out = {f"utility.{k}": v for k, v in c.utility.items() if _is_number(v)}
     out |= {f"epsilon.{e['adversary']}.{e['unit']}": e["epsilon"] for e in c.epsilons}
     out |= {
@@ -96,6 +99,7 @@ def cell_numbers(c: CellRow) -> dict[str, Any]:
         for e in c.epsilons
         if e.get("epsilon_pld") is not None
     }
+    out |= {f"epsilon_metric.{e['adversary']}.{e['unit']}": e["epsilon"] for e in c.metric_epsilons}
     return out
 
 
@@ -127,7 +131,8 @@ def _column_order(name: str) -> tuple[int, int]:
         return 0, CELL_COLUMNS.index(name)
     if name in ATTACK_COLUMNS:
         return 3, ATTACK_COLUMNS.index(name)
-    prefix = {"utility": 1, "epsilon": 2, "epsilon_pld": 2, "metric": 4}[name.split(".", 1)[0]]
+    groups = {"utility": 1, "epsilon": 2, "epsilon_pld": 2, "epsilon_metric": 2, "metric": 4}
+    prefix = groups[name.split(".", 1)[0]]
     return prefix, 0
 
 

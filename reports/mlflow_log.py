@@ -8,8 +8,8 @@ name unless one is given. It holds:
   ``partition.split``, ``target.params.rounds``, ``target.defenses.0.params.clip``, ``seed``,
   ...) and ``config_hash``; strings as they are, other values as JSON;
 - metrics: every numeric utility value (``utility.<name>``), every ε
-  (``epsilon.<adversary>.<unit>``, RDP; ``epsilon_pld.<adversary>.<unit>``, PLD) and every
-  numeric attack metric
+  (``epsilon.<adversary>.<unit>``, RDP; ``epsilon_pld.<adversary>.<unit>``, PLD;
+  ``epsilon_metric.<adversary>.<unit>``, metric-DP's ε(ρ)) and every numeric attack metric
   (``<attack label>.<metric>``, e.g. ``mia-threshold_hops_2.auc``, ``....tpr_at_0.01``);
 - tags: ``<attack label>.label`` (the label as the report writes it) and, for an attack that
   did not apply, ``<attack label>.not_applicable`` with the reason.

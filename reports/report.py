@@ -64,7 +64,15 @@ from reports.verdict import adversary_of, verdicts
 from workbench.calibration import CALIBRATED_SIGMA
 from workbench.errors import WorkbenchError
 from workbench.registry import reading_untrusted
-from workbench.store import STORE_FILE, AttackRow, CellRow, ResultsStore, inside, written
+from workbench.store import (
+    STORE_FILE,
+    AttackRow,
+    CellRow,
+    ResultsStore,
+    inside,
+    metric_figure,
+    written,
+)
 
 HTML_FILE = "report.html"
 PDF_FILE = "report.pdf"
@@ -179,7 +187,7 @@ def report_content(folders: Path | Sequence[Path]) -> Report:
     ]
     if curves:
         sections.append(_roc(curves))
-    if any(c.epsilons for c in cells):
+    if any(c.epsilons or c.metric_epsilons for c in cells):
         sections.append(_epsilons(cells, labels))
     if any(c.audits for c in cells):
         sections.append(_canary_audits(cells, labels))
@@ -645,8 +653,12 @@ def _privacy(cells: list[CellRow], attacks: list[AttackRow]) -> list[Section]:
             "Privacy–utility and the audit gap",
             [
                 Paragraph(
-                    "Mean over seeds. The privacy figure is the accountant's ε where the run "
-                    "is DP, else metric-DP's ε(ρ), else the information bottleneck's KL term; "
+                    "Mean over seeds. The privacy figure is the accountant's ε against a "
+                    "querier of the released model, per the coarsest unit its ledger states "
+                    "(named with each value; the ε table gives every adversary), else "
+                    "metric-DP's ε(ρ) against a querier, else the information bottleneck's KL "
+                    "term (an ∞ has no place on the log axis: such a configuration is drawn "
+                    "as a reference line, like an undefended one); "
                     "undefended configurations are dotted reference lines. The last panel is "
                     "the audit gap: each attack's empirical lower bound on ε against the "
                     "accountant's ε; a correct accountant's ε stays above every lower bound."
@@ -673,6 +685,18 @@ def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
         for c in cells
         for e in c.epsilons
     ]
+    rows += [
+        [
+            labels[c.cell_id],
+            e["adversary"],
+            f"{e['unit']} (metric-DP)",
+            metric_figure(e),
+            "–",
+            e["note"],
+        ]
+        for c in cells
+        for e in c.metric_epsilons
+    ]
     return Section(
         "ε per adversary",
         [
@@ -688,7 +712,9 @@ def _epsilons(cells: list[CellRow], labels: dict[str, str]) -> Section:
                 "distribution accountant on the same events, a valid and usually tighter bound, "
                 "shown where it is finite and at most the RDP figure (–: an ∞ row, an RDP ε "
                 "above 50, noise too weak or steps too many for the PLD discretisation, or a "
-                "folder written before PLD figures were stored)."
+                "folder written before PLD figures were stored). Metric-DP rows give ε(ρ): two "
+                "nodes whose released vectors lie within ρ are indistinguishable to that party, "
+                "∞ where it sees them, or what they would hide, in the clear."
             ),
             Table(["cell", "adversary", "unit", "ε (RDP)", "ε (PLD)", "rests on"], rows, 1),
         ],
@@ -757,11 +783,15 @@ def format_epsilon(value: float) -> str:
 def privacy_figure(c: CellRow) -> str:
     """The cell's privacy figure: the accountant's ε, metric-DP's ε(ρ), or the information
     bottleneck's KL term (no formal guarantee); "no DP" otherwise."""
-    parts = [] if c.epsilon is None else [f"querier {format_epsilon(c.epsilon)}"]
+    parts = []
+    querier = c.querier_row()
+    if querier is not None:
+        parts.append(f"querier ε = {format_epsilon(querier['epsilon'])} per {querier['unit']}")
     if CALIBRATED_SIGMA in c.utility:
         parts.append(f"σ {c.utility[CALIBRATED_SIGMA]:.4g} calibrated to {calibrated_for(c)}")
-    if "metric_epsilon" in c.utility:
-        parts.append(f"ε(ρ={c.utility['metric_rho']:.3f}) = {c.utility['metric_epsilon']:.2f}")
+    metric = c.querier_row(metric=True)
+    if metric is not None:
+        parts.append(f"querier metric-DP {metric_figure(metric)} per {metric['unit']}")
     if "ib_kl_nats" in c.utility:
         parts.append(f"IB KL {c.utility['ib_kl_nats']:.2f} nats")
     return "; ".join(parts) or "no DP"

@@ -1,6 +1,7 @@
 """Privacy–utility trade-offs: one point per configuration (mean over seeds) with its privacy
-figure (the accountant's ε, or the information bottleneck's KL in nats where there is no ε),
-its utility and every attack's success; as a markdown table and a figure.
+figure (the accountant's ε against a querier, named with the unit it protects; else metric-DP's
+ε(ρ) against a querier; else the information bottleneck's KL in nats), its utility and every
+attack's success; as a markdown table and a figure.
 
 An undefended configuration has neither figure; it is drawn as a dashed reference line."""
 
@@ -24,17 +25,21 @@ REFERENCE_DASHES = (":", (0, (5, 2, 1, 2)), (0, (1, 4)))
 ATTACK_STYLES = ["o-", "s--", "^-.", "d:", "v-", "P--"]  # marker, then line style
 PRIVACY = {
     "epsilon": "accountant ε against a querier (δ of the suite)",
-    "metric": "metric-DP ε(ρ) at the k-NN percentile ρ",
+    "metric": "metric-DP ε(ρ) against a querier at the k-NN percentile ρ",
     "kl": "IB KL term (nats per node)",
 }
+HEADS = {"epsilon": "ε against a querier", "metric": "ε(ρ) against a querier", "kl": "KL (nats)"}
 
 
 @dataclass(frozen=True)
 class TradeoffPoint:
     configuration: str
     series: str  # the configuration without its swept settings: one line per series
-    epsilon: float | None  # mean over seeds; None without DP events
-    metric_epsilon: float | None  # metric-DP's ε(ρ)
+    # the querier's ε at the coarsest unit the ledger states, mean over seeds; None without
+    # DP events or where it is ∞ (no place on a log axis: the ε table shows it)
+    epsilon: float | None
+    metric_epsilon: float | None  # the querier's metric-DP ε(ρ), the same way
+    units: dict[str, str]  # axis ("epsilon", "metric") → the privacy unit its ε protects
     kl_nats: float | None  # information bottleneck only
     accuracy: tuple[float, float]  # of what is released (see released_accuracy)
     attacks: dict[str, dict[str, tuple[float, float]]]  # attack label → metric → mean, std
@@ -46,22 +51,30 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
         per_attack.setdefault(row.cell, {})[row.attack] = row.metrics
     points = []
     for label, group in configurations(cells):
-        # the querier's ε; an infinite one has no place on a log axis (the ε table shows it)
-        eps = [c.epsilon for c in group if c.epsilon is not None and np.isfinite(c.epsilon)]
-        metric = [c.utility.get("metric_epsilon") for c in group]
+        eps = _finite_querier_rows(group, metric=False)
+        metric = _finite_querier_rows(group, metric=True)
+        pairs = (("epsilon", eps), ("metric", metric))
+        units = {axis: rows[0]["unit"] for axis, rows in pairs if rows}
         kl = [c.utility.get("ib_kl_nats") for c in group]
         points.append(
             TradeoffPoint(
                 label,
                 label.split(" [", 1)[0],
-                float(np.mean(eps)) if eps else None,
-                _mean_or_none(metric),
+                _mean_or_none([r["epsilon"] for r in eps]),
+                _mean_or_none([r["epsilon"] for r in metric]),
+                units,
                 _mean_or_none(kl),
                 _mean_std([released_accuracy(c) for c in group]),
                 per_attack.get(label, {}),
             )
         )
     return points
+
+
+def _finite_querier_rows(group: list[CellRow], metric: bool) -> list[dict]:
+    """Each seed's querier row (``CellRow.querier_row``) where its ε is finite."""
+    rows = [c.querier_row(metric) for c in group]
+    return [r for r in rows if r is not None and np.isfinite(r["epsilon"])]
 
 
 def _mean_or_none(values: list) -> float | None:
@@ -87,21 +100,31 @@ def _x(p: TradeoffPoint, axis: str | None) -> float | None:
     return {"epsilon": p.epsilon, "metric": p.metric_epsilon, "kl": p.kl_nats}.get(axis or "")
 
 
+def _privacy_cell(p: TradeoffPoint, axis: str | None) -> str:
+    """A configuration's privacy figure with the unit its ε protects: ``2.1 per client``."""
+    x = _x(p, axis)
+    if x is None:
+        return "none"
+    unit = p.units.get(axis or "")
+    return f"{x:.3g}" if unit is None else f"{x:.3g} per {unit}"
+
+
+def axis_label(points: list[TradeoffPoint], axis: str) -> str:
+    """The x axis: whose figure, and per which units the configurations' ε protect."""
+    units = sorted({p.units[axis] for p in points if axis in p.units})
+    return PRIVACY[axis] + (f", per {' / '.join(units)}" if units else "")
+
+
 def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
     """Markdown: configuration, privacy figure, accuracy (%), then each attack's metrics."""
     axis = privacy_axis(points)
     # attacks scored by AUC/TPR only: a reconstruction's metrics have their own tables
     names = sorted({a for p in points for a, m in p.attacks.items() if set(m) & set(METRICS)})
-    head = [
-        "configuration",
-        {"kl": "KL (nats)", "metric": "ε(ρ)"}.get(axis or "", "ε"),
-        "accuracy %",
-    ]
+    head = ["configuration", HEADS.get(axis or "", "ε"), "accuracy %"]
     head += [f"{a} {m}" for a in names for m in METRICS]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for p in sorted(points, key=lambda p: (p.series, -(_x(p, axis) or np.inf))):
-        x = _x(p, axis)
-        cols = [p.configuration, "none" if x is None else f"{x:.3g}", format_pm(p.accuracy)]
+        cols = [p.configuration, _privacy_cell(p, axis), format_pm(p.accuracy)]
         for a in names:
             got = p.attacks.get(a, {})
             cols += [format_pm(got[m], 1.0, 3) if m in got else "n/a" for m in METRICS]
@@ -115,7 +138,7 @@ def strongest_attacks(points: list[TradeoffPoint]) -> tuple[list[str], list[list
     axis = privacy_axis(points)
     header = [
         "configuration",
-        {"kl": "KL (nats)", "metric": "ε(ρ)"}.get(axis or "", "ε"),
+        HEADS.get(axis or "", "ε"),
         "accuracy %",
         "best AUC",
         "best TPR@1% FPR",
@@ -123,8 +146,7 @@ def strongest_attacks(points: list[TradeoffPoint]) -> tuple[list[str], list[list
     ]
     rows = []
     for p in sorted(points, key=lambda p: (p.series, -(_x(p, axis) or np.inf))):
-        x = _x(p, axis)
-        row = [p.configuration, "none" if x is None else f"{x:.3g}", format_pm(p.accuracy)]
+        row = [p.configuration, _privacy_cell(p, axis), format_pm(p.accuracy)]
         for metric in METRICS:
             got = [(m[metric], a) for a, m in p.attacks.items() if metric in m]
             if got:
@@ -153,7 +175,7 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> Figure | None:
     for i, setting in enumerate(settings):
         axes = grid[2 * i : 2 * i + 2].ravel()
         mine = [p for p in points if _setting(p) == setting]
-        _tradeoff_row(axes, mine, axis, names, colours, styles)
+        _tradeoff_row(axes, mine, axis, names, colours, styles, axis_label(points, axis))
         if len(settings) > 1:
             axes[0].set_ylabel(f"{setting}\ntest accuracy")
     _legends(fig, sorted({p.series for p in points}), colours, styles)
@@ -199,6 +221,7 @@ def _tradeoff_row(
     names: list[str],
     colours: dict[str, tuple[float, float, float]],
     styles: dict[str, str],
+    xlabel: str,
 ) -> None:
     panels = [
         ("accuracy", None),
@@ -222,7 +245,7 @@ def _tradeoff_row(
                 elif not np.isnan(ys).all():  # undefended: a reference line per attack
                     dash = REFERENCE_DASHES[names.index(name) % 3] if name else ":"
                     ax.axhline(np.nanmean(ys), color=colour, linestyle=dash)
-        ax.set(xscale="log", xlabel=PRIVACY[axis], title=title)
+        ax.set(xscale="log", xlabel=xlabel, title=title)
         # a tick at each configuration's value: a log axis over one decade shows one tick
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticks(_thinned(ticks), [f"{t:.3g}" for t in _thinned(ticks)])

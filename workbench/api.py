@@ -115,14 +115,16 @@ def audit(
 def privacy(out: str | Path) -> dict[str, dict[str, Any]]:
     """A results folder's privacy figures, per cell id (cells of a σ sweep or of several
     seeds share a label, so the label cannot key them): its ``label``, ``epsilons`` (ε per
-    adversary × unit, ∞ where nothing is guaranteed, with its note) and ``audits`` (the
-    canary audit's lower bound beside the claimed ε, per audited claim)."""
+    adversary × unit, ∞ where nothing is guaranteed, with its note), ``metric_epsilons``
+    (metric-DP's ε(ρ) the same way, with ρ) and ``audits`` (the canary audit's lower bound
+    beside the claimed ε, per audited claim)."""
     store = ResultsStore(out, create=False)
     try:
         return {
             c.cell_id: {
                 "label": c.label,
                 "epsilons": list(c.epsilons),
+                "metric_epsilons": list(c.metric_epsilons),
                 "audits": list(c.audits),
             }
             for c in store.cells()

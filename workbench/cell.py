@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -16,8 +15,7 @@ from typing import Any
 
 import torch
 
-from accountants import PrivacyLedger, epsilon, epsilons_by_adversary
-from accountants.accountant import OrderGridWarning
+from accountants import PrivacyLedger, epsilons_by_adversary, metric_epsilons_by_adversary
 from attacks import ATTACKS, AttackInput
 from attacks.families import FAMILIES
 from attacks.family import CellInputs
@@ -159,14 +157,8 @@ def run_cell(
     t2 = time.perf_counter()
     if calibration.noise_multiplier is not None:
         trained.utility[CALIBRATED_SIGMA] = calibration.noise_multiplier
-    if "metric_rho" in trained.utility:  # metric-DP: ε at the evaluator's ρ, same δ
-        rho = trained.utility["metric_rho"]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OrderGridWarning)
-            trained.utility["metric_epsilon"] = epsilon(
-                trained.ledger.metric(), delta, rho=rho
-            ).epsilon
     querier_epsilon, epsilons = ledger_epsilons(trained.ledger, delta)
+    metric = metric_rows(trained.ledger, delta, trained.utility.get("metric_rho"))
     check_met(calibration, epsilons)
     audits = ()
     if auditable(cell):
@@ -184,6 +176,7 @@ def run_cell(
         t2 - t1,
         epsilons,
         audits,
+        metric,
     )
     with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
         store.save_target(cell.cell_id, snapshot(trained, cell.keep_secrets))
@@ -244,6 +237,17 @@ def ledger_epsilons(
     rows = tuple(vars(r) for r in epsilons_by_adversary(ledger, delta, pld=True))
     querier = [r["epsilon"] for r in rows if r["adversary"] == "querier"]
     return (querier[0] if querier else None), rows
+
+
+def metric_rows(
+    ledger: PrivacyLedger, delta: float, rho: float | None
+) -> tuple[dict[str, Any], ...]:
+    """Metric-DP's ε(ρ) per adversary × unit at the evaluator's ρ and the cell's δ, each
+    with ρ and its note; none when nothing was released under metric-DP (no ρ)."""
+    if rho is None or ledger.metric().is_empty:
+        return ()
+    rows = metric_epsilons_by_adversary(ledger, delta, rho)
+    return tuple({**vars(r), "rho": rho} for r in rows)
 
 
 def communication(trained: TrainedTarget) -> dict[str, Any]:

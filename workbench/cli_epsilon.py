@@ -37,6 +37,7 @@ DEFAULTS = {"sensitivity": 1.0, "count": 1}
 MAX_VALUES = 10_000  # per flag: a range is expanded into a list before anything is computed
 MAX_GRID = 100_000  # settings in one grid
 INTEGER = {"steps", "count", "releases"}
+PARTS = ("epsilons", "metric_epsilons", "audits")  # a cell's privacy figures, as api.privacy
 
 
 def add_parser(sub: Any) -> None:
@@ -127,13 +128,14 @@ def _with_pld(row: Row, mechanism: str) -> Row:
 def _print_run(out: str, as_json: bool) -> int:
     """A results folder's ε per cell, adversary and unit (∞ where nothing is guaranteed)."""
     from workbench.api import privacy
+    from workbench.store import metric_figure
 
     figures = privacy(out)
     if as_json:
         finite = {
             cell_id: {
                 "label": cell["label"],
-                **{part: [_json_row(r) for r in cell[part]] for part in ("epsilons", "audits")},
+                **{part: [_json_row(r) for r in cell[part]] for part in PARTS},
             }
             for cell_id, cell in figures.items()
         }
@@ -141,7 +143,7 @@ def _print_run(out: str, as_json: bool) -> int:
         return 0
     for cell_id, cell in figures.items():
         print(f"{cell['label']}  [cell {cell_id}]")
-        if not cell["epsilons"]:
+        if not cell["epsilons"] and not cell["metric_epsilons"]:
             print("  no privacy event: no ε against anyone")
         for e in cell["epsilons"]:
             note = f"  ({e['note']})" if e["note"] else ""
@@ -149,6 +151,11 @@ def _print_run(out: str, as_json: bool) -> int:
             print(
                 f"  against {e['adversary']:<8} {e['unit']:<7} ε = {_fmt(e['epsilon'])} RDP"
                 f"{pld} at δ = {e['delta']:g}{note}"
+            )
+        for e in cell["metric_epsilons"]:
+            print(
+                f"  against {e['adversary']:<8} {e['unit']:<7} metric-DP {metric_figure(e)} "
+                f"at δ = {e['delta']:g}  ({e['note']})"
             )
     print_audits(figures)
     return 0

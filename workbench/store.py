@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import sqlite3
 import time
@@ -21,6 +22,7 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
+from accountants.scope import UNITS
 from workbench.errors import ConfigError
 from workbench.seeding import Streams
 
@@ -61,6 +63,16 @@ CREATE TABLE IF NOT EXISTS epsilons (
     delta REAL NOT NULL,
     note TEXT NOT NULL,
     epsilon_pld REAL,
+    PRIMARY KEY (cell_id, adversary, unit)
+);
+CREATE TABLE IF NOT EXISTS metric_epsilons (
+    cell_id TEXT NOT NULL REFERENCES cells(cell_id),
+    adversary TEXT NOT NULL,
+    unit TEXT NOT NULL,
+    rho REAL NOT NULL,
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    note TEXT NOT NULL,
     PRIMARY KEY (cell_id, adversary, unit)
 );
 CREATE TABLE IF NOT EXISTS audits (
@@ -121,6 +133,7 @@ ADDED = {
 }
 
 EPSILON_COLUMNS = ("adversary", "unit", "epsilon", "delta", "note", "epsilon_pld")
+METRIC_COLUMNS = ("adversary", "unit", "rho", "epsilon", "delta", "note")
 
 STORE_FILE = "results.sqlite"
 LOCK_FILE = ".writing"
@@ -142,6 +155,19 @@ class CellRow:
     epsilons: tuple[dict[str, Any], ...] = ()
     # the canary audit's rows (AUDIT_COLUMNS): lower bound vs claimed ε per claim audited
     audits: tuple[dict[str, Any], ...] = ()
+    # metric-DP's ε(ρ) per adversary × unit (METRIC_COLUMNS; ∞ where unprotected)
+    metric_epsilons: tuple[dict[str, Any], ...] = ()
+
+    def querier_row(self, metric: bool = False) -> dict[str, Any] | None:
+        """The querier's ε row at the coarsest unit its events state (``epsilon`` is its
+        value), or metric-DP's ε(ρ) row with ``metric``; None when the run states none: what
+        one ε per configuration means wherever one is shown, named by adversary and unit."""
+        rows = [
+            e
+            for e in (self.metric_epsilons if metric else self.epsilons)
+            if e["adversary"] == "querier"
+        ]
+        return min(rows, key=lambda e: UNITS.index(e["unit"]), default=None)
 
     def epsilon_against(self, adversary: str, units: set[str] | frozenset[str]) -> float | None:
         """The smallest ε this cell states against ``adversary`` for any of ``units`` (each
@@ -152,6 +178,13 @@ class CellRow:
             if e["adversary"] == adversary and e["unit"] in units
         ]
         return min(found) if found else None
+
+
+def metric_figure(row: dict[str, Any]) -> str:
+    """A metric-DP row as every reader shows it (``epsilon --run``, the report): ``ε(ρ=0.147)
+    = 3.1``, ∞ where that party is unprotected."""
+    value = "∞" if not math.isfinite(row["epsilon"]) else f"{row['epsilon']:.3g}"
+    return f"ε(ρ={row['rho']:.3g}) = {value}"
 
 
 @dataclass(frozen=True)
@@ -336,6 +369,11 @@ class ResultsStore:
                 f"VALUES (?{',?' * len(EPSILON_COLUMNS)})",
                 [(row.cell_id, *(e.get(k) for k in EPSILON_COLUMNS)) for e in row.epsilons],
             )
+            self._db.execute("DELETE FROM metric_epsilons WHERE cell_id = ?", (row.cell_id,))
+            self._db.executemany(
+                f"INSERT INTO metric_epsilons VALUES (?{',?' * len(METRIC_COLUMNS)})",
+                [(row.cell_id, *(e[k] for k in METRIC_COLUMNS)) for e in row.metric_epsilons],
+            )
             self._db.execute("DELETE FROM audits WHERE cell_id = ?", (row.cell_id,))
             self._add_columns("audits")
             self._db.executemany(
@@ -391,6 +429,10 @@ class ResultsStore:
         q_eps = f"SELECT cell_id, {self._read('epsilons', EPSILON_COLUMNS)} FROM epsilons"
         for r in self._db.execute(q_eps + " ORDER BY cell_id, adversary, unit"):
             eps.setdefault(r[0], []).append(dict(zip(EPSILON_COLUMNS, r[1:], strict=True)))
+        metric: dict[str, list[dict[str, Any]]] = {}
+        q_metric = f"SELECT cell_id, {', '.join(METRIC_COLUMNS)} FROM metric_epsilons"
+        for r in self._db.execute(q_metric + " ORDER BY cell_id, adversary, unit"):
+            metric.setdefault(r[0], []).append(dict(zip(METRIC_COLUMNS, r[1:], strict=True)))
         audits: dict[str, list[dict[str, Any]]] = {}
         q_audits = (
             f"SELECT cell_id, {self._read('audits', AUDIT_COLUMNS)} FROM audits ORDER BY rowid"
@@ -407,6 +449,7 @@ class ResultsStore:
                 r[8],
                 tuple(eps.get(r[0], ())),
                 tuple(audits.get(r[0], ())),
+                tuple(metric.get(r[0], ())),
             )
             for r in self._db.execute(q)
         ]

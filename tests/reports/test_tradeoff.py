@@ -1,4 +1,5 @@
 import base64
+from math import inf
 
 import pytest
 
@@ -13,14 +14,29 @@ from reports.tradeoff import (
 from workbench.store import AttackRow, CellRow
 
 
-def cell(seed: int, sigma: float | None, eps: float | None, acc: float, **extra) -> CellRow:
+def cell(
+    seed: int,
+    sigma: float | None,
+    eps: float | None,
+    acc: float,
+    metric: float | None = None,
+    **extra,
+) -> CellRow:
+    """A stored cell; ``eps``: its querier's ε per client (and ∞ against the server),
+    ``metric``: metric-DP's ε(ρ) against a querier per node."""
     defenses = (
         [] if sigma is None else [{"name": "dp-fedavg", "params": {"noise_multiplier": sigma}}]
     )
     config = {"seed": seed, "target": {"name": "fedavg", "defenses": defenses}}
     label = "D/p/fedavg" + ("+dp-fedavg" if defenses else "") + f"/seed{seed}"
     utility = {"accuracy": acc, "macro_f1": 0.5, **extra}
-    return CellRow(f"{seed}-{sigma}", label, config, utility, {}, [], eps, 0, 0)
+    rows = () if eps is None else (row("querier", "client", eps), row("server", "client", inf))
+    metrics = () if metric is None else ({**row("querier", "node", metric), "rho": 0.4},)
+    return CellRow(f"{seed}-{sigma}", label, config, utility, {}, [], eps, 0, 0, rows, (), metrics)
+
+
+def row(adversary: str, unit: str, eps: float) -> dict:
+    return {"adversary": adversary, "unit": unit, "epsilon": eps, "delta": 1e-5, "note": ""}
 
 
 def attack(cell_id: str, auc: float) -> AttackRow:
@@ -52,7 +68,9 @@ def test_points_average_seeds_and_keep_the_undefended_reference(store_rows):
 def test_table_and_figure(store_rows):
     points = tradeoff_points(*store_rows)
     table = tradeoff_table(points)
-    assert table[0].startswith("| configuration | ε | accuracy % |")
+    # one ε per configuration names whom it protects against, and which unit
+    assert table[0].startswith("| configuration | ε against a querier | accuracy % |")
+    assert any("| 2 per client | 30.0 ± 0.0 |" in line for line in table)
     assert any("| none | 80.0 ± 0.0 |" in line for line in table)
     figure = tradeoff_figure(points)
     accuracy, auc, tpr, audit = figure.axes[:4]
@@ -60,13 +78,17 @@ def test_table_and_figure(store_rows):
     # one line per series in the accuracy panel, the undefended one as a reference line
     assert len(accuracy.get_lines()) == len({p.series for p in points})
     assert any(line.get_label() == "lb = accountant ε" for line in audit.get_lines())
+    assert accuracy.get_xlabel() == "accountant ε against a querier (δ of the suite), per client"
     png = base64.b64decode(encode_png(figure))
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
 def test_axis_falls_back_to_metric_epsilon_then_kl():
-    metric = [cell(0, None, None, 0.5, metric_epsilon=3.0, metric_rho=0.4)]
-    assert privacy_axis(tradeoff_points(metric, [])) == "metric"
+    metric = [cell(0, None, None, 0.5, metric=3.0, metric_rho=0.4)]
+    (point,) = tradeoff_points(metric, [])
+    assert privacy_axis([point]) == "metric" and point.units == {"metric": "node"}
+    assert "| 3 per node |" in tradeoff_table([point])[2]
+    assert tradeoff_table([point])[0].startswith("| configuration | ε(ρ) against a querier |")
     kl = [cell(0, None, None, 0.5, ib_kl_nats=12.0)]
     assert privacy_axis(tradeoff_points(kl, [])) == "kl"
     plain = [cell(0, None, None, 0.5)]
@@ -82,11 +104,13 @@ def test_strongest_attack_per_configuration(store_rows):
         if c.epsilon == 2.0
     ]
     header, rows = strongest_attacks(tradeoff_points(cells, attacks + second))
-    assert header[:3] == ["configuration", "ε", "accuracy %"]
+    assert header[:3] == ["configuration", "ε against a querier", "accuracy %"]
     by_eps = {r[1]: r for r in rows}
-    assert by_eps["2"][3] == "0.900 ± 0.000 (mia-shadow)"  # the shadow attack is stronger here
-    assert by_eps["10"][3] == "0.560 ± 0.000 (mia-threshold)"
-    assert by_eps["2"][4] == "0.053 ± 0.000 (mia-threshold)"  # the shadow row has no TPR
+    # the shadow attack is stronger here
+    assert by_eps["2 per client"][3] == "0.900 ± 0.000 (mia-shadow)"
+    assert by_eps["10 per client"][3] == "0.560 ± 0.000 (mia-threshold)"
+    # the shadow row has no TPR
+    assert by_eps["2 per client"][4] == "0.053 ± 0.000 (mia-threshold)"
     assert by_eps["none"][2] == "80.0 ± 0.0"
 
 
@@ -97,3 +121,13 @@ def test_table_leaves_out_attacks_without_auc(store_rows):
     )
     table = tradeoff_table(tradeoff_points(cells, attacks + [recon]))
     assert "mia-threshold auc" in table[0] and "gradient-inversion" not in table[0]
+
+
+def test_a_cells_privacy_figure_names_the_adversary_and_unit():
+    """The report's one-line privacy figure printed "querier 2" and metric-DP's ε(ρ) as one
+    figure for everyone; it names the unit, and reads ε(ρ) from the per-adversary rows
+    ``epsilon --run`` prints (``metric_figure``)."""
+    from reports.report import privacy_figure
+
+    figure = privacy_figure(cell(0, 1.0, 2.0, 0.5, metric=3.0, metric_rho=0.4))
+    assert figure == "querier ε = 2 per client; querier metric-DP ε(ρ=0.4) = 3 per node"

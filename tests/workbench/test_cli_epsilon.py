@@ -214,3 +214,46 @@ def test_solving_steps_at_tiny_q_answers_a_sound_epsilon(capsys, q, sigma, targe
     )
     reference = theirs.get_epsilon(1e-5)
     assert reference * (1 - 1e-9) <= data["epsilon"] <= reference * 1.01
+
+
+def test_ce_fedgnn_run_shows_infinity_against_the_exchange_receivers(tmp_path, capsys):
+    """CE-FedGNN sends boundary nodes' exact degrees to the server and the halo holders: the
+    store once printed a finite ε against clients (93.08 at the paper's noise), and metric-DP's
+    ε(ρ) was one figure for everyone. ``epsilon --run``, the report and the results table now
+    show ∞ against server and clients, standard and metric-DP, from the same stored rows."""
+    from workbench import api
+    from workbench.store import ResultsStore, metric_figure
+
+    target = {
+        "name": "ce-fedgnn",
+        "params": {
+            "rounds": 3,
+            "local_steps": 2,
+            "model": {"arch": "sage", "hidden": 16},
+            "model_noise": 1e-3,
+            "estimator_noise": 1e-3,
+        },
+        "defenses": [{"name": "metric-dp", "params": {"sigma0": 0.5, "k": 5}}],
+    }
+    suite = {
+        "name": "ce-exchange",
+        "reproducible": True,
+        "datasets": [{"name": "csbm", "params": {"num_nodes": 200}}],
+        "partitions": [{"method": "louvain", "num_clients": 3}],
+        "targets": [target],
+    }
+    api.run_suite(suite, tmp_path)
+    (cell,) = ResultsStore(tmp_path, create=False).cells()
+    metric = {e["adversary"]: e for e in cell.metric_epsilons}
+    assert all(metric[who]["epsilon"] == math.inf for who in ("server", "clients", "querier"))
+    capsys.readouterr()
+    code, out, _ = run(capsys, f"--run {tmp_path}")
+    assert code == 0
+    assert "against clients  client  ε = inf RDP" in out
+    shown = metric_figure(metric["clients"])
+    assert f"against clients  node    metric-DP {shown}" in out and "exact degrees" in out
+    html = api.build_report(tmp_path).read_text()
+    assert shown in html and "node (metric-DP)" in html
+    frame = api.results(tmp_path)
+    assert frame["epsilon.clients.client"].iloc[0] == math.inf
+    assert frame["epsilon_metric.server.node"].iloc[0] == math.inf

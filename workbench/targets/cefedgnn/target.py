@@ -301,10 +301,11 @@ class CEFedGNN:
         its clipped model by up to 2·clip, so the mean by 2·clip/N, but with cross-client edges
         its released embeddings enter every other client's training too, so every clipped
         model can move: sensitivity 2·clip. The server averages the clean uploads and adds the
-        noise itself: no guarantee against it."""
+        noise itself: no guarantee against it. What the exchange sends (``exchange_events``)
+        reaches the server and the halo holders."""
         ledger = PrivacyLedger()
         if mdp is not None and max_releases:
-            ledger = ledger.record(MetricGaussian(mdp.sigma0, max_releases, scope=METRIC_SCOPE))
+            ledger = ledger.record(MetricGaussian(mdp.sigma0, max_releases, scope=EXCHANGED))
         if cfg.federated and (cfg.model_noise > 0 or cfg.estimator_noise > 0):
             sensitivity = 2 * cfg.clip / (1 if cfg.cross_edges else num_clients)
             scope = Scope("client", "replace one client's data", ("clients", "querier"))
@@ -314,7 +315,9 @@ class CEFedGNN:
             why = "the server averages the clean uploads and adds the noise itself"
             server = Scope("client", "replace one client's data", ("server",))
             ledger = ledger.record(NoGuarantee(why, server))
-        return ledger
+        if ledger.is_empty or not (cfg.cross_edges and cfg.federated):
+            return ledger
+        return PrivacyLedger(ledger.events + exchange_events(mdp is not None))
 
     @staticmethod
     def _score(models, clients, edges, buffer: Halo, split) -> dict[str, float]:
@@ -332,6 +335,44 @@ class CEFedGNN:
                 if found is not None:
                     per_client.append(found)
         return utility_scores(per_client) if edges is None else edge_scores(per_client)
+
+
+# the metric-DP releases go to the server, which routes each to the clients holding that
+# node as a halo node: they are whom the noise on them speaks to
+EXCHANGED = Scope(
+    "node", METRIC_SCOPE.neighbouring, ("server", "clients"), "the exchanged hidden states"
+)
+RECEIVERS = ("server", "clients")
+
+
+def exchange_events(metric_dp: bool) -> tuple[NoGuarantee, ...]:
+    """What the boundary exchange sends in the clear, to the server and (routed) to the
+    halo holders: every boundary node's exact degree, and without metric-DP its hidden state.
+    A hidden state mixes a node's features with its neighbours' (nodes, edges, records), a
+    degree counts its edges, so no unit of a client's data is protected: ε = ∞ against them,
+    standard DP (metric noise is no (ε, δ) guarantee) and metric-DP's ε(ρ) alike. Nor does
+    the released model, trained on the clean states, give its querier an ε(ρ)."""
+    if metric_dp:
+        why = (
+            "boundary nodes' exact degrees go to the server and the clients holding them as "
+            "halo nodes in the clear; metric-DP noise on their hidden states is no (ε, δ) "
+            "guarantee"
+        )
+    else:
+        why = (
+            "boundary nodes' hidden states and exact degrees go to the server and the "
+            "clients holding them as halo nodes without noise"
+        )
+    out = (NoGuarantee(why, Scope("client", "replace one client's data", RECEIVERS)),)
+    if metric_dp:
+        degrees = "boundary nodes' exact degrees go out in the clear beside the noisy states"
+        trained = (
+            "the released model is trained on the clean hidden states by their owners, not "
+            "on the noisy releases"
+        )
+        querier = Scope("node", METRIC_SCOPE.neighbouring, ("querier",))
+        out += (NoGuarantee(degrees, EXCHANGED, True), NoGuarantee(trained, querier, True))
+    return out
 
 
 def node_loss(c: HaloClient, est: Estimators, buffer: Halo, cfg: CEFedGNNConfig, gen):

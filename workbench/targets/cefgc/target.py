@@ -5,9 +5,10 @@ Round 1: each client trains EDP-GNN generators on its training graphs (one per c
 holds; CeFGC*, ``label_channel``, one for all its classes, each class diffused on its own
 noise schedule σ_l·c_k) and uploads them. Round 2: the server sends each client every other
 client's generators, shuffled, with the initial GIN. Round 3: each client samples synthetic
-graphs from what it received (``synthetic_ratio`` × its own training graphs, shared evenly over
-the received (generator, class) pairs), trains the GIN on its own and the synthetic graphs,
-stopping when its validation loss has not improved for ``patience`` epochs, and uploads it.
+graphs from what it received (``synthetic_ratio`` × its own training graphs in expectation,
+spread over the received (generator, class) pairs: ``copy_plan``), trains the GIN on its own
+and the synthetic graphs, stopping when its validation loss has not improved for
+``patience`` epochs, and uploads it.
 The server averages the GINs once, unweighted (the paper's Eq. 10): the released model.
 
 CeFGC*'s class schedule is fixed, c_k = 1 + k/2 (the paper's emb(k) is not specified; a
@@ -16,6 +17,7 @@ learned one could collapse the levels), so the sender's class list travels with 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -135,7 +137,8 @@ class CeFGC:
         local, synthetic, copies = [], [], 0
         for k, c in enumerate(clients):
             fake = synthesise(received[k], c, cfg, ds.num_features, gen)
-            copies = max(copies, copies_of(len(fake), len(trainable(c.train, cfg.generator))))
+            if any(p["models"] for p in received[k]) and trainable(c.train, cfg.generator):
+                copies = max_copies(cfg.synthetic_ratio)
             model = self._train(initial, c.train + fake, c.val, cfg, gen, dp)
             transcript.send(2, client(k), SERVER, MODEL_WEIGHTS, model.state_dict())
             local.append(model)
@@ -177,15 +180,12 @@ class CeFGC:
         self, federation: Federation, config: Any, defenses: Sequence[Any]
     ) -> PrivacyLedger:
         """The ledger ``fit`` will write, before training (calibration by ε). Steps are fixed
-        (no early stop under DP-SGD); the copies of one real graph are at their most, each
-        client synthesising its full count (it synthesises none only when it received no
-        generator), so the real ε is at most this ledger's and equal in practice."""
+        (no early stop under DP-SGD); a real graph may get ``max_copies`` copies wherever a
+        client has graphs to copy (it copies none only when it received no generator), so
+        the real ε is at most this ledger's and equal in practice."""
         cfg, dp = self._checked(federation, config, defenses)
-        copies = max(
-            copies_of(synthetic_count(c, cfg), len(trainable(c.train, cfg.generator)))
-            for c in federation.clients
-        )
-        return self.ledger(cfg, dp, copies)
+        copyable = any(trainable(c.train, cfg.generator) for c in federation.clients)
+        return self.ledger(cfg, dp, max_copies(cfg.synthetic_ratio) if copyable else 0)
 
     @staticmethod
     def _checked(
@@ -207,7 +207,7 @@ class CeFGC:
         up. Everything else is post-processing: synthetic graphs of a DP generator, the GINs
         trained on them, the average, except the node features a synthetic graph copies from
         a real one: in the GIN's training a real graph is a group of itself and its ``copies``
-        (the most any client made of one graph). Every client runs as many steps."""
+        (the most ``copy_plan`` can give one graph). Every client runs as many steps."""
         if dp is None:
             return PrivacyLedger()
         gin = dp_sgd_event(dp, steps_for(dp, cfg.epochs), group=copies + 1)
@@ -259,36 +259,41 @@ class CeFGC:
 def synthesise(
     received: list[dict], c: GraphClient, cfg: CeFGCConfig, features: int, gen
 ) -> list[Data]:
-    """``synthetic_ratio`` × |own training graphs| synthetic graphs, evenly over the
-    received (generator, class) pairs; node counts and features from own graphs, each
-    graph used as evenly as the counts allow."""
+    """About ``synthetic_ratio`` × |own training graphs| synthetic graphs over the received
+    (generator, class) pairs, each with the node count and features of one own graph, as
+    ``copy_plan`` assigns them."""
     sources = generator_sources(received, cfg.generator, features)
     templates = trainable(c.train, cfg.generator)
-    total = synthetic_count(c, cfg)
-    if not sources or not templates or total == 0:
+    if not sources or not templates:
         return []
+    plan = copy_plan(len(templates), len(sources), cfg.synthetic_ratio, gen)
     out: list[Data] = []
-    g = cfg.generator
-    # templates in one random order, cycled: each real graph lends its features to at most
-    # ⌈total / |templates|⌉ synthetic graphs, the group the DP-SGD ledger accounts for
-    order, used = torch.randperm(len(templates), generator=gen).tolist(), 0
     for i, (net, k, scale) in enumerate(sources):
-        count = total // len(sources) + (i < total % len(sources))
-        pick = [order[(used + j) % len(templates)] for j in range(count)]
-        used += count
-        out += sample_graphs(net, [templates[j] for j in pick], k, g, gen, scale)
+        pick = [templates[j] for j, drawn in enumerate(plan) for s in drawn if s == i]
+        if pick:
+            out += sample_graphs(net, pick, k, cfg.generator, gen, scale)
     return out
 
 
-def synthetic_count(c: GraphClient, cfg: CeFGCConfig) -> int:
-    """How many synthetic graphs a client samples (none if it received no generator)."""
-    return int(round(cfg.synthetic_ratio * len(c.train)))
+def copy_plan(templates: int, sources: int, ratio: float, gen) -> list[list[int]]:
+    """For each own graph, the sources its feature copies are sampled from: ⌊ratio⌋ copies,
+    one more with probability ratio − ⌊ratio⌋, on consecutive sources from a random start
+    (spread evenly in expectation). Each graph's draws are its own, in graph order, so
+    removing one real graph removes its copies and leaves every other graph's as they were:
+    in the GIN's training it is a group of itself and at most ``max_copies`` records. (An
+    even split of round(ratio × n) cycled over a random order reassigned every copy.)"""
+    whole = math.floor(ratio)
+    out = []
+    for _ in range(templates):
+        start, extra = torch.rand(2, generator=gen).tolist()
+        count = whole + (extra < ratio - whole)
+        out.append([(int(start * sources) + t) % sources for t in range(count)])
+    return out
 
 
-def copies_of(synthetic: int, templates: int) -> int:
-    """The most synthetic graphs one real graph lends its features to: templates are cycled,
-    so ⌈synthetic / templates⌉."""
-    return -(-synthetic // templates) if templates else 0
+def max_copies(ratio: float) -> int:
+    """The most synthetic graphs ``copy_plan`` gives one real graph: ⌈ratio⌉."""
+    return math.ceil(ratio)
 
 
 def shuffled_senders(n: int, rng) -> dict[int, tuple[int, ...]]:

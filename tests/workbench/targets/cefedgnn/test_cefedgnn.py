@@ -9,7 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from accountants import Gaussian, PrivacyLedger, epsilon, epsilons_by_adversary
+from accountants import (
+    Gaussian,
+    MetricGaussian,
+    PrivacyLedger,
+    epsilon,
+    epsilons_by_adversary,
+    metric_epsilons_by_adversary,
+)
 from defenses import applied
 from workbench.data.federation import build_federation
 from workbench.data.partition import ClientPart, Partition, make_partition
@@ -159,7 +166,7 @@ def test_noisy_averages_are_scoped(trained, federation):
     ]
     norms = torch.cat([m.payload["h"].norm(dim=1) for m in ups])
     assert ((norms - 1.0).abs() < 0.5).all()  # unit vectors plus N(0, 0.05² I) in 16 dims
-    metric = noisy.ledger.metric().events
+    metric = [e for e in noisy.ledger.metric().events if isinstance(e, MetricGaussian)]
     assert [(e.sigma0, e.releases) for e in metric] == [(0.05, noisy.utility["max_releases"])]
     assert noisy.utility["best_round"] == FAST["rounds"] - 1  # under DP: the last round
     rows = {(r.adversary, r.unit): r for r in epsilons_by_adversary(noisy.ledger, 1e-5)}
@@ -174,10 +181,41 @@ def test_noisy_averages_are_scoped(trained, federation):
     )
     rho = noisy.utility["metric_rho"]
     assert 0 < rho <= 2.0
-    assert epsilon(noisy.ledger.metric(), 1e-4, rho=rho).epsilon > 0
     assert trained.ledger.is_empty
     with pytest.raises(ConfigError, match="ce-fedgnn cannot apply 'dp-fedavg'"):
         ce.fit(federation, FAST, [applied("dp-fedavg", {})], 0)
+
+
+@pytest.mark.parametrize("metric_dp", [False, True])
+def test_the_boundary_exchange_leaves_no_epsilon_against_those_it_reaches(federation, metric_dp):
+    """The exchange sends boundary nodes' exact degrees (and, without metric-DP, their hidden
+    states) to the server, which routes them to the halo holders: the ledger scoped its
+    Gaussian to clients and the querier, and printed a finite ε against clients. Now ε is
+    ∞ against the server and clients at every unit, standard and metric-DP alike, with the
+    reason; the querier keeps the noisy averages' ε. Without cross-client edges nothing is
+    exchanged and the clients' ε stays."""
+    ce = TARGETS.get("ce-fedgnn")
+    noise = {**FAST, "model_noise": 1e-2, "estimator_noise": 1e-2}
+    defenses = [applied("metric-dp", {"sigma0": 0.5, "k": 10})] if metric_dp else []
+    noisy = ce.fit(federation, noise, defenses, seed=0)
+    rows = {(r.adversary, r.unit): r for r in epsilons_by_adversary(noisy.ledger, 1e-5)}
+    gaussians = [e for e in noisy.ledger.events if isinstance(e, Gaussian)]
+    finite = epsilon(PrivacyLedger(tuple(gaussians)), 1e-5).epsilon
+    assert rows[("querier", "client")].epsilon == pytest.approx(finite)
+    for who in ("clients", "server"):
+        assert rows[(who, "client")].epsilon == math.inf
+        assert "exact degrees" in rows[(who, "client")].note
+    if metric_dp:
+        rho = noisy.utility["metric_rho"]
+        metric = {r.adversary: r for r in metric_epsilons_by_adversary(noisy.ledger, 1e-5, rho)}
+        assert {r.unit for r in metric.values()} == {"node"}
+        assert metric["server"].epsilon == metric["clients"].epsilon == math.inf
+        assert "exact degrees" in metric["clients"].note
+        # the released model is trained on the clean states: no ε(ρ) for its querier
+        assert metric["querier"].epsilon == math.inf
+    apart = ce.fit(federation, {**noise, "cross_edges": False}, defenses, seed=0)
+    rows = {(r.adversary, r.unit): r for r in epsilons_by_adversary(apart.ledger, 1e-5)}
+    assert math.isfinite(rows[("clients", "client")].epsilon)
 
 
 def test_the_recipe_rebuilds_the_released_model(trained, federation):

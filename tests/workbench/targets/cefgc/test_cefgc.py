@@ -4,6 +4,9 @@ the label channel (CeFGC*), synthetic graphs of the senders' classes, one unweig
 the suite runner with attacks on the released GIN and on the shared generators, and CeFGC+'s
 encrypted pairing, whose averages a partner client undoes."""
 
+from collections import Counter
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -112,7 +115,10 @@ def test_synthetic_graphs_carry_the_senders_classes_and_the_receivers_shapes(fed
         trainable(federation.clients[1].train, cfg.generator), cfg.generator, True, gen
     )
     fake = synthesise([payload], c, cfg, 7, gen)
-    assert len(fake) == round(0.5 * len(c.train))
+    # at ratio 0.5 each own graph lends its features once or not at all
+    copied = Counter(g.x.numpy().tobytes() for g in fake)
+    own = Counter(g.x.numpy().tobytes() for g in trainable(c.train, cfg.generator))
+    assert len(fake) > 0 and not copied - own
     sizes = {g.num_nodes for g in c.train}
     assert {int(g.y) for g in fake} <= set(payload["classes"].tolist())
     assert all(g.num_nodes in sizes for g in fake)
@@ -165,6 +171,51 @@ def test_dp_sgd_accounts_each_graph_with_its_copies(federation):
     upload = applied("gaussian-upload", {})
     with pytest.raises(ConfigError, match="only dp-sgd"):
         TARGETS.get("cefgc").fit(federation, TOY, [upload], 0)
+
+
+def test_removing_a_real_graph_changes_no_more_synthetic_graphs_than_the_group(federation):
+    """Under DP-SGD a real graph and its feature copies are one group in the GIN's training.
+    With ratio 2.5 the copies were round(2.5 n) cycled over a random order of the n graphs:
+    removing one graph reshuffled every copy (which graph, which generator). Now each graph's
+    copies are drawn on its own: the others' (features, class) stay, and the removed graph's
+    are at most the group the ledger accounts (a synthetic graph's structure is then drawn
+    from the same generator given the same features)."""
+    cfg = CeFGCConfig(**{**TOY, "synthetic_ratio": 2.5})
+    sender = client_generators(
+        trainable(federation.clients[1].train, cfg.generator),
+        cfg.generator,
+        False,
+        torch.Generator().manual_seed(0),
+    )
+    own = trainable(federation.clients[0].train, cfg.generator)
+    features = federation.dataset.num_features
+
+    def records(graphs):
+        client = replace(federation.clients[0], train=graphs)
+        fake = synthesise([sender], client, cfg, features, torch.Generator().manual_seed(1))
+        return Counter((g.x.numpy().tobytes(), int(g.y)) for g in fake)
+
+    full, fewer = records(own), records(own[:-1])
+    dp = applied("dp-sgd", {"clip": 1.0, "noise_multiplier": 1.0, "sample_rate": 0.25})
+    _, gin = TARGETS.get("cefgc").planned_ledger(federation, cfg, [dp]).events
+    group = round(1.0 / gin.sigma)
+    assert group == 1 + 3  # itself and at most ⌈2.5⌉ copies
+    assert not fewer - full  # nothing new
+    gone = full - fewer
+    assert {x for x, _ in gone} <= {own[-1].x.numpy().tobytes()}  # only its own copies
+    assert sum(gone.values()) <= group - 1
+
+
+def test_copy_plan_gives_the_ratio_in_expectation_over_every_source():
+    from workbench.targets.cefgc.target import copy_plan, max_copies
+
+    plan = copy_plan(4000, 3, 2.5, torch.Generator().manual_seed(0))
+    counts = np.array([len(p) for p in plan])
+    assert set(counts.tolist()) == {2, 3} and max_copies(2.5) == 3
+    assert counts.mean() == pytest.approx(2.5, abs=0.05)
+    per_source = np.bincount(np.concatenate(plan), minlength=3) / counts.sum()
+    assert np.allclose(per_source, 1 / 3, atol=0.02)
+    assert all(len(set(p)) == len(p) for p in plan)  # one graph's copies on distinct sources
 
 
 def test_dp_sgd_noise_reaches_the_generator(federation):
