@@ -7,16 +7,18 @@ An undefended configuration has neither figure; it is drawn as a dashed referenc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
 from reports.colours import series_colours, series_of
+from reports.intervals import certifies, lower_bound, metrics_by_row, with_interval
 from reports.summary import _mean_std, attacks_across_seeds, configurations, format_pm
 from workbench.store import AttackRow, CellRow
 
@@ -43,12 +45,16 @@ class TradeoffPoint:
     kl_nats: float | None  # information bottleneck only
     accuracy: tuple[float, float]  # of what is released (see released_accuracy)
     attacks: dict[str, dict[str, tuple[float, float]]]  # attack label → metric → mean, std
+    seeds: dict[str, list[dict]] = field(default_factory=dict)  # attack → each seed's metrics
 
 
 def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[TradeoffPoint]:
     per_attack: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
     for row in attacks_across_seeds(cells, attacks):
         per_attack.setdefault(row.cell, {})[row.attack] = row.metrics
+    per_seed: dict[str, dict[str, list[dict]]] = {}
+    for (label, attack), rows in metrics_by_row(cells, attacks).items():
+        per_seed.setdefault(label, {})[attack] = rows
     points = []
     for label, group in configurations(cells):
         eps = _finite_querier_rows(group, metric=False)
@@ -66,6 +72,7 @@ def tradeoff_points(cells: list[CellRow], attacks: list[AttackRow]) -> list[Trad
                 _mean_or_none(kl),
                 _mean_std([released_accuracy(c) for c in group]),
                 per_attack.get(label, {}),
+                per_seed.get(label, {}),
             )
         )
     return points
@@ -116,7 +123,9 @@ def axis_label(points: list[TradeoffPoint], axis: str) -> str:
 
 
 def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
-    """Markdown: configuration, privacy figure, accuracy (%), then each attack's metrics."""
+    """Markdown: configuration, privacy figure, accuracy (%), then each attack's metrics: AUC
+    and TPR at 1 % FPR with their 95 % intervals, the empirical ε lower bound as
+    ``intervals.lower_bound`` reads it ("none certified" is no measurement of 0)."""
     axis = privacy_axis(points)
     # attacks scored by AUC/TPR only: a reconstruction's metrics have their own tables
     names = sorted({a for p in points for a, m in p.attacks.items() if set(m) & set(METRICS)})
@@ -126,8 +135,8 @@ def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
     for p in sorted(points, key=lambda p: (p.series, -(_x(p, axis) or np.inf))):
         cols = [p.configuration, _privacy_cell(p, axis), format_pm(p.accuracy)]
         for a in names:
-            got = p.attacks.get(a, {})
-            cols += [format_pm(got[m], 1.0, 3) if m in got else "n/a" for m in METRICS]
+            rows = p.seeds.get(a, [])
+            cols += [with_interval(rows, "auc"), with_interval(rows, "tpr@0.01"), lower_bound(rows)]
         lines.append("| " + " | ".join(cols) + " |")
     return lines
 
@@ -262,6 +271,24 @@ def _tradeoff_row(
             note = f"the line lb = ε lies above this panel (ε ≥ {xs[0]:.2g})"
             axes[3].text(0.02, 0.97, note, transform=axes[3].transAxes, va="top", fontsize=8)
     axes[3].set_ylim(0.0, top)
+    if not any(certifies(rows) for p in points for rows in p.seeds.values()):
+        _nothing_certified(axes[3])
+
+
+def _nothing_certified(ax: Axes) -> None:
+    """The audit-gap panel of a run where no attack certified any ε > 0 holds only zeros:
+    it is replaced by saying so (a 0 there is no measurement)."""
+    ax.clear()
+    ax.set_axis_off()
+    ax.text(
+        0.5,
+        0.5,
+        "audit gap: no attack certified an ε > 0\n(none certified at this run's size)",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=10,
+    )
 
 
 def _thinned(ticks: list[float], most: int = 8) -> list[float]:

@@ -131,3 +131,30 @@ def test_a_cells_privacy_figure_names_the_adversary_and_unit():
 
     figure = privacy_figure(cell(0, 1.0, 2.0, 0.5, metric=3.0, metric_rho=0.4))
     assert figure == "querier ε = 2 per client; querier metric-DP ε(ρ=0.4) = 3 per node"
+
+
+def test_the_table_gives_intervals_and_says_when_nothing_is_certified(store_rows):
+    """TPR at 1 % FPR carries its interval in the privacy-utility table, and an ε lower
+    bound of 0 reads as none certified, never as a measured 0.000; a run where no attack
+    certified anything has no audit-gap panel of zeros."""
+    cells, attacks = store_rows
+    rows = [
+        AttackRow(
+            a.cell_id,
+            "m",
+            "mia-threshold",
+            {},
+            "ok",
+            None,
+            {**a.metrics, "tpr@0.01_ci_low": 0.0, "tpr@0.01_ci_high": 0.2, "epsilon_lb": 0.0},
+            None,
+            1.0,
+        )
+        for a in attacks
+    ]
+    points = tradeoff_points(cells, rows)
+    table = tradeoff_table(points)
+    assert all("none certified" in line for line in table[2:])
+    assert all(" [" in line and "0.000 |" not in line for line in table[2:])
+    audit = tradeoff_figure(points).axes[3]
+    assert not audit.axison and "no attack certified" in audit.texts[0].get_text()
