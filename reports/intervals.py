@@ -145,19 +145,6 @@ def _rewritten(r: AttackSummary, row: list[str], keys: list[str], raw: list[dict
     return row
 
 
-def markdown(tables: list[Table]) -> list[str]:
-    """The tables as markdown, one per attack family, as ``run`` and ``attack`` print them."""
-    lines: list[str] = []
-    for family, header, body in tables:
-        lines += [
-            f"\n{family}:",
-            "| " + " | ".join(header) + " |",
-            "|---|---|---:|" + "---:|" * (len(header) - 3),
-        ]
-        lines += ["| " + " | ".join(r) + " |" for r in body]
-    return lines
-
-
 BEST_AUC_HEADER = "best AUC"
 BEST_TPR_HEADER = "best TPR@1% FPR"
 LARGEST_LB_HEADER = "largest ε lb"

@@ -214,8 +214,13 @@ def _with_interval(r: AttackSummary, metric: str) -> str:
 
 def attack_table(rows: list[AttackSummary]) -> list[str]:
     """Markdown tables of attack summaries, one per attack family."""
+    return markdown(family_rows(rows))
+
+
+def markdown(tables: list[tuple[str, list[str], list[list[str]]]]) -> list[str]:
+    """(family, header, rows) tables as markdown, as ``run`` and ``attack`` print them."""
     lines: list[str] = []
-    for family, header, body in family_rows(rows):
+    for family, header, body in tables:
         lines += [
             f"\n{family}:",
             "| " + " | ".join(header) + " |",

@@ -290,9 +290,9 @@ def print_measured(out: str | Path | list[str]) -> list:
     """What a results folder (or several, compared) measured, as short tables: utility per
     configuration (mean ± std over seeds), each attack's figures (TPRs and AUC with their 95 %
     intervals, the chance line where stated), and the privacy–utility points (returned)."""
-    from reports.intervals import attack_tables, markdown
+    from reports.intervals import attack_tables
     from reports.report import load_results
-    from reports.summary import across_seeds, format_interval, format_pm
+    from reports.summary import across_seeds, format_interval, format_pm, markdown
     from reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
 
     folders = [Path(f) for f in (out if isinstance(out, list) else [out])]

@@ -11,10 +11,10 @@ from reports.intervals import (
     CHANCE_HEADER,
     NOT_CERTIFIABLE,
     attack_tables,
-    markdown,
     seed_interval,
     strongest_with_uncertainty,
 )
+from reports.summary import markdown
 from workbench.store import AttackRow, CellRow
 
 
