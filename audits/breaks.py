@@ -1,5 +1,6 @@
 """Deliberately broken mechanisms, broken the way real DP code gets them wrong (too little
-noise, noise reused, noise skipped, sampling accounted but not done, clipping lost), patched
+noise, noise reused, noise skipped, sampling accounted but not done, clipping lost or too
+loose), patched
 into the defenses' own code for as long as a ``with`` block lasts. The claims stay the stated
 ones, so the canary audit must report a bound above them: the tests, the table in
 docs/accounting.md and ``python -m audits.demonstration`` play each against every defense it
@@ -133,10 +134,41 @@ def no_clipping() -> AbstractContextManager[None]:
     )
 
 
+def loose_clipping(factor: float) -> AbstractContextManager[None]:
+    """Every bound ``factor`` times looser than stated: the L2 clip of updates and gradients,
+    the out-degree bound, the norm rows are normalised to (the noise stays σ times the
+    stated clip: a clip read from the wrong field)."""
+    real_clip, real_upload_clip = dp_fedavg.clip_to_norm, gaussian_upload.clip_to_norm
+    real_optimizer, real_degree = (
+        dp_sgd.private_optimizer,
+        aggregation_perturbation.bound_out_degree,
+    )
+    real_normalise = metric_dp.normalise
+
+    def loose_optimizer(optimizer, cfg, num_records, generator):
+        loose = cfg.model_copy(
+            update={"clip": factor * cfg.clip, "noise_multiplier": cfg.noise_multiplier / factor}
+        )
+        return real_optimizer(optimizer, loose, num_records, generator)
+
+    return _patched(
+        (dp_fedavg, "clip_to_norm", lambda v, clip: real_clip(v, factor * clip)),
+        (gaussian_upload, "clip_to_norm", lambda v, clip: real_upload_clip(v, factor * clip)),
+        (dp_sgd, "private_optimizer", loose_optimizer),
+        (
+            aggregation_perturbation,
+            "bound_out_degree",
+            lambda e, d, g: real_degree(e, int(factor * d), g),
+        ),
+        (metric_dp, "normalise", lambda x: factor * real_normalise(x)),
+    )
+
+
 BREAKS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "noise σ/3": lambda: scaled_noise(1 / 3),
     "same noise every round": reused_noise,
     "noise on half of the rounds": half_noise,
     "amplification without sampling": no_sampling,
     "clipping off": no_clipping,
+    "clipping ×4": lambda: loose_clipping(4.0),
 }

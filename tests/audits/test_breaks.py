@@ -1,5 +1,6 @@
 """The audit has teeth: every break real DP code has (noise σ/3, the same noise every round,
-noise on half of the rounds, amplification claimed without sampling, clipping off), patched
+noise on half of the rounds, amplification claimed without sampling, clipping off or four
+times too loose), patched
 into the defenses' own code while the claim stays the stated one, gets a bound above that
 claim, on every DP defense it applies to."""
 
@@ -18,9 +19,8 @@ PAIRS = [(name, b) for name, make in CASES.items() for b in make().breaks]
 
 @pytest.mark.parametrize(("name", "broken"), PAIRS)
 def test_each_break_is_caught(name, broken):
-    canaries = CASES[name]().canaries if broken == "noise σ/3" else 500
-    for bad in demonstrate(name, broken, canaries):
-        assert not bad.holds, f"{broken}: {bad.summary()}"
+    audits = demonstrate(name, broken, CASES[name]().canaries)
+    assert any(not bad.holds for bad in audits), "\n".join(a.summary() for a in audits)
 
 
 def test_every_break_is_played_somewhere():

@@ -36,21 +36,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
 from accountants import PrivacyLedger
-from defenses import dp_fedavg
+from defenses import dp_fedavg, gaussian_upload
 from defenses.base import accounted, with_selection_caveat
 from defenses.calibration import require_noise
-from defenses.dp_fedavg import (
-    apply_update,
-    client_update,
-    ledger_events,
-    server_aggregate,
-    server_noise,
-    update_vector,
-)
+from defenses.dp_fedavg import apply_update, ledger_events, server_noise, update_vector
 from defenses.dp_sgd import DPSGDConfig, private_optimizer, steps_for, train_graph_epochs_dp
 from defenses.dp_sgd import ledger_event as dp_sgd_event
 from defenses.gaussian_upload import ledger_events as upload_events
-from defenses.gaussian_upload import privatize
 from defenses.information_bottleneck import bottleneck_clients
 from defenses.metric_dp import ledger_event as metric_event
 from defenses.metric_dp import publish_embeddings
@@ -254,7 +246,7 @@ class _FedAvg:
             """What a client sends outside the rounds, noised like its updates (if at all)."""
             if gauss is None:
                 return upload
-            return privatize(upload, gauss, noise).reshape(upload.shape)
+            return gaussian_upload.privatize(upload, gauss, noise).reshape(upload.shape)
 
         # what the rounds select and release: the global model, or every client's own
         released = nn.ModuleList(local) if cfg.keep_local else global_model
@@ -286,7 +278,7 @@ class _FedAvg:
                 dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
                 upload = shared_part(local[k].state_dict(), cfg.keep_local)
                 if gauss is not None:  # clipped and noised before it leaves the client
-                    noisy = privatize(update_vector(upload, state), gauss, noise)
+                    noisy = gaussian_upload.privatize(update_vector(upload, state), gauss, noise)
                     upload = apply_update(state, noisy)
                     noisy_uploads[k] += 1
                 if dp is None and secure is None:
@@ -296,7 +288,7 @@ class _FedAvg:
                 if dp is None:  # the weighted update and its weight, summed under encryption
                     update = weighted_update(upload, state, weights[k])
                 else:
-                    update = client_update(upload, state, dp, noise)
+                    update = dp_fedavg.client_update(upload, state, dp, noise)
                     if dp.mode == "local":  # only the noisy model leaves the client
                         upload = apply_update(state, update)
                 if secure is None:
@@ -311,7 +303,8 @@ class _FedAvg:
                 load_shared(global_model, average, cfg.keep_local)
             elif secure is None:
                 expected = cfg.client_fraction * len(clients)
-                global_model.load_state_dict(server_aggregate(state, uploads, dp, expected, noise))
+                aggregate = dp_fedavg.server_aggregate(state, uploads, dp, expected, noise)
+                global_model.load_state_dict(aggregate)
             else:
                 extra = None if dp is None else server_noise(encrypted_size, dp, noise)
                 addend = None if extra is None else extra.numpy(force=True)

@@ -339,9 +339,10 @@ def test_local_modules_are_one_setting_in_any_order_and_keep_the_deployment_when
 
 
 def test_dp_fedavg_draws_its_clients_where_the_audit_does(small_csbm, monkeypatch):
-    """Under DP-FedAvg the target samples clients through ``dp_fedavg.poisson_clients``, the
-    draw the canary audit plays: a break there (everyone every round) changes the target, so
-    the audit's catching it speaks for the target."""
+    """Under DP-FedAvg the target samples clients through ``dp_fedavg.poisson_clients`` and
+    runs ``client_update`` and ``server_aggregate`` from the defense module, the code the
+    canary audit plays: a break there changes the target, so the audit's catching it speaks
+    for the target (a break written into the target's own loop is not played)."""
     from defenses import applied, dp_fedavg
     from workbench.transcript import MODEL_WEIGHTS, SERVER
 
@@ -355,4 +356,11 @@ def test_dp_fedavg_draws_its_clients_where_the_audit_does(small_csbm, monkeypatc
 
     sampled = uploads(FEDAVG.fit(fed, cfg, [dp], seed=0))
     monkeypatch.setattr(dp_fedavg, "poisson_clients", lambda rng, n, q: np.arange(n))
+    calls = []
+    for name in ("client_update", "server_aggregate"):  # the mechanism the game runs, too
+        real = getattr(dp_fedavg, name)
+        monkeypatch.setattr(
+            dp_fedavg, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a)
+        )
     assert uploads(FEDAVG.fit(fed, cfg, [dp], seed=0)) == 3 * 4 > sampled
+    assert calls.count("client_update") == 3 * 4 and calls.count("server_aggregate") == 3
