@@ -29,7 +29,7 @@ from accountants.analysis.audit import (
     rejects_curve,
 )
 from accountants.pld import PLDUnavailable, pld_deltas
-from audits.observer import Observed, scores
+from audits.observer import Observed, combined
 
 CANARY_NORM = 10.0  # canary updates and gradients are this many clips long: clipping must act
 
@@ -61,7 +61,7 @@ def trial(
     """A trial whose claim is ``events`` (all stating the same adversaries), scored from
     everything the adversary observed (``audits.observer``)."""
     return Trial(
-        scores(observed),
+        {"every view": combined(observed)},
         included.numpy(force=True),
         PrivacyLedger(tuple(events)),
         events[0].scope.adversaries,

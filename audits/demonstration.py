@@ -69,13 +69,13 @@ def _dp_sgd(group: int) -> Case:
     # third of the noise or a clip four times too loose leaves the real ε near the claim,
     # which no audit of this size then contradicts
     breaks = _but(True, *(() if group == 1 else (THIRD, LOOSE)))
-    return Case("dp-sgd", cfg, ledger, breaks=breaks, canaries=500 if group == 1 else 2000)
+    return Case("dp-sgd", cfg, ledger, breaks=breaks, canaries=2000)
 
 
 def _upload() -> Case:
     cfg = gaussian_upload.GaussianUploadConfig(clip=1.0, noise_multiplier=5.0)
     ledger = PrivacyLedger(gaussian_upload.ledger_events(cfg, 3))
-    return Case("gaussian-upload", cfg, ledger, breaks=_but(False))
+    return Case("gaussian-upload", cfg, ledger, breaks=_but(False), canaries=2000)
 
 
 def _ap(level: str) -> Case:
@@ -83,7 +83,7 @@ def _ap(level: str) -> Case:
     ledger = PrivacyLedger(ap.ledger_events(cfg, 2))
     # a node's rows reach the adversary through a half or a quarter of its out-edges (the
     # rest are cut by the degree bound the canary must exceed): more canaries
-    canaries = 8000 if level == "node" else 4000
+    canaries = 16000 if level == "node" else 4000
     return Case(
         "aggregation-perturbation", cfg, ledger, breaks=_but(False, REUSED), canaries=canaries
     )

@@ -66,7 +66,8 @@ def _trial(config: APConfig, events: list, m: int, fanout: int, generator) -> Tr
     # how far a kept edge moves its receiver, read off the output alone: about half of the
     # canaries are included, so the canaries' mean exceeds the nulls' by rate · unit / 2
     unit = max(2 * float(seen[:, :m].mean() - seen[:, m:].mean()) / rate, 1e-6)
-    observed = Observed(seen[:, :m], seen[:, None, m:], torch.ones_like(seen[:, :m]), unit, rate)
+    ones = torch.ones_like(seen[:, :m])
+    observed = Observed(seen[:, :m], seen[:, None, m:], ones, unit, rate, paired=False)
     what = "undirected edge" if config.level == "edge" else f"node with {fanout} out-edges"
     how = (
         f"aggregation perturbation, {len(events)} × {events[0].count} hops, canary {what}s, "

@@ -23,12 +23,13 @@ the game tests each at half its level (Bonferroni, ``audits.canary.judged``)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 FLOOR = 1e-12  # a measured noise scale is never taken below this (exactly noise-free releases)
+RELATIVE_FLOOR = 1e-6  # nor below this share of the noisiest release's
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ class Observed:
     ``unit``: how far one contribution moves the evidence's mean; ``rate``: the probability
     that an included canary takes part in a release, unseen by the adversary (1: it always
     does, or the adversary sees whether it did). ``replace``: the two hypotheses are +sign
-    and −sign (replace one), rather than a contribution and none (add or remove one)."""
+    and −sign (replace one), rather than a contribution and none (add or remove one).
+    ``paired``: also score the views that pair releases (``PAIRS``), which assume each
+    release's participation independent; not where a contribution, once there, stays in
+    every release (an edge the degree bound kept)."""
 
     signal: torch.Tensor
     null: torch.Tensor
@@ -52,6 +56,7 @@ class Observed:
     unit: float
     rate: float = 1.0
     replace: bool = False
+    paired: bool = True  # also the views that pair releases (not where a contribution stays)
 
 
 def noise_scale(null: torch.Tensor) -> torch.Tensor:
@@ -59,24 +64,60 @@ def noise_scale(null: torch.Tensor) -> torch.Tensor:
     finite = torch.isfinite(null)
     squares = torch.where(finite, null, torch.zeros_like(null)) ** 2
     count = finite.sum(-1).clamp(min=1)
-    return (squares.sum(-1) / count).sqrt().clamp(min=FLOOR)
+    scale = (squares.sum(-1) / count).sqrt()
+    # a noise-free release weighs a million times a noisy one, not so much that the noisy
+    # releases' evidence is lost to rounding beside it
+    return scale.clamp(min=max(FLOOR, RELATIVE_FLOOR * float(scale.max())))
 
 
-def changes(x: torch.Tensor) -> torch.Tensor:
-    """[R − 1, ...] consecutive differences along the release axis (NaN stays NaN)."""
-    return x[1:] - x[:-1]
+def paired(x: torch.Tensor, lag: int, sign: float) -> torch.Tensor:
+    """[R − lag, ...] each release combined with the one ``lag`` before it (NaN stays NaN)."""
+    return x[lag:] + sign * x[:-lag]
+
+
+# (view, lag, sign): each release beside the one ``lag`` before it; a difference cancels
+# noise repeated at that lag, a sum noise that flips its sign between the two
+PAIRS = (("changes", 1, -1.0), ("changes over two", 2, -1.0), ("sums", 1, 1.0))
 
 
 def scores(observed: Observed) -> dict[str, np.ndarray]:
-    """Both statistics per canary, higher meaning "more likely included"."""
+    """Each view's statistic per canary, higher meaning "more likely included"."""
     o = observed
     signal, null, signs = o.signal.double(), o.null.double(), o.signs.double()
-    return {
-        "releases": _summed(_releases(signal, noise_scale(null), signs, o), signal),
-        "changes": _summed(
-            _changes(changes(signal), noise_scale(changes(null)), signs, o), changes(signal)
-        ),
-    }
+    out = {"releases": _summed(_releases(signal, noise_scale(null), signs, o), signal)}
+    for name, lag, sign in PAIRS if o.paired else ():
+        if signal.shape[0] > lag:
+            d, sd = paired(signal, lag, sign), noise_scale(paired(null, lag, sign))
+            out[name] = _summed(_pairs(d, sd, signs, o, lag, sign), d)
+    return out
+
+
+def combined(observed: Observed) -> np.ndarray:
+    """One score per canary: its most surprising view. Each view's scores are standardised
+    by the same statistic computed on null directions played as canaries that never
+    contribute (the output alone), so a view in which the canaries stand far out of the
+    noise decides, whichever it is, and no view costs the others a share of the
+    confidence."""
+    views, nulls = scores(observed), scores(_as_canaries(observed))
+    z = []
+    for name, s in views.items():
+        centre = float(np.mean(nulls[name]))
+        spread = max(float(np.std(nulls[name])), 1e-9 * abs(centre))
+        z.append((s - centre) / spread if spread > 0 else np.zeros_like(s))
+    return np.sum(z, axis=0)
+
+
+def _as_canaries(o: Observed) -> Observed:
+    """The null directions' evidence as canaries of their own (each null direction of
+    shared releases, the first of each canary's own), with the canaries' sign patterns and
+    the remaining null directions as their noise."""
+    null = o.null.double()
+    if null.shape[1] == 1:  # shared releases: J pseudo-canaries
+        signal = null[:, 0, :]
+        repeats = -(-signal.shape[1] // o.signs.shape[1])
+        signs = o.signs.double().repeat(1, repeats)[:, : signal.shape[1]]
+        return replace(o, signal=signal, null=null[..., 1:], signs=signs)
+    return replace(o, signal=null[..., 0], null=null[..., 1:])
 
 
 def _summed(terms: torch.Tensor, signal: torch.Tensor) -> np.ndarray:
@@ -93,19 +134,19 @@ def _releases(a: torch.Tensor, sd: torch.Tensor, signs: torch.Tensor, o: Observe
     return _mixture(z, [(1 - o.rate, torch.zeros_like(v)), (o.rate, v)])
 
 
-def _changes(d: torch.Tensor, sd: torch.Tensor, signs: torch.Tensor, o: Observed):
-    """A change holds this release's contribution minus the last one's: under "included"
-    each took part with probability ``rate``, independently."""
-    now, before = signs[1:] * o.unit / sd, signs[:-1] * o.unit / sd
+def _pairs(d: torch.Tensor, sd: torch.Tensor, signs: torch.Tensor, o: Observed, lag, sign):
+    """A pair holds this release's contribution plus ``sign`` times the one ``lag`` before:
+    under "included" each took part with probability ``rate``, independently."""
+    now, before = signs[lag:] * o.unit / sd, sign * signs[:-lag] * o.unit / sd
     z = d / sd
     if o.replace:
-        return 2 * (now - before) * z
+        return 2 * (now + before) * z
     q = o.rate
     cases = [
         ((1 - q) ** 2, torch.zeros_like(now)),
         (q * (1 - q), now),
-        (q * (1 - q), -before),
-        (q * q, now - before),
+        (q * (1 - q), before),
+        (q * q, now + before),
     ]
     return _mixture(z, cases)
 
