@@ -85,6 +85,25 @@ def reused_noise() -> AbstractContextManager[None]:
     return _noise(make)
 
 
+def alternating_noise() -> AbstractContextManager[None]:
+    """The first noise vector of each shape returned again with its sign flipped on every
+    other draw (a cached tensor negated in place): sums of consecutive releases are exact."""
+
+    def make(real):
+        kept: dict[Any, torch.Tensor] = {}
+        calls: dict[Any, int] = {}
+
+        def draw(key, *args, **kwargs):
+            if key not in kept:
+                kept[key] = real(key, *args, **kwargs)
+            calls[key] = calls.get(key, 0) + 1
+            return kept[key].clone() * (1 if calls[key] % 2 else -1)
+
+        return draw
+
+    return _noise(make)
+
+
 def half_noise() -> AbstractContextManager[None]:
     """Every other draw of each shape is zero: noise on half of the rounds (a flag that
     turns the noise off on alternate calls)."""
@@ -167,6 +186,7 @@ def loose_clipping(factor: float) -> AbstractContextManager[None]:
 BREAKS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "noise σ/3": lambda: scaled_noise(1 / 3),
     "same noise every round": reused_noise,
+    "noise flipping sign every round": alternating_noise,
     "noise on half of the rounds": half_noise,
     "amplification without sampling": no_sampling,
     "clipping off": no_clipping,

@@ -52,6 +52,7 @@ THIRD = "noise σ/3"
 LOOSE = "clipping ×4"
 SAMPLING = "amplification without sampling"
 REUSED = "same noise every round"
+FLIPPED = "noise flipping sign every round"
 HALF = "noise on half of the rounds"
 
 
@@ -85,14 +86,18 @@ def _ap(level: str) -> Case:
     # rest are cut by the degree bound the canary must exceed): more canaries
     canaries = 16000 if level == "node" else 4000
     return Case(
-        "aggregation-perturbation", cfg, ledger, breaks=_but(False, REUSED), canaries=canaries
+        "aggregation-perturbation",
+        cfg,
+        ledger,
+        breaks=_but(False, REUSED, FLIPPED),
+        canaries=canaries,
     )
 
 
 def _metric(releases: int, sigma0: float) -> Case:
     cfg = metric_dp.MetricDPConfig(sigma0=sigma0)
     event = MetricGaussian(sigma0, releases, scope=metric_dp.METRIC_SCOPE)
-    one_shot = (REUSED, HALF) if releases == 1 else ()
+    one_shot = (REUSED, FLIPPED, HALF) if releases == 1 else ()
     ledger = PrivacyLedger((event,))
     return Case("metric-dp", cfg, ledger, 0.5, breaks=_but(False, *one_shot), canaries=2000)
 

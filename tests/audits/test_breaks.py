@@ -1,8 +1,8 @@
 """The audit has teeth: every break real DP code has (noise σ/3, the same noise every round,
-noise on half of the rounds, amplification claimed without sampling, clipping off or four
-times too loose), patched
-into the defenses' own code while the claim stays the stated one, gets a bound above that
-claim, on every DP defense it applies to."""
+noise flipping sign every round, noise on half of the rounds, amplification claimed without
+sampling, clipping off or four times too loose), patched into the defenses' own code while
+the claim stays the stated one, gets a bound above that claim, on every DP defense it
+applies to."""
 
 from __future__ import annotations
 
