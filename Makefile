@@ -39,6 +39,7 @@ bench: setup-dev
 	$(BIN)/python benchmarks/fedgc_client_gradients.py
 	$(BIN)/python benchmarks/graph_dp_sgd.py
 	$(BIN)/python benchmarks/scale.py
+	$(BIN)/python benchmarks/audit_teeth.py  # ~15 min on one CPU thread
 	$(BIN)/python benchmarks/gpu.py || true  # needs a GPU
 	$(BIN)/python benchmarks/cefgc_budget.py --datasets MUTAG  # all five: ~25 min on one CPU thread
 
