@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from audits.stored import bound_text, verdict_text
 from workbench.errors import ConfigError
 
 MECHANISMS = {
@@ -164,6 +163,7 @@ def _print_run(out: str, as_json: bool) -> int:
 def print_audits(privacy: dict[str, dict[str, Any]]) -> None:
     """One line per audited claim: lower bounds and ceilings vs claimed ε, and whether it
     holds."""
+    from audits.stored import bound_text, verdict_text  # torch: not for `epsilon` alone
     for cell_id, figures in privacy.items():
         for a in figures["audits"]:
             print(
