@@ -44,7 +44,7 @@ def _fedavg(mode: str, sigma: float) -> Case:
         ledger,
         target=target,
         breaks=_but(not local),
-        canaries=2000 if local else 500,
+        canaries=2000,
     )
 
 
