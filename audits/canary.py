@@ -144,7 +144,7 @@ def claimed_profile(claim: PrivacyLedger, delta: float, rho: float | None) -> In
         deltas = privacy_profile(claim, grid, rho=rho)
     with contextlib.suppress(PLDUnavailable):  # no PLD form: the RDP profile alone
         deltas = np.minimum(deltas, pld_deltas(_at_distance(claim, rho), grid.tolist()))
-    grow = np.exp(grid)
+    grow = np.exp(np.minimum(grid, 700.0))  # e^700: past every trade-off's reach
 
     def inverse(y: float) -> float:
         return float(np.max(np.maximum(1 - deltas - grow * (1 - y), (y - deltas) / grow)).clip(0))
