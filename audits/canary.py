@@ -2,11 +2,13 @@
 
 m canaries are each included with probability 1/2 (or, under a replace-one neighbouring
 relation, take one of two values), the real mechanism runs on them, and the auditor scores
-each canary from what its adversary observed. Ranking the scores and guessing the extremes
-gives a lower bound on ε that holds with the stated confidence (Steinke, Nasr & Jagielski
-2023, ``accountants.analysis.audit``); it is compared with the accountant's ε for the same
-adversary, privacy unit and mechanism parameters. A bound above the claim means the mechanism
-leaks more than its ledger says (or the accountant is wrong): the audit has failed it."""
+each canary from every release its adversary observed (``audits.observer``). Ranking the
+scores and guessing the extremes gives lower bounds on ε and on a Gaussian-DP μ that hold with
+the stated confidence (Steinke, Nasr & Jagielski 2023; Mahloujifar, Melis & Chaudhuri 2025;
+``accountants.analysis.audit``), and an f-DP test of the claim's whole privacy profile; they
+are compared with the accountant's ε for the same adversary, privacy unit and mechanism
+parameters. A bound above the claim, or a rejected profile, means the mechanism leaks more
+than its ledger says (or the accountant is wrong): the audit has failed it."""
 
 from __future__ import annotations
 
