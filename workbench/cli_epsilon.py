@@ -164,6 +164,7 @@ def print_audits(privacy: dict[str, dict[str, Any]]) -> None:
     """One line per audited claim: lower bounds and ceilings vs claimed ε, and whether it
     holds."""
     from audits.stored import bound_text, verdict_text  # torch: not for `epsilon` alone
+
     for cell_id, figures in privacy.items():
         for a in figures["audits"]:
             print(
