@@ -113,10 +113,9 @@ def privacy_profile(
     grid = resolve_orders(orders)
     curve = _checked_curve(ledger.rdp(grid, rho), grid)
     eps = np.asarray(epsilons, dtype=float)[:, None]
-    with np.errstate(invalid="ignore", over="ignore"):
-        log_d = (grid - 1) * (curve - eps) + (grid - 1) * np.log((grid - 1) / grid) - np.log(grid)
-    log_d = np.where(np.isnan(log_d), np.inf, log_d)
-    return np.exp(np.minimum(log_d.min(axis=1), 0.0))
+    with np.errstate(over="ignore"):
+        log_d, _ = conversion.best(conversion.log_delta_per_order(curve, grid, eps))
+    return np.exp(np.minimum(log_d, 0.0))
 
 
 def subsampled_gaussian_grid(

@@ -38,12 +38,12 @@ CANARY_NORM = 10.0  # canary updates and gradients are this many clips long: cli
 
 @dataclass(frozen=True)
 class Trial:
-    """One audited claim: the canaries' scores under each statistic the observer computed
-    (higher: more likely included), which were included (the challenger's secret), and the
-    ledger of what the mechanism claims against ``adversaries`` for ``unit`` (``rho``: the
-    distance a metric-DP claim is read at)."""
+    """One audited claim: the canaries' scores from everything the observer saw (higher:
+    more likely included), which were included (the challenger's secret), and the ledger of
+    what the mechanism claims against ``adversaries`` for ``unit`` (``rho``: the distance a
+    metric-DP claim is read at)."""
 
-    scores: Mapping[str, np.ndarray]
+    scores: np.ndarray
     included: np.ndarray
     claim: PrivacyLedger
     adversaries: tuple[str, ...]
@@ -63,7 +63,7 @@ def trial(
     """A trial whose claim is ``events`` (all stating the same adversaries), scored from
     everything the adversary observed (``audits.observer``)."""
     return Trial(
-        {"every view": combined(observed)},
+        combined(observed),
         included.numpy(force=True),
         PrivacyLedger(tuple(events)),
         events[0].scope.adversaries,
@@ -78,9 +78,9 @@ class CanaryAudit:
     """One canary game's verdict on a claim. ``rejected``: the guesses are too good for any
     mechanism with the claim's privacy profile (its δ(ε) at every ε, as a trade-off curve),
     by the f-DP one-run test; ``bounds``: the lower bounds on ε (Steinke–Nasr–Jagielski and
-    f-DP at the run's δ) and on a Gaussian-DP μ, from the statistic that gave the largest,
-    each with its ceiling (the most these canaries could certify: a bound under the claim is
-    never read as the claim being tight). Every test of one audit shares ``confidence``."""
+    f-DP at the run's δ) and on a Gaussian-DP μ, each with its ceiling (the most these
+    canaries could certify: a bound under the claim is never read as the claim being
+    tight). Every test of one audit shares ``confidence``."""
 
     defense: str
     adversaries: tuple[str, ...]
@@ -88,7 +88,6 @@ class CanaryAudit:
     mechanism: str
     claimed: float
     bounds: AuditBounds
-    statistic: str
     rejected: bool
     confidence: float
     seconds: float
@@ -122,7 +121,7 @@ class CanaryAudit:
         )
         return (
             f"{self.defense} against {'/'.join(self.adversaries)} ({self.unit}): "
-            f"{found} at {self.confidence:.1%} confidence ({self.statistic}: "
+            f"{found} at {self.confidence:.1%} confidence ("
             f"{b.steinke.correct}/{b.steinke.guesses} guesses on {b.canaries} canaries; "
             f"ceiling ε {self.ceiling:.3f}, μ {b.mu_ceiling:.3f}) vs claimed "
             f"ε = {self.claimed:.3f}{'; profile rejected' if self.rejected else ''}: {verdict}"
@@ -133,17 +132,15 @@ PROFILE_POINTS = 48  # ε values the claim's privacy profile is read at
 
 
 @functools.lru_cache(maxsize=64)  # every game of one configuration tests the same claim
-def claimed_profile(claim: PrivacyLedger, delta: float, rho: float | None) -> InverseBlowUp:
-    """The claim as a trade-off curve: a mechanism that is (ε, δ(ε))-DP at every ε of a grid
-    is f-DP for the largest of their curves f_{ε,δ(ε)}, so the f-DP test of it tests the
-    whole claim, not one (ε, δ) point of it. δ(ε) is the smaller of the RDP accountant's and
-    the PLD accountant's (both valid; PLD is exact for Gaussian releases); a metric-DP release
-    at distance ρ is the Gaussian mechanism of sensitivity ρ."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OrderGridWarning)
-        top = epsilon(claim, delta, rho=rho).epsilon
-        grid = np.linspace(0.0, max(3.0 * top, 1.0), PROFILE_POINTS)
-        deltas = privacy_profile(claim, grid, rho=rho)
+def claimed_profile(claim: PrivacyLedger, top: float, rho: float | None) -> InverseBlowUp:
+    """The claim, whose ε at the run's δ is ``top``, as a trade-off curve: a mechanism that is
+    (ε, δ(ε))-DP at every ε of a grid is f-DP for the largest of their curves f_{ε,δ(ε)}, so
+    the f-DP test of it tests the whole claim, not one (ε, δ) point of it. δ(ε) is the
+    smaller of the RDP accountant's and the PLD accountant's (both valid; PLD is exact for
+    Gaussian releases); a metric-DP release at distance ρ is the Gaussian mechanism of
+    sensitivity ρ."""
+    grid = np.linspace(0.0, max(3.0 * top, 1.0), PROFILE_POINTS)
+    deltas = privacy_profile(claim, grid, rho=rho)
     with contextlib.suppress(PLDUnavailable):  # no PLD form: the RDP profile alone
         deltas = np.minimum(deltas, pld_deltas(_at_distance(claim, rho), grid.tolist()))
     grow = np.exp(np.minimum(grid, 700.0))  # e^700: past every trade-off's reach
@@ -167,29 +164,23 @@ def _at_distance(claim: PrivacyLedger, rho: float | None) -> PrivacyLedger:
 def judged(
     defense: str, trial: Trial, delta: float, seconds: float, confidence: float = 0.95
 ) -> CanaryAudit:
-    """The trial's bounds under each statistic and the f-DP test of the claim's profile,
-    every test at ``confidence`` split between them (Bonferroni), beside the ledger's ε."""
+    """The trial's bounds and the f-DP test of the claim's profile, the four tests (Steinke's
+    ε, the f-DP ε, μ, the profile) at ``confidence`` split between them (Bonferroni), beside
+    the ledger's ε."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         claimed = epsilon(trial.claim, delta, rho=trial.rho).epsilon
-    # per statistic: Steinke's ε, the f-DP ε, μ and the test of the claim's profile
-    each = 1 - (1 - confidence) / (4 * len(trial.scores))
-    found = {n: audit_bounds(s, trial.included, delta, each) for n, s in trial.scores.items()}
-    statistic = max(found, key=lambda n: max(found[n].steinke.epsilon, found[n].fdp_epsilon))
-    rejected = False
-    if np.isfinite(claimed):
-        profile = claimed_profile(trial.claim, delta, trial.rho)
-        rejected = any(
-            rejects_curve(s, trial.included, profile, each) for s in trial.scores.values()
-        )
+    each = 1 - (1 - confidence) / 4
+    rejected = bool(np.isfinite(claimed)) and rejects_curve(
+        trial.scores, trial.included, claimed_profile(trial.claim, claimed, trial.rho), each
+    )
     return CanaryAudit(
         defense,
         trial.adversaries,
         trial.unit,
         trial.mechanism,
         claimed,
-        found[statistic],
-        statistic,
+        audit_bounds(trial.scores, trial.included, delta, each),
         rejected,
         confidence,
         seconds,

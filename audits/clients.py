@@ -107,20 +107,22 @@ def _uploads(config, q, rounds, m, dimension, secure, generator) -> Trial:
     rng = numpy_rng(generator)
     reference = _flat(torch.zeros(dimension, dtype=torch.float64))
     part = torch.zeros(rounds, m, dtype=torch.bool)
-    own = Projections(rounds, m, d, nulls)
-    sums = torch.zeros(rounds, dimension, dtype=torch.float64)
+    own = Projections(rounds, m, d, nulls)  # each upload, as the server sees it
+    sums = torch.zeros(rounds, dimension, dtype=torch.float64)  # or only each round's sum
     load = torch.zeros(m, dtype=torch.float64)
     for r in range(rounds):
         # without secure aggregation every canary uploads every round: the claim is for the
         # busiest client, so each canary is one (no amplification is claimed to catch)
-        taking_part = dp_fedavg.poisson_clients(rng, m, q).tolist() if secure else range(m)
+        taking_part = dp_fedavg.poisson_clients(rng, m, q).tolist() if secure else list(range(m))
         for i in taking_part:
             update = _flat(sign[i] * signs[r, i] * CANARY_NORM * config.clip * d[i])
             upload = dp_fedavg.client_update(update, reference, config, generator)
-            own.add(r, i, upload)
-            sums[r] += upload
-        part[r, list(taking_part)] = True
-        load[list(taking_part)] += 1.0 / len(taking_part) if secure else 1.0
+            if secure:
+                sums[r] += upload
+            else:
+                own.add(r, i, upload)
+        part[r, taking_part] = True
+        load[taking_part] += 1.0 / len(taking_part) if secure else 1.0
     (claim,) = dp_fedavg.ledger_events(q, config, rounds, float(load.max()), secure)
     how = (
         f"DP-FedAvg local{' + secure aggregation' if secure else ''}, q = {q:g}, "

@@ -25,7 +25,6 @@ def audit_row(a: CanaryAudit) -> dict[str, Any]:
         "guesses": b.steinke.guesses,
         "correct": b.steinke.correct,
         "seconds": a.seconds,
-        "statistic": a.statistic,
         "ceiling": a.ceiling,
         "fdp_epsilon": b.fdp_epsilon,
         "mu": b.mu,

@@ -19,7 +19,7 @@ from reports.summary import (
     configurations,
     family_of,
     family_rows,
-    mean_interval,
+    seed_interval,
 )
 from workbench.store import AttackRow, CellRow
 
@@ -40,26 +40,6 @@ def metrics_by_row(
         if a.cell_id in label and a.status == "ok" and a.metrics:
             out[(label[a.cell_id], a.label)].append(a.metrics)
     return out
-
-
-def seed_interval(rows: list[dict], key: str) -> tuple[float, float] | None:
-    """The 95 % interval of ``key``'s mean over seeds: Student-t over the seeds, never
-    narrower than the seeds' own intervals (``key_ci_low``/``key_ci_high``) on average, or
-    one seed's own; None where no seed states one (a rate the negatives cannot resolve)."""
-    own = [
-        (float(m[f"{key}_ci_low"]), float(m[f"{key}_ci_high"]))
-        for m in rows
-        if m.get(key) is not None and m.get(f"{key}_ci_low") is not None
-    ]
-    values = [float(m[key]) for m in rows if m.get(key) is not None]
-    if not own:
-        return None
-    if len(values) == 1:
-        return own[0]
-    low, high = mean_interval(values)
-    half = max((high - low) / 2, float(np.mean([(h - lo) / 2 for lo, h in own])))
-    mean = float(np.mean(values))
-    return max(mean - half, 0.0), min(mean + half, 1.0)  # a rate lies in [0, 1]
 
 
 def with_interval(rows: list[dict], key: str, digits: int = 3) -> str:

@@ -131,24 +131,34 @@ def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list
     return sorted(out, key=lambda r: (natural_key(r.cell), r.attack))
 
 
-def auc_interval(metrics: list[dict]) -> tuple[float, float]:
-    """The 95 % interval of a row's AUC: Student-t over its seeds, never narrower than the
-    seeds' own intervals on average (three equal AUCs say nothing of their records' noise),
-    or with one seed that seed's own interval."""
-    rows = [m for m in metrics if m.get("auc") is not None]
+def seed_interval(rows: list[dict], key: str) -> tuple[float, float] | None:
+    """The 95 % interval of ``key``'s mean over seeds: Student-t over the seeds, never
+    narrower than the seeds' own intervals (``key_ci_low``/``key_ci_high``) on average, or
+    one seed's own; None where no seed states one (a rate the negatives cannot resolve)."""
     own = [
-        (float(m["auc_ci_high"]) - float(m["auc_ci_low"])) / 2
+        (float(m[f"{key}_ci_low"]), float(m[f"{key}_ci_high"]))
         for m in rows
-        if m.get("auc_ci_low") is not None and m.get("auc_ci_high") is not None
+        if m.get(key) is not None and m.get(f"{key}_ci_low") is not None
     ]
-    if len(rows) > 1:
-        low, high = mean_interval([m["auc"] for m in rows])
-        mean, half = (low + high) / 2, (high - low) / 2
-        half = max(half, float(np.mean(own))) if own else half
-        return max(mean - half, 0.0), min(mean + half, 1.0)  # an AUC lies in [0, 1]
-    if rows and own:
-        return float(rows[0]["auc_ci_low"]), float(rows[0]["auc_ci_high"])
-    return float("nan"), float("nan")
+    values = [float(m[key]) for m in rows if m.get(key) is not None]
+    if not own:
+        return None
+    if len(values) == 1:
+        return own[0]
+    low, high = mean_interval(values)
+    half = max((high - low) / 2, float(np.mean([(h - lo) / 2 for lo, h in own])))
+    mean = float(np.mean(values))
+    return max(mean - half, 0.0), min(mean + half, 1.0)  # a rate lies in [0, 1]
+
+
+def auc_interval(metrics: list[dict]) -> tuple[float, float]:
+    """The 95 % interval of a row's AUC (``seed_interval``); where no seed states its own,
+    Student-t over the seeds alone, NaN with one seed."""
+    found = seed_interval(metrics, "auc")
+    if found is not None:
+        return found
+    low, high = mean_interval([m["auc"] for m in metrics if m.get("auc") is not None])
+    return (max(low, 0.0), min(high, 1.0)) if np.isfinite(low) else (low, high)
 
 
 def reading(interval: tuple[float, float]) -> str:

@@ -89,7 +89,6 @@ CREATE TABLE IF NOT EXISTS audits (
     guesses INTEGER NOT NULL,
     correct INTEGER NOT NULL,
     seconds REAL NOT NULL,
-    statistic TEXT,
     ceiling REAL,
     fdp_epsilon REAL,
     mu REAL,
@@ -110,7 +109,6 @@ AUDIT_COLUMNS = (
     "guesses",
     "correct",
     "seconds",
-    "statistic",
     "ceiling",
     "fdp_epsilon",
     "mu",
@@ -123,7 +121,6 @@ AUDIT_COLUMNS = (
 ADDED = {
     "epsilons": {"epsilon_pld": "REAL"},
     "audits": {
-        "statistic": "TEXT",
         "ceiling": "REAL",
         "fdp_epsilon": "REAL",
         "mu": "REAL",
