@@ -30,6 +30,7 @@ from accountants.analysis.audit import (
     audit_bounds,
     rejects_curve,
 )
+from accountants.analysis.independent import HeldOutTest, held_out_test
 from accountants.pld import PLDUnavailable, pld_deltas
 from audits.observer import Observed, combined
 
@@ -41,7 +42,9 @@ class Trial:
     """One audited claim: the canaries' scores from everything the observer saw (higher:
     more likely included), which were included (the challenger's secret), and the ledger of
     what the mechanism claims against ``adversaries`` for ``unit`` (``rho``: the distance a
-    metric-DP claim is read at)."""
+    metric-DP claim is read at). ``independent``: nothing couples the canaries (each its own
+    coordinate, noise and sampling draw), so they are independent runs of the mechanism and
+    the held-out many-runs test applies beside the one-run bounds."""
 
     scores: np.ndarray
     included: np.ndarray
@@ -50,6 +53,7 @@ class Trial:
     unit: str
     mechanism: str
     rho: float | None = None
+    independent: bool = False
 
 
 def trial(
@@ -59,6 +63,7 @@ def trial(
     unit: str,
     mechanism: str,
     rho: float | None = None,
+    independent: bool = False,
 ) -> Trial:
     """A trial whose claim is ``events`` (all stating the same adversaries), scored from
     everything the adversary observed (``audits.observer``)."""
@@ -68,8 +73,9 @@ def trial(
         PrivacyLedger(tuple(events)),
         events[0].scope.adversaries,
         unit,
-        mechanism,
+        mechanism + (", independent coordinate canaries" if independent else ""),
         rho,
+        independent,
     )
 
 
@@ -77,10 +83,12 @@ def trial(
 class CanaryAudit:
     """One canary game's verdict on a claim. ``rejected``: the guesses are too good for any
     mechanism with the claim's privacy profile (its δ(ε) at every ε, as a trade-off curve),
-    by the f-DP one-run test; ``bounds``: the lower bounds on ε (Steinke–Nasr–Jagielski and
-    f-DP at the run's δ) and on a Gaussian-DP μ, each with its ceiling (the most these
-    canaries could certify: a bound under the claim is never read as the claim being
-    tight). Every test of one audit shares ``confidence``."""
+    by the f-DP one-run test, or by the held-out test where the canaries are independent;
+    ``bounds``: the one-run lower bounds on ε (Steinke–Nasr–Jagielski and f-DP at the run's
+    δ) and on a Gaussian-DP μ, each with its ceiling (the most these canaries could certify:
+    a bound under the claim is never read as the claim being tight); ``held_out``: the
+    many-runs test's bounds where it applies. Every test of one audit shares
+    ``confidence``."""
 
     defense: str
     adversaries: tuple[str, ...]
@@ -91,14 +99,27 @@ class CanaryAudit:
     rejected: bool
     confidence: float
     seconds: float
+    held_out: HeldOutTest | None = None
 
     @property
     def lower_bound(self) -> float:
-        return max(self.bounds.steinke.epsilon, self.bounds.fdp_epsilon)
+        return max(self.bounds.steinke.epsilon, self.bounds.fdp_epsilon, *self._held("epsilon"))
 
     @property
     def ceiling(self) -> float:
-        return max(self.bounds.steinke_ceiling, self.bounds.fdp_ceiling)
+        b = self.bounds
+        return max(b.steinke_ceiling, b.fdp_ceiling, *self._held("epsilon_ceiling"))
+
+    @property
+    def mu(self) -> float:
+        return max(self.bounds.mu, *self._held("mu"))
+
+    @property
+    def mu_ceiling(self) -> float:
+        return max(self.bounds.mu_ceiling, *self._held("mu_ceiling"))
+
+    def _held(self, name: str) -> tuple[float, ...]:
+        return () if self.held_out is None else (getattr(self.held_out, name),)
 
     @property
     def holds(self) -> bool:
@@ -109,13 +130,13 @@ class CanaryAudit:
     @property
     def certifiable(self) -> bool:
         """Whether these canaries can certify any ε > 0 at all at this confidence."""
-        return self.bounds.certifiable
+        return self.bounds.certifiable or self.ceiling > 0
 
     def summary(self) -> str:
         verdict = "holds" if self.holds else "VIOLATED"
         b = self.bounds
         found = (
-            f"ε ≥ {self.lower_bound:.3f}, μ ≥ {b.mu:.3f}"
+            f"ε ≥ {self.lower_bound:.3f}, μ ≥ {self.mu:.3f}"
             if self.certifiable
             else "not certifiable at this size"
         )
@@ -123,7 +144,7 @@ class CanaryAudit:
             f"{self.defense} against {'/'.join(self.adversaries)} ({self.unit}): "
             f"{found} at {self.confidence:.1%} confidence ("
             f"{b.steinke.correct}/{b.steinke.guesses} guesses on {b.canaries} canaries; "
-            f"ceiling ε {self.ceiling:.3f}, μ {b.mu_ceiling:.3f}) vs claimed "
+            f"ceiling ε {self.ceiling:.3f}, μ {self.mu_ceiling:.3f}) vs claimed "
             f"ε = {self.claimed:.3f}{'; profile rejected' if self.rejected else ''}: {verdict}"
         )
 
@@ -132,23 +153,45 @@ PROFILE_POINTS = 48  # ε values the claim's privacy profile is read at
 
 
 @functools.lru_cache(maxsize=64)  # every game of one configuration tests the same claim
-def claimed_profile(claim: PrivacyLedger, top: float, rho: float | None) -> InverseBlowUp:
-    """The claim, whose ε at the run's δ is ``top``, as a trade-off curve: a mechanism that is
-    (ε, δ(ε))-DP at every ε of a grid is f-DP for the largest of their curves f_{ε,δ(ε)}, so
-    the f-DP test of it tests the whole claim, not one (ε, δ) point of it. δ(ε) is the
-    smaller of the RDP accountant's and the PLD accountant's (both valid; PLD is exact for
-    Gaussian releases); a metric-DP release at distance ρ is the Gaussian mechanism of
-    sensitivity ρ."""
+def claimed_deltas(
+    claim: PrivacyLedger, top: float, rho: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The claim's privacy profile (ε grid, δ(ε)) around ``top``, its ε at the run's δ: a
+    mechanism that is (ε, δ(ε))-DP at every ε of a grid is f-DP for the largest of their
+    curves f_{ε,δ(ε)}, so a test of that curve tests the whole claim, not one (ε, δ) point of
+    it. δ(ε) is the smaller of the RDP accountant's and the PLD accountant's (both valid; PLD
+    is exact for Gaussian releases); a metric-DP release at distance ρ is the Gaussian
+    mechanism of sensitivity ρ."""
     grid = np.linspace(0.0, max(3.0 * top, 1.0), PROFILE_POINTS)
     deltas = privacy_profile(claim, grid, rho=rho)
     with contextlib.suppress(PLDUnavailable):  # no PLD form: the RDP profile alone
         deltas = np.minimum(deltas, pld_deltas(_at_distance(claim, rho), grid.tolist()))
+    return grid, deltas
+
+
+def claimed_profile(claim: PrivacyLedger, top: float, rho: float | None) -> InverseBlowUp:
+    """The claim's trade-off curve as the f-DP one-run test reads it (``claimed_deltas``)."""
+    grid, deltas = claimed_deltas(claim, top, rho)
     grow = np.exp(np.minimum(grid, 700.0))  # e^700: past every trade-off's reach
 
     def inverse(y: float) -> float:
         return float(np.max(np.maximum(1 - deltas - grow * (1 - y), (y - deltas) / grow)).clip(0))
 
     return inverse
+
+
+def claimed_max_tpr(claim: PrivacyLedger, top: float, rho: float | None):
+    """The highest TPR the claim allows any test at each FPR α: min over its profile of
+    e^ε·α + δ(ε) and 1 − e^−ε·(1 − δ(ε) − α) (the held-out test reads the curve this way)."""
+    grid, deltas = claimed_deltas(claim, top, rho)
+    grow = np.exp(np.minimum(grid, 700.0))
+
+    def max_tpr(alpha: np.ndarray) -> np.ndarray:
+        a = np.asarray(alpha, dtype=float)[..., None]
+        bound = np.minimum(grow * a + deltas, 1 - (1 - deltas - a) / grow)
+        return bound.min(-1).clip(0.0, 1.0)
+
+    return max_tpr
 
 
 def _at_distance(claim: PrivacyLedger, rho: float | None) -> PrivacyLedger:
@@ -164,16 +207,22 @@ def _at_distance(claim: PrivacyLedger, rho: float | None) -> PrivacyLedger:
 def judged(
     defense: str, trial: Trial, delta: float, seconds: float, confidence: float = 0.95
 ) -> CanaryAudit:
-    """The trial's bounds and the f-DP test of the claim's profile, the four tests (Steinke's
-    ε, the f-DP ε, μ, the profile) at ``confidence`` split between them (Bonferroni), beside
-    the ledger's ε."""
+    """The trial's bounds and the f-DP test of the claim's profile, and where the canaries are
+    independent the held-out test, the tests (Steinke's ε, the f-DP ε, μ, the profile, the
+    held-out test) at ``confidence`` split between them (Bonferroni), beside the ledger's ε."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OrderGridWarning)
         claimed = epsilon(trial.claim, delta, rho=trial.rho).epsilon
-    each = 1 - (1 - confidence) / 4
-    rejected = bool(np.isfinite(claimed)) and rejects_curve(
+    each = 1 - (1 - confidence) / (5 if trial.independent else 4)
+    finite = bool(np.isfinite(claimed))
+    rejected = finite and rejects_curve(
         trial.scores, trial.included, claimed_profile(trial.claim, claimed, trial.rho), each
     )
+    held_out = None
+    if trial.independent:
+        max_tpr = claimed_max_tpr(trial.claim, claimed if finite else 1.0, trial.rho)
+        held_out = held_out_test(trial.scores, trial.included, max_tpr, delta, each)
+        rejected = rejected or (finite and held_out.rejected)
     return CanaryAudit(
         defense,
         trial.adversaries,
@@ -184,6 +233,7 @@ def judged(
         rejected,
         confidence,
         seconds,
+        held_out,
     )
 
 
@@ -199,13 +249,30 @@ def directions(m: int, dimension: int, generator: torch.Generator) -> torch.Tens
     return d / d.norm(dim=1, keepdim=True)
 
 
+NULLS = 64  # null directions the observer measures each release's noise on
+
+
+def canary_directions(
+    m: int, dimension: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """(canaries' directions [m, dimension], null directions [NULLS, dimension], whether the
+    canaries are independent). Where the vector has room, each canary and each null
+    direction is its own coordinate, drawn at random: nothing then couples the canaries
+    (no canary's contribution shows in another's evidence), and a mechanism that spares some
+    coordinates its noise is seen there. Otherwise random unit vectors, nearly orthogonal:
+    one-run bounds only."""
+    if m + NULLS > dimension:
+        return directions(m, dimension, generator), directions(NULLS, dimension, generator), False
+    coordinates = torch.randperm(dimension, generator=generator)[: m + NULLS]
+    unit = torch.zeros(m + NULLS, dimension, dtype=torch.float64)
+    unit[torch.arange(m + NULLS), coordinates] = 1.0
+    return unit[:m], unit[m:], True
+
+
 def flips(releases: int, m: int, generator: torch.Generator) -> torch.Tensor:
     """[releases, m] ±1 (float64): the sign of each canary's contribution in each release,
     the auditor's secret pattern (reused noise then cancels in the changes)."""
     return torch.randint(0, 2, (releases, m), generator=generator).double() * 2 - 1
-
-
-NULLS = 64  # null directions the observer measures each release's noise on
 
 
 def numpy_rng(generator: torch.Generator) -> np.random.Generator:

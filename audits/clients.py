@@ -23,10 +23,9 @@ import torch
 from accountants import PrivacyLedger
 from audits.canary import (
     CANARY_NORM,
-    NULLS,
     Context,
     Trial,
-    directions,
+    canary_directions,
     flips,
     inclusion,
     numpy_rng,
@@ -69,7 +68,7 @@ def _rate_and_rounds(context: Context) -> tuple[float, int]:
 
 def _hidden(config, q, rounds, m, dimension, generator) -> Trial:
     """Add or remove a canary client; the observer sees every round's global model."""
-    d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
+    d, nulls, independent = canary_directions(m, dimension, generator)
     included = inclusion(m, generator)
     signs = flips(rounds, m, generator)
     rng = numpy_rng(generator)
@@ -94,13 +93,13 @@ def _hidden(config, q, rounds, m, dimension, generator) -> Trial:
     observed = Observed(moved @ d.T, (moved @ nulls.T)[:, None], signs, config.clip, rate=q)
     (hidden, _) = dp_fedavg.ledger_events(q, config, rounds, 0.0, False)
     how = f"DP-FedAvg central, q = {q:g}, {rounds} rounds, canary clients, every global model"
-    return trial(observed, included, [hidden], "client", how)
+    return trial(observed, included, [hidden], "client", how, independent=independent)
 
 
 def _uploads(config, q, rounds, m, dimension, secure, generator) -> Trial:
     """Replace one canary's data (+d or −d); the server sees each noisy upload (or each
     round's sum under secure aggregation) of the rounds the canary took part in."""
-    d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
+    d, nulls, independent = canary_directions(m, dimension, generator)
     included = inclusion(m, generator)
     sign = included.double() * 2 - 1
     signs = flips(rounds, m, generator)
@@ -134,7 +133,7 @@ def _uploads(config, q, rounds, m, dimension, secure, generator) -> Trial:
         )
     else:
         observed = own.observed(part, signs, config.clip)
-    return trial(observed, included, [claim], "client", how)
+    return trial(observed, included, [claim], "client", how, independent=independent)
 
 
 class Projections:
@@ -177,7 +176,7 @@ class GaussianUploadGame:
             return []
         (claim,) = gaussian_upload.ledger_events(config, uploads)
         dimension = context.dimension
-        d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
+        d, nulls, independent = canary_directions(m, dimension, generator)
         included = inclusion(m, generator)
         sign = included.double() * 2 - 1
         signs = flips(uploads, m, generator)
@@ -188,7 +187,7 @@ class GaussianUploadGame:
                 own.add(r, i, gaussian_upload.privatize(upload, config, generator))
         observed = own.observed(torch.ones(uploads, m, dtype=torch.bool), signs, config.clip)
         how = f"Gaussian upload, {uploads} uploads, canary clients (replace one), every upload"
-        return [trial(observed, included, [claim], "client", how)]
+        return [trial(observed, included, [claim], "client", how, independent=independent)]
 
     @staticmethod
     def _uploads(ledger: PrivacyLedger, config: GaussianUploadConfig) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 from accountants import MetricGaussian, PrivacyLedger
 from audits import CanaryAudit, Context, audit_run
 from audits.breaks import BREAKS
+from audits.canary import NULLS
 from defenses import aggregation_perturbation as ap
 from defenses import dp_fedavg, dp_sgd, gaussian_upload, metric_dp
 from defenses.base import AppliedDefense
@@ -119,11 +120,14 @@ def demonstrate(
     name: str,
     broken: str | None = None,
     canaries: int = 500,
-    dimension: int = 2000,
+    dimension: int | None = None,
     seed: int = 0,
 ) -> list[CanaryAudit]:
-    """The case's audit, its mechanism correct or with the break ``broken`` patched in."""
+    """The case's audit, its mechanism correct or with the break ``broken`` patched in, on a
+    released vector of ``dimension`` entries (by default one per canary and null direction:
+    the canaries are then independent coordinates)."""
     case = CASES[name]()
+    dimension = canaries + NULLS if dimension is None else dimension
     context = Context(case.ledger, {case.defense: case.config}, dimension, case.rho, case.target)
     defense = AppliedDefense(case.defense, "upload", case.config)
     if broken is None:

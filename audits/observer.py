@@ -105,8 +105,10 @@ def combined(observed: Observed) -> np.ndarray:
     z = []
     for name, s in views.items():
         centre = float(np.mean(nulls[name]))
-        spread = max(float(np.std(nulls[name])), 1e-9 * abs(centre))
-        z.append((s - centre) / spread if spread > 0 else np.zeros_like(s))
+        # a view in which the null directions do not move at all is noise-free: a floor, not
+        # zero, so that the canaries that do move there decide
+        spread = max(float(np.std(nulls[name])), 1e-9 * abs(centre), FLOOR)
+        z.append((s - centre) / spread)
     return np.sum(z, axis=0)
 
 

@@ -21,10 +21,9 @@ from torch import nn
 from accountants import PrivacyLedger, SubsampledGaussian
 from audits.canary import (
     CANARY_NORM,
-    NULLS,
     Context,
     Trial,
-    directions,
+    canary_directions,
     flips,
     inclusion,
     trial,
@@ -72,7 +71,7 @@ class DPSGDGame:
 
     @staticmethod
     def _trial(config, event, group, m, dimension, generator) -> Trial:
-        d, nulls = directions(m, dimension, generator), directions(NULLS, dimension, generator)
+        d, nulls, independent = canary_directions(m, dimension, generator)
         included = inclusion(m, generator)
         epochs = event.steps // config.steps_per_epoch  # whole epochs, as clients train
         steps = dp_sgd.steps_for(config, epochs)
@@ -107,7 +106,7 @@ class DPSGDGame:
             f"(one {what} each), every step's model"
         )
         claim = replace(event, steps=steps)
-        return trial(observed, included, [claim], event.scope.unit, how)
+        return trial(observed, included, [claim], event.scope.unit, how, independent=independent)
 
 
 class _Steps:

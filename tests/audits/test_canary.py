@@ -5,9 +5,11 @@ audit states its ceiling (the breaks it catches: test_breaks.py)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from accountants import ADVERSARIES, PrivacyLedger
 from audits import GAMES, Context, audit_run
+from audits.canary import canary_directions
 from audits.demonstration import CASES, DELTA, demonstrate
 from defenses import dp_fedavg, dp_sgd
 from defenses.base import AppliedDefense
@@ -80,3 +82,21 @@ def test_too_few_canaries_are_not_certifiable():
     (audit,) = demonstrate(CENTRAL, canaries=2)
     assert audit.ceiling == 0 and not audit.certifiable
     assert "not certifiable at this size" in audit.summary()
+
+
+def test_canaries_are_independent_coordinates_where_the_vector_has_room():
+    generator = torch.Generator().manual_seed(0)
+    d, nulls, independent = canary_directions(100, 200, generator)
+    both = torch.cat([d, nulls])
+    assert independent
+    assert both.sum(dim=1).eq(1).all() and both.abs().sum(dim=0).le(1).all()  # distinct axes
+    d, _, independent = canary_directions(200, 200, generator)
+    assert not independent and torch.allclose(d.norm(dim=1), torch.ones(200, dtype=d.dtype))
+
+
+def test_independent_canaries_get_the_held_out_test_and_dense_ones_do_not():
+    name = "dp-sgd, q 0.1, 50 steps, σ 3"
+    (coordinates,) = demonstrate(name, canaries=300)
+    (dense,) = demonstrate(name, canaries=300, dimension=300)
+    assert coordinates.held_out is not None and "independent" in coordinates.mechanism
+    assert dense.held_out is None
