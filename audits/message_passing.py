@@ -5,7 +5,8 @@ present with probability 1/2. The defense's own ``perturbed_hops`` runs twice (t
 inference, as the ledger counts), and the adversary, who sees every perturbed hop, takes as a
 canary's evidence in each hop how much each receiving row moved towards its sender's row of
 the previous hop, and scores all hops together, each weighed by its noise as measured on
-canaries that are never included (``audits.observer``). Node canaries have twice the
+canaries that are never included (``audits.observer``); each canary alone in its component is
+an independent run of the mechanism, so the held-out test applies. Node canaries have twice the
 out-degree bound, which the defense's ``bound_out_degree`` must cut (the node level's
 clipping)."""
 
@@ -43,11 +44,15 @@ class APGame:
 
 
 def _trial(config: APConfig, events: list, m: int, fanout: int, generator) -> Trial:
-    # NULLS more canaries that are never included: the observer's measure of the noise
-    senders, receivers, owner = _canary_edges(m + NULLS, fanout, config.level)
+    # after the m canaries, NULLS never included (the observer's measure of the noise) and
+    # NULLS always included (its measure of how far a kept edge moves a row): no statistic
+    # depends on which canaries were included, so each canary, alone in its component, is
+    # an independent run of the mechanism
+    senders, receivers, owner = _canary_edges(m + 2 * NULLS, fanout, config.level)
     nodes = int(torch.cat([senders, receivers]).max()) + 1
     included = inclusion(m, generator)
-    present = torch.cat([included, torch.zeros(NULLS, dtype=torch.bool)])[owner]
+    always, never = torch.ones(NULLS, dtype=torch.bool), torch.zeros(NULLS, dtype=torch.bool)
+    present = torch.cat([included, never, always])[owner]
     edge_index = torch.stack([senders[present], receivers[present]])
     if config.level == "node":
         edge_index = ap.bound_out_degree(edge_index, config.max_degree, generator)
@@ -60,20 +65,19 @@ def _trial(config: APConfig, events: list, m: int, fanout: int, generator) -> Tr
             # one row per edge slot: each canary's k-th edge (edges: each direction)
             edge = config.level == "edge"
             evidence.append(moved.view(2, -1) if edge else moved.view(-1, fanout).T)
-    seen = torch.cat(evidence)  # [every perturbed hop × edge slot, canaries then nulls]
+    seen = torch.cat(evidence)  # [every perturbed hop × edge slot, canaries, nulls, always]
+    canaries, nulls, calibration = seen[:, :m], seen[:, m : m + NULLS], seen[:, m + NULLS :]
     # the share of a node canary's edges the degree bound keeps, unseen by the adversary
     rate = 1.0 if config.level == "edge" else min(1.0, config.max_degree / fanout)
-    # how far a kept edge moves its receiver, read off the output alone: about half of the
-    # canaries are included, so the canaries' mean exceeds the nulls' by rate · unit / 2
-    unit = max(2 * float(seen[:, :m].mean() - seen[:, m:].mean()) / rate, 1e-6)
-    ones = torch.ones_like(seen[:, :m])
-    observed = Observed(seen[:, :m], seen[:, None, m:], ones, unit, rate, paired=False)
+    unit = max(float(calibration.mean() - nulls.mean()) / rate, 1e-6)
+    ones = torch.ones_like(canaries)
+    observed = Observed(canaries, nulls[:, None], ones, unit, rate, paired=False)
     what = "undirected edge" if config.level == "edge" else f"node with {fanout} out-edges"
     how = (
         f"aggregation perturbation, {len(events)} × {events[0].count} hops, canary {what}s, "
         "every perturbed hop"
     )
-    return trial(observed, included, events, config.level, how)
+    return trial(observed, included, events, config.level, how, independent=True)
 
 
 def _canary_edges(m: int, fanout: int, level: str):

@@ -27,8 +27,8 @@ def audit_row(a: CanaryAudit) -> dict[str, Any]:
         "seconds": a.seconds,
         "ceiling": a.ceiling,
         "fdp_epsilon": b.fdp_epsilon,
-        "mu": b.mu,
-        "mu_ceiling": b.mu_ceiling,
+        "mu": a.mu,
+        "mu_ceiling": a.mu_ceiling,
         "holds": int(a.holds),
     }
 
