@@ -1,9 +1,9 @@
 """The canary audit's teeth, measured: for every DP defense of ``audits.demonstration``, how
 often the correct mechanism holds over repeated cheap games (the audit's validity: at least
 95 % is required), how often noise σ/3 is caught over 20 seeds at the setting's canary count,
-the fewest canaries (of 500, 1000, ..., 16000) at which noise σ/2 is caught, and the table of
-docs/accounting.md (claimed ε, bound on the correct mechanism, the bound under each break,
-ceiling, canaries, seconds).
+the fewest canaries (of 500, 1000, ..., 16000) at which noise σ/2, and sampling at twice the
+accounted rate, are caught, and the table of docs/accounting.md (claimed ε, bound on the
+correct mechanism, the bound under each break, ceiling, canaries, seconds).
 
     python benchmarks/audit_teeth.py [--repetitions 200] [--skip-table]
 """
@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
-from audits.breaks import scaled_noise
-from audits.demonstration import CASES, demonstrate
+from audits.breaks import faster_sampling, scaled_noise
+from audits.demonstration import CASES, SAMPLING, THIRD, demonstrate
 from audits.demonstration import main as table
 
 COUNTS = (500, 1000, 2000, 4000, 8000, 16000)
@@ -40,15 +42,15 @@ def third_noise_caught(name: str, seeds: int = 20) -> int:
     return caught
 
 
-def half_noise_caught_at(name: str) -> tuple[int | None, float]:
-    """The fewest canaries of ``COUNTS`` that catch noise σ/2, and the seconds that took."""
+def caught_at(name: str, broken: Callable[[], AbstractContextManager[None]]) -> str:
+    """The fewest canaries of ``COUNTS`` that catch the break, with the seconds that took."""
     for m in COUNTS:
         start = time.perf_counter()
-        with scaled_noise(0.5):
+        with broken():
             caught = not all(a.holds for a in demonstrate(name, canaries=m))
         if caught:
-            return m, time.perf_counter() - start
-    return None, 0.0
+            return f"{m} ({time.perf_counter() - start:.1f} s)"
+    return f"not at {COUNTS[-1]}"
 
 
 def main() -> None:
@@ -56,17 +58,21 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=200)
     parser.add_argument("--skip-table", action="store_true")
     args = parser.parse_args()
-    print("| setting | correct holds | s/game | σ/3 caught, 20 seeds (m) | σ/2 caught at m | s |")
+    print(
+        "| setting | correct holds | s/game | σ/3 caught, 20 seeds (m) | σ/2 caught at m | "
+        "rate 2q caught at m |"
+    )
     print("|---|---|---|---|---|---|")
     for name, make in CASES.items():
+        breaks = make().breaks
         held, each = validity(name, args.repetitions)
-        third = third_noise_caught(name) if "noise σ/3" in make().breaks else None
-        m, seconds = half_noise_caught_at(name)
-        found = "not at 16000" if m is None else str(m)
-        thirds = "n/a" if third is None else f"{third}/20 ({make().canaries})"
+        # where σ/3 is not played (a loose group bound), σ/2 leaves ε under the claim too
+        third = f"{third_noise_caught(name)}/20 ({make().canaries})" if THIRD in breaks else "n/a"
+        half = caught_at(name, lambda: scaled_noise(0.5)) if THIRD in breaks else "n/a"
+        rate = caught_at(name, lambda: faster_sampling(2.0)) if SAMPLING in breaks else "n/a"
         print(
             f"| {name} | {held}/{args.repetitions} ({held / args.repetitions:.1%}) | "
-            f"{each:.2f} | {thirds} | {found} | {seconds:.1f} |",
+            f"{each:.2f} | {third} | {half} | {rate} |",
             flush=True,
         )
     if not args.skip_table:

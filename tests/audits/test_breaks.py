@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from audits.breaks import BREAKS, no_sampling, reused_noise, scaled_noise
+from audits.breaks import BREAKS, faster_sampling, no_sampling, reused_noise, scaled_noise
 from audits.demonstration import CASES, demonstrate
 from defenses import dp_fedavg, dp_sgd, noise
 
@@ -52,3 +52,12 @@ def test_half_the_noise_is_caught_at_2000_canaries(name):
     with scaled_noise(0.5):
         audits = demonstrate(name, canaries=2000)
     assert any(not bad.holds for bad in audits), "\n".join(a.summary() for a in audits)
+
+
+def test_faster_sampling_draws_at_the_stated_multiple_of_the_rate():
+    rng, generator = np.random.default_rng(0), torch.Generator().manual_seed(0)
+    with faster_sampling(2.0):
+        clients = len(dp_fedavg.poisson_clients(rng, 10_000, 0.1))
+        records = int(dp_sgd.poisson_sample(10_000, 0.1, generator).sum())
+    assert 1800 < clients < 2200 and 1800 < records < 2200
+    assert len(dp_fedavg.poisson_clients(rng, 10_000, 0.1)) < 1200
