@@ -87,7 +87,7 @@ def stored_metrics(out: Path) -> dict[str, dict[str, dict[str, Any]]]:
         for table, key in KEYS.items():
             rows = {}
             for row in db.execute(f"SELECT * FROM {table}"):
-                names = row.keys()  # noqa: SIM118 (a sqlite3.Row iterates over its values)
+                names = row.keys()  # a sqlite3.Row iterates over its values, not its names
                 values = {k: _parsed(k, row[k]) for k in names if k not in UNSTABLE}
                 rows["/".join(str(row[k]) for k in key)] = values
             tables[table] = rows
