@@ -12,8 +12,8 @@ import numpy as np
 from pydantic import BaseModel
 from torch_geometric.data import Data
 
-from workbench.data.datasets import Level
-from workbench.registry import Registry, component
+from fgl_workbench.data.datasets import Level
+from fgl_workbench.registry import Registry, component
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,12 @@ class NodePairs:
 
 @dataclass(frozen=True)
 class AttackInput:
-    view: Any  # a workbench.threat view
-    knowledge: Any  # workbench.threat.BackgroundKnowledge
+    view: Any  # a fgl_workbench.threat view
+    knowledge: Any  # fgl_workbench.threat.BackgroundKnowledge
     candidates: Candidates | NodePairs | np.ndarray  # records, node pairs, or client ids
-    references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
+    references: Any = (
+        None  # the cell's fgl_workbench.attacks.membership.reference.ReferencePool, if shared
+    )
 
 
 Family = Literal[

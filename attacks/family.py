@@ -11,12 +11,12 @@ from typing import Any, Protocol, get_args
 
 import numpy as np
 
-from attacks.base import Attack, AttackOutput, Candidates, NodePairs
-from attacks.metrics import ROC
-from workbench.data.federation import Federation
-from workbench.exchanged import ExchangedEmbeddings
-from workbench.targets.base import TrainedTarget
-from workbench.threat import (
+from fgl_workbench.attacks.base import Attack, AttackOutput, Candidates, NodePairs
+from fgl_workbench.attacks.metrics import ROC
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.exchanged import ExchangedEmbeddings
+from fgl_workbench.targets.base import TrainedTarget
+from fgl_workbench.threat import (
     BackgroundKnowledge,
     InsiderView,
     View,
@@ -37,7 +37,7 @@ class CellInputs:
     trained: TrainedTarget
     federation: Federation
     knowledge: BackgroundKnowledge
-    pool: Any  # attacks.membership.reference.ReferencePool
+    pool: Any  # fgl_workbench.attacks.membership.reference.ReferencePool
     seeds: Callable[..., int]
     delta: float = 1e-5
     _shared: dict[Any, Any] = field(default_factory=dict)

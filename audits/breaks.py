@@ -17,7 +17,14 @@ import numpy as np
 import torch
 from opacus.optimizers import optimizer as opacus_optimizer
 
-from defenses import aggregation_perturbation, dp_fedavg, dp_sgd, gaussian_upload, metric_dp, noise
+from fgl_workbench.defenses import (
+    aggregation_perturbation,
+    dp_fedavg,
+    dp_sgd,
+    gaussian_upload,
+    metric_dp,
+    noise,
+)
 
 OFF = 1e6  # a clip no canary reaches
 

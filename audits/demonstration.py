@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accountants import MetricGaussian, PrivacyLedger
-from audits import CanaryAudit, Context, audit_run
-from audits.breaks import BREAKS
-from defenses import aggregation_perturbation as ap
-from defenses import dp_fedavg, dp_sgd, gaussian_upload, metric_dp
-from defenses.base import AppliedDefense
+from fgl_workbench.accountants import MetricGaussian, PrivacyLedger
+from fgl_workbench.audits import CanaryAudit, Context, audit_run
+from fgl_workbench.audits.breaks import BREAKS
+from fgl_workbench.defenses import aggregation_perturbation as ap
+from fgl_workbench.defenses import dp_fedavg, dp_sgd, gaussian_upload, metric_dp
+from fgl_workbench.defenses.base import AppliedDefense
 
 DELTA = 1e-5
 

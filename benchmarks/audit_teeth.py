@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from audits.breaks import scaled_noise
-from audits.demonstration import CASES, demonstrate
-from audits.demonstration import main as table
+from fgl_workbench.audits.breaks import scaled_noise
+from fgl_workbench.audits.demonstration import CASES, demonstrate
+from fgl_workbench.audits.demonstration import main as table
 
 COUNTS = (500, 1000, 2000, 4000, 8000, 16000)
 

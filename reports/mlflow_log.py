@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.frame import attack_numbers, cell_numbers
-from workbench.errors import ConfigError
-from workbench.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.reports.frame import attack_numbers, cell_numbers
+from fgl_workbench.store import AttackRow, CellRow, ResultsStore
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

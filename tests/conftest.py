@@ -34,28 +34,28 @@ def data_root() -> Path:
 
 @pytest.fixture(scope="session")
 def cora(data_root: Path):
-    from workbench.data.catalog import load_dataset
+    from fgl_workbench.data.catalog import load_dataset
 
     return load_dataset("Cora", root=data_root)
 
 
 @pytest.fixture(scope="session")
 def proteins(data_root: Path):
-    from workbench.data.catalog import load_dataset
+    from fgl_workbench.data.catalog import load_dataset
 
     return load_dataset("PROTEINS", root=data_root)
 
 
 @pytest.fixture(scope="session")
 def small_csbm():
-    from workbench.data.synthetic import CSBMParams, csbm
+    from fgl_workbench.data.synthetic import CSBMParams, csbm
 
     return csbm(CSBMParams(num_nodes=400, num_classes=4, num_features=16, seed=3))
 
 
 @pytest.fixture(scope="session")
 def small_graphs():
-    from workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
+    from fgl_workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
 
     return synthetic_graphs(SyntheticGraphsParams(num_graphs=120, seed=3))
 
@@ -64,9 +64,9 @@ def small_graphs():
 def querier_input():
     """Builds the external querier's attack input against a trained target, with the
     membership challenge kept apart for scoring."""
-    from attacks import AttackInput
-    from workbench.challenges import membership_challenge
-    from workbench.threat import background_knowledge, querier_view
+    from fgl_workbench.attacks import AttackInput
+    from fgl_workbench.challenges import membership_challenge
+    from fgl_workbench.threat import background_knowledge, querier_view
 
     def build(federation, trained, seed: int = 0):
         challenge = membership_challenge(federation, seed)
@@ -85,9 +85,9 @@ def cell_inputs():
     public streams of seed 0, no shared reference models)."""
     from functools import partial
 
-    from attacks.family import CellInputs
-    from workbench.seeding import Streams
-    from workbench.threat import background_knowledge
+    from fgl_workbench.attacks.family import CellInputs
+    from fgl_workbench.seeding import Streams
+    from fgl_workbench.threat import background_knowledge
 
     def build(trained, federation, delta: float = 1e-5) -> CellInputs:
         knowledge = background_knowledge(federation, trained)
@@ -102,7 +102,7 @@ def cell_inputs():
 def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`make demo`'s run (examples/quickstart.yaml through the command line), once per
     session: the end-to-end test and the browser test read the same folder."""
-    from workbench.cli import main
+    from fgl_workbench.cli import main
 
     out = tmp_path_factory.mktemp("quickstart") / "qs"
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(out), "--quiet"]) == 0

@@ -1,3 +1,3 @@
-from workbench.cli import main
+from fgl_workbench.cli import main
 
 raise SystemExit(main())

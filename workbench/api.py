@@ -1,6 +1,6 @@
 """The Python API; the command line is a thin layer over it.
 
-    from workbench.api import run_suite, build_report, components, epsilon, PrivacyLedger, Gaussian
+    from fgl_workbench.api import run_suite, build_report, components, epsilon, PrivacyLedger, Gaussian
 
     summary = run_suite("examples/quickstart.yaml", "runs/quickstart")  # train, attack, store
     privacy("runs/quickstart")              # per cell id: ε per adversary, canary audit bounds
@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
-from accountants import (
+from fgl_workbench import runner
+from fgl_workbench.accountants import (
     Gaussian,
     Laplace,
     MetricGaussian,
@@ -34,23 +35,29 @@ from accountants import (
     SubsampledGaussian,
     epsilon,
 )
-from attacks import ATTACKS, AttackInput, AttackOutput
-from defenses import DEFENSES, applied
-from workbench import runner
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.runner import Executor, RunSummary, attack_stored
-from workbench.store import ResultsStore
-from workbench.suite import AttackEntry, AuditEntry, Suite, format_errors, load_suite, parse_suite
-from workbench.targets import TARGETS, TrainedTarget
-from workbench.threat import background_knowledge, client_view, querier_view, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import DEFENSES, applied
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.runner import Executor, RunSummary, attack_stored
+from fgl_workbench.store import ResultsStore
+from fgl_workbench.suite import (
+    AttackEntry,
+    AuditEntry,
+    Suite,
+    format_errors,
+    load_suite,
+    parse_suite,
+)
+from fgl_workbench.targets import TARGETS, TrainedTarget
+from fgl_workbench.threat import background_knowledge, client_view, querier_view, server_view
 
 if TYPE_CHECKING:
     import pandas
 
-    from reports.mlflow_log import Logged
+    from fgl_workbench.reports.mlflow_log import Logged
 
 Kind = Literal["targets", "attacks", "defenses"]
 
@@ -136,17 +143,17 @@ def privacy(out: str | Path) -> dict[str, dict[str, Any]]:
 def results(out: str | Path) -> pandas.DataFrame:
     """A results folder as one DataFrame: a row per cell × attack, with the cell's setting,
     its utility (``utility.*``), ε per adversary and unit (``epsilon.<adversary>.<unit>``)
-    and the attack's metrics (``metric.*``) as columns (``reports.frame`` lists them)."""
-    from reports.frame import results_frame
+    and the attack's metrics (``metric.*``) as columns (``fgl_workbench.reports.frame`` lists them)."""
+    from fgl_workbench.reports.frame import results_frame
 
     return results_frame(out)
 
 
 def log_mlflow(out: str | Path, tracking_uri: str, experiment: str | None = None) -> Logged:
     """Logs every cell of a results folder to MLflow at ``tracking_uri``: a run per cell with
-    its configuration as params, utility, ε and attack metrics (``reports.mlflow_log`` says
+    its configuration as params, utility, ε and attack metrics (``fgl_workbench.reports.mlflow_log`` says
     what and how); logging again updates those runs. Needs ``fgl-workbench[mlflow]``."""
-    from reports.mlflow_log import connect, log_results
+    from fgl_workbench.reports.mlflow_log import connect, log_results
 
     return log_results(out, connect(tracking_uri), experiment)
 
@@ -194,7 +201,7 @@ def attack(
 def build_report(out: str | Path, sources: Sequence[str | Path] | None = None) -> Path:
     """Writes ``report.html`` and ``report.pdf`` into ``out`` for that results folder, or
     comparing the folders ``sources``; returns the HTML."""
-    from reports import build_report as write_report
+    from fgl_workbench.reports import build_report as write_report
 
     return write_report(out, sources)
 

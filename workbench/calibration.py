@@ -5,7 +5,7 @@ The σ comes from the ledger the target will write, not from a formula kept besi
 that supports calibration has ``planned_ledger(federation, config, defenses)``, built by the
 same functions as the ledger ``fit`` writes after training, with every count only training
 tells (rounds a Poisson-sampled client took part in, DP steps taken) at its most. Only σ
-varies, so a bisection on σ (``accountants.calibrate``) finds the smallest σ whose planned
+varies, so a bisection on σ (``fgl_workbench.accountants.calibrate``) finds the smallest σ whose planned
 ledger meets the target; the real ledger's ε is at most the planned one.
 
 Which ε: every (adversary, unit) row the ledger states (``epsilons_by_adversary``). The
@@ -23,11 +23,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from accountants import PrivacyLedger, calibrate, largest_finite_epsilon
-from defenses.base import AppliedDefense
-from defenses.calibration import calibrating, target_epsilon, with_noise
-from workbench.data.federation import Federation
-from workbench.errors import ConfigError
+from fgl_workbench.accountants import PrivacyLedger, calibrate, largest_finite_epsilon
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.defenses.base import AppliedDefense
+from fgl_workbench.defenses.calibration import calibrating, target_epsilon, with_noise
+from fgl_workbench.errors import ConfigError
 
 # the utility key the calibrated σ is stored under (beside metric-DP's ε and the IB's KL)
 CALIBRATED_SIGMA = "calibrated_noise_multiplier"

@@ -1,6 +1,6 @@
 """One cell, start to finish: partition, train, account, audit, attack, store.
 
-Every executor (``workbench.executors``) runs cells through ``run_job``; what differs between
+Every executor (``fgl_workbench.executors``) runs cells through ``run_job``; what differs between
 them is only where and when, never a number."""
 
 from __future__ import annotations
@@ -15,30 +15,34 @@ from typing import Any
 
 import torch
 
-from accountants import PrivacyLedger, epsilons_by_adversary, metric_epsilons_by_adversary
-from attacks import ATTACKS, AttackInput
-from attacks.families import FAMILIES
-from attacks.family import CellInputs
-from attacks.membership.reference import ReferencePool
-from audits import GAMES, audit_run, context_of
-from audits.stored import audit_row
-from defenses import applied
-from defenses.calibration import calibrating
-from workbench.calibration import CALIBRATED_SIGMA, calibrate_defenses, check_met
-from workbench.data.catalog import load_dataset
-from workbench.data.datasets import Dataset
-from workbench.data.federation import Federation, build_federation
-from workbench.data.partition import Partition, make_partition
-from workbench.device import on_device, to_device
-from workbench.errors import NotApplicableError
-from workbench.isolated import isolated, run_isolated
-from workbench.progress import listening_to_rounds, round_text
-from workbench.seeding import Streams, seed_everything
-from workbench.snapshot import SnapshotError, snapshot
-from workbench.store import AttackRow, CellRow, ResultSink, ResultsStore, attack_label
-from workbench.suite import AttackEntry, Cell, config_hash
-from workbench.targets import TARGETS, TrainedTarget
-from workbench.threat import background_knowledge
+from fgl_workbench.accountants import (
+    PrivacyLedger,
+    epsilons_by_adversary,
+    metric_epsilons_by_adversary,
+)
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.families import FAMILIES
+from fgl_workbench.attacks.family import CellInputs
+from fgl_workbench.attacks.membership.reference import ReferencePool
+from fgl_workbench.audits import GAMES, audit_run, context_of
+from fgl_workbench.audits.stored import audit_row
+from fgl_workbench.calibration import CALIBRATED_SIGMA, calibrate_defenses, check_met
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.datasets import Dataset
+from fgl_workbench.data.federation import Federation, build_federation
+from fgl_workbench.data.partition import Partition, make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.calibration import calibrating
+from fgl_workbench.device import on_device, to_device
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.isolated import isolated, run_isolated
+from fgl_workbench.progress import listening_to_rounds, round_text
+from fgl_workbench.seeding import Streams, seed_everything
+from fgl_workbench.snapshot import SnapshotError, snapshot
+from fgl_workbench.store import AttackRow, CellRow, ResultSink, ResultsStore, attack_label
+from fgl_workbench.suite import AttackEntry, Cell, config_hash
+from fgl_workbench.targets import TARGETS, TrainedTarget
+from fgl_workbench.threat import background_knowledge
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attacks.base import Candidates, NodePairs
-from attacks.metrics import value_fractions
-from defenses.metric_dp import MetricReleases
-from workbench.attributes import attribute_values
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation, NodeClient
-from workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.attacks.base import Candidates, NodePairs
+from fgl_workbench.attacks.metrics import value_fractions
+from fgl_workbench.attributes import attribute_values
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.defenses.metric_dp import MetricReleases
+from fgl_workbench.errors import ConfigError, NotApplicableError
 
 
 @dataclass(frozen=True)

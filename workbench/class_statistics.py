@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from workbench.errors import NotApplicableError
-from workbench.transcript import CIPHERTEXT, CLASS_STATISTICS
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.transcript import CIPHERTEXT, CLASS_STATISTICS
 
 if TYPE_CHECKING:  # targets import this module to upload; the view is only read by attacks
-    from workbench.threat import ServerView
+    from fgl_workbench.threat import ServerView
 
 
 @dataclass(frozen=True)

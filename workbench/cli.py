@@ -1,5 +1,5 @@
 """Command line: ``fgl-workbench run | audit | attack | report | export | list | epsilon``.
-A thin layer over the Python API (``workbench.api``); user errors print one line naming what
+A thin layer over the Python API (``fgl_workbench.api``); user errors print one line naming what
 is wrong and exit 2."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from workbench import cli_epsilon
-from workbench.components import KINDS, listing
-from workbench.errors import WorkbenchError
+from fgl_workbench import cli_epsilon
+from fgl_workbench.components import KINDS, listing
+from fgl_workbench.errors import WorkbenchError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,16 +159,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "epsilon":
         return cli_epsilon.run(args)
     if args.command == "run" and args.dry_run:
-        from workbench.suite import load_suite
+        from fgl_workbench.suite import load_suite
 
         return dry_run(load_suite(args.suite), Path(args.out))
     if args.command in ("run", "audit", "attack") and args.device is not None:
-        from workbench.device import resolve_device
+        from fgl_workbench.device import resolve_device
 
         resolve_device(args.device, "--device")  # named as typed, before anything is written
     tracking = _tracking(args) if args.command in ("run", "audit", "attack") else None
     if args.command in ("run", "audit"):
-        from workbench import api
+        from fgl_workbench import api
 
         how = {"quiet": args.quiet, "jobs": args.jobs, "executor": args.executor}
         how |= {"address": args.address, "keep_client_secrets": args.keep_client_secrets}
@@ -191,7 +191,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "attack":
         import json
 
-        from workbench import api
+        from fgl_workbench import api
 
         if len(args.params) > len(args.attack):
             raise WorkbenchError("--params: more of them than --attack")
@@ -215,7 +215,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _report(args)
     if args.command == "export":
-        from workbench.registry import reading_untrusted
+        from fgl_workbench.registry import reading_untrusted
 
         with reading_untrusted(f"the results folder {args.out}"):
             return _export(args)
@@ -235,7 +235,7 @@ def _tracking(args: argparse.Namespace) -> Any:
         return None
     if args.mlflow_experiment is not None and not args.mlflow_experiment.strip():
         raise WorkbenchError("--mlflow-experiment: expected a name")
-    from reports.mlflow_log import connect
+    from fgl_workbench.reports.mlflow_log import connect
 
     return connect(args.mlflow)
 
@@ -243,7 +243,7 @@ def _tracking(args: argparse.Namespace) -> Any:
 def _log_mlflow(args: argparse.Namespace, tracking: Any) -> None:
     if tracking is None:
         return
-    from reports.mlflow_log import log_results
+    from fgl_workbench.reports.mlflow_log import log_results
 
     logged = log_results(args.out, tracking, args.mlflow_experiment)
     print(
@@ -253,7 +253,7 @@ def _log_mlflow(args: argparse.Namespace, tracking: Any) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from reports.frame import export
+    from fgl_workbench.reports.frame import export
 
     path = export(args.out, args.format, args.output)
     print(f"wrote {path}")
@@ -262,8 +262,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     """Writes the report and prints its summary tables: everything read from the folders."""
-    from workbench.api import build_report
-    from workbench.registry import reading_untrusted
+    from fgl_workbench.api import build_report
+    from fgl_workbench.registry import reading_untrusted
 
     if len(args.folders) > 1 and args.out is None:
         raise WorkbenchError(
@@ -274,7 +274,7 @@ def _report(args: argparse.Namespace) -> int:
     with reading_untrusted("the results folder " + ", ".join(args.folders)):
         points = print_measured(args.folders)
     if args.tradeoff_png:
-        from reports.tradeoff import tradeoff_figure
+        from fgl_workbench.reports.tradeoff import tradeoff_figure
 
         figure = tradeoff_figure(points)
         if figure is None:
@@ -290,10 +290,10 @@ def print_measured(out: str | Path | list[str]) -> list:
     """What a results folder (or several, compared) measured, as short tables: utility per
     configuration (mean ± std over seeds), each attack's figures (TPRs and AUC with their 95 %
     intervals, the chance line where stated), and the privacy–utility points (returned)."""
-    from reports.intervals import attack_tables
-    from reports.report import load_results
-    from reports.summary import across_seeds, format_interval, format_pm, markdown
-    from reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
+    from fgl_workbench.reports.intervals import attack_tables
+    from fgl_workbench.reports.report import load_results
+    from fgl_workbench.reports.summary import across_seeds, format_interval, format_pm, markdown
+    from fgl_workbench.reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
 
     folders = [Path(f) for f in (out if isinstance(out, list) else [out])]
     found = load_results(folders, rocs=False)
@@ -320,8 +320,8 @@ def dry_run(suite, out: Path) -> int:
     the results folder already holds it; then the counts."""
     import json
 
-    from workbench.store import STORE_FILE, ResultsStore
-    from workbench.suite import expand
+    from fgl_workbench.store import STORE_FILE, ResultsStore
+    from fgl_workbench.suite import expand
 
     cells = expand(suite)
     done: set[str] = set()

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from workbench.errors import ConfigError
+from fgl_workbench.errors import ConfigError
 
 MECHANISMS = {
     "subsampled-gaussian": ("sigma", "q", "steps"),
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _with_pld(row: Row, mechanism: str) -> Row:
-    from accountants.pld import PLDUnavailable, pld_epsilon
+    from fgl_workbench.accountants.pld import PLDUnavailable, pld_epsilon
 
     if not math.isfinite(row.epsilon):
         return row
@@ -126,8 +126,8 @@ def _with_pld(row: Row, mechanism: str) -> Row:
 
 def _print_run(out: str, as_json: bool) -> int:
     """A results folder's ε per cell, adversary and unit (∞ where nothing is guaranteed)."""
-    from workbench.api import privacy
-    from workbench.store import metric_figure
+    from fgl_workbench.api import privacy
+    from fgl_workbench.store import metric_figure
 
     figures = privacy(out)
     if as_json:
@@ -163,7 +163,10 @@ def _print_run(out: str, as_json: bool) -> int:
 def print_audits(privacy: dict[str, dict[str, Any]]) -> None:
     """One line per audited claim: lower bounds and ceilings vs claimed ε, and whether it
     holds."""
-    from audits.stored import bound_text, verdict_text  # torch: not for `epsilon` alone
+    from fgl_workbench.audits.stored import (  # torch: not for `epsilon` alone
+        bound_text,
+        verdict_text,
+    )
 
     for cell_id, figures in privacy.items():
         for a in figures["audits"]:
@@ -274,7 +277,13 @@ def _check(name: str, v: float) -> None:
 
 
 def _ledger(mechanism: str, p: dict[str, float]):
-    from accountants import Gaussian, Laplace, MetricGaussian, PrivacyLedger, SubsampledGaussian
+    from fgl_workbench.accountants import (
+        Gaussian,
+        Laplace,
+        MetricGaussian,
+        PrivacyLedger,
+        SubsampledGaussian,
+    )
 
     if mechanism == "subsampled-gaussian":
         event = SubsampledGaussian(p["q"], p["sigma"], int(p["steps"]))
@@ -294,7 +303,7 @@ def _compute(
     target: float | None,
     args: argparse.Namespace,
 ) -> Row:
-    from accountants import calibrate, epsilon, max_steps
+    from fgl_workbench.accountants import calibrate, epsilon, max_steps
 
     p = {k: int(v) if k in INTEGER else v for k, v in p.items()}
     kw = {

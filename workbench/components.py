@@ -128,13 +128,13 @@ def _declared(kind: str) -> dict[str, str]:
 
 
 def _registered(kind: str) -> dict[str, str]:
-    import workbench.data  # noqa: F401  (registers datasets and partitioners)
-    from attacks import ATTACKS
-    from attacks.families import adversaries
-    from defenses import DEFENSES
-    from workbench.data.catalog import DATASETS
-    from workbench.data.partition import PARTITIONERS
-    from workbench.targets import TARGETS
+    import fgl_workbench.data  # noqa: F401  (registers datasets and partitioners)
+    from fgl_workbench.attacks import ATTACKS
+    from fgl_workbench.attacks.families import adversaries
+    from fgl_workbench.data.catalog import DATASETS
+    from fgl_workbench.data.partition import PARTITIONERS
+    from fgl_workbench.defenses import DEFENSES
+    from fgl_workbench.targets import TARGETS
 
     if kind == "targets":
         return {n: _line(kind, n, TARGETS.get(n).level, TARGETS.origin(n)) for n in TARGETS}

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from workbench.errors import ConfigError
+from fgl_workbench.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
 
-    from workbench.data.datasets import Dataset
+    from fgl_workbench.data.datasets import Dataset
 
 
 def resolve_device(spec: str, field: str = "--device") -> torch.device:
@@ -71,7 +71,7 @@ def seeded_generator(seed: int) -> torch.Generator:
 def to_device(dataset: Dataset, device: torch.device) -> Dataset:
     """The dataset with its tensors on ``device`` (moved once per cell); the loaded one is
     left as it was (PyG's ``Data.to`` works in place, so shallow copies are moved)."""
-    from workbench.data.datasets import NodeDataset
+    from fgl_workbench.data.datasets import NodeDataset
 
     if isinstance(dataset, NodeDataset):
         task = dataset.edge_task

@@ -14,8 +14,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from workbench.errors import NotApplicableError
-from workbench.transcript import EMBEDDINGS, Message
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.transcript import EMBEDDINGS, Message
 
 Combine = Literal["last", "mean"]
 

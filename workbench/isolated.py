@@ -17,18 +17,18 @@ from dataclasses import replace
 import torch
 from pydantic import BaseModel
 
-from attacks import ATTACKS, AttackInput, AttackOutput
-from attacks.membership.reference import ReferencePool
-from workbench.errors import NotApplicableError
-from workbench.registry import BUILT_IN
-from workbench.seeding import seed_everything
+from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
+from fgl_workbench.attacks.membership.reference import ReferencePool
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.registry import BUILT_IN
+from fgl_workbench.seeding import seed_everything
 
 
 def isolated(name: str) -> bool:
     """Whether attack ``name`` runs in a worker: every attack not built in (registered as
     built-in and defined in the workbench's own ``attacks`` package). A plug-in's import-time
     code runs in the runner when the registry loads it; only its ``run`` is isolated."""
-    own = type(ATTACKS.get(name)).__module__.split(".")[0] == "attacks"
+    own = type(ATTACKS.get(name)).__module__.startswith("fgl_workbench.attacks.")
     return ATTACKS.origin(name) != BUILT_IN or not own
 
 

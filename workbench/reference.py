@@ -14,7 +14,7 @@ from pydantic_core import PydanticUndefined
 
 HEADER = """# Suite YAML reference
 
-Generated from the code by `python -m workbench.reference > docs/suite-reference.md`; a test
+Generated from the code by `python -m fgl_workbench.reference > docs/suite-reference.md`; a test
 fails when the two differ. Every field below is validated: an unknown key, an unknown name or
 an out-of-range value is refused with its path and the valid choices.
 """
@@ -94,14 +94,14 @@ def model_table(model: type[BaseModel]) -> list[str]:
 
 
 def reference() -> str:
-    import workbench.data  # noqa: F401  (registers datasets and partitioners)
-    from attacks import ATTACKS
-    from attacks.families import adversaries
-    from defenses import DEFENSES
-    from workbench.data.catalog import DATASETS
-    from workbench.data.partition import PARTITIONERS
-    from workbench.registry import BUILT_IN
-    from workbench.suite import (
+    import fgl_workbench.data  # noqa: F401  (registers datasets and partitioners)
+    from fgl_workbench.attacks import ATTACKS
+    from fgl_workbench.attacks.families import adversaries
+    from fgl_workbench.data.catalog import DATASETS
+    from fgl_workbench.data.partition import PARTITIONERS
+    from fgl_workbench.defenses import DEFENSES
+    from fgl_workbench.registry import BUILT_IN
+    from fgl_workbench.suite import (
         AttackEntry,
         DatasetEntry,
         DefenseEntry,
@@ -109,7 +109,7 @@ def reference() -> str:
         Suite,
         TargetEntry,
     )
-    from workbench.targets import TARGETS
+    from fgl_workbench.targets import TARGETS
 
     out = [HEADER, "## The suite", ""]
     for title, model in (

@@ -4,23 +4,23 @@ A cell is (dataset, partition, target, seed); its attacks run against the traine
 Cells whose row and every attack row are already stored are skipped, so an interrupted suite
 resumes where it stopped; the same seed gives the same numbers, so resumed and uninterrupted
 runs agree. This module plans (what is pending) and hands the cells to an executor
-(``workbench.executors``); ``workbench.cell`` runs each one."""
+(``fgl_workbench.executors``); ``fgl_workbench.cell`` runs each one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.cell import CellJob, attack_cell, auditable, cell_dataset, partition_cell
-from workbench.data.federation import build_federation
-from workbench.device import on_device, resolve_device
-from workbench.errors import ConfigError
-from workbench.executors import EXECUTORS, Executor, run_jobs
-from workbench.progress import Progress
-from workbench.registry import reading_untrusted
-from workbench.snapshot import restore
-from workbench.store import ResultsStore, writing
-from workbench.suite import AttackEntry, Suite, expand
+from fgl_workbench.cell import CellJob, attack_cell, auditable, cell_dataset, partition_cell
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.device import on_device, resolve_device
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.executors import EXECUTORS, Executor, run_jobs
+from fgl_workbench.progress import Progress
+from fgl_workbench.registry import reading_untrusted
+from fgl_workbench.snapshot import restore
+from fgl_workbench.store import ResultsStore, writing
+from fgl_workbench.suite import AttackEntry, Suite, expand
 
 __all__ = ["EXECUTORS", "Executor", "RunSummary", "attack_stored", "run_suite"]
 

@@ -25,16 +25,16 @@ import torch
 from pydantic import BaseModel
 from torch_geometric.data import Data
 
-import accountants.events as events
-from accountants import PrivacyLedger
-from accountants.scope import Caveat, NoGuarantee, Scope
-from defenses import applied
-from defenses.metric_dp import EmbeddingRelease, MetricReleases
-from defenses.secure_aggregation import Ciphertext, KeyHolder, SecureAggConfig
-from workbench.data.datasets import GraphDataset, NodeDataset
-from workbench.data.federation import Federation
-from workbench.errors import ConfigError, NotApplicableError
-from workbench.query import (
+import fgl_workbench.accountants.events as events
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.accountants.scope import Caveat, NoGuarantee, Scope
+from fgl_workbench.data.datasets import GraphDataset, NodeDataset
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.metric_dp import EmbeddingRelease, MetricReleases
+from fgl_workbench.defenses.secure_aggregation import Ciphertext, KeyHolder, SecureAggConfig
+from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.query import (
     ClientDeployments,
     GraphOwnerRoutedQueryAPI,
     GraphQueryAPI,
@@ -43,11 +43,11 @@ from workbench.query import (
     OwnerRoutedQueryAPI,
     TableQueryAPI,
 )
-from workbench.registry import reading_untrusted
-from workbench.storable import NotStorableError, stored_type, type_ref
-from workbench.targets.base import TARGETS, TrainedTarget
-from workbench.targets.training import TrainingRecipe
-from workbench.transcript import Message, Transcript
+from fgl_workbench.registry import reading_untrusted
+from fgl_workbench.storable import NotStorableError, stored_type, type_ref
+from fgl_workbench.targets.base import TARGETS, TrainedTarget
+from fgl_workbench.targets.training import TrainingRecipe
+from fgl_workbench.transcript import Message, Transcript
 
 FORMAT = 2
 
@@ -159,7 +159,7 @@ def query_data(query: Any, weights: Weights) -> dict[str, Any]:
 
 
 def subclass(reference: str, *bases: type) -> type:
-    """The allow-listed class ``reference`` names (``workbench.storable``), deriving from one
+    """The allow-listed class ``reference`` names (``fgl_workbench.storable``), deriving from one
     of ``bases`` when given; nothing else is looked up, imported or built."""
     try:
         return stored_type(reference, *bases)
@@ -287,7 +287,7 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
 
 def _restored(path: Path, federation: Federation) -> TrainedTarget:
     try:
-        # onto the cell's device (``workbench.device.on_device``), where its models are built
+        # onto the cell's device (``fgl_workbench.device.on_device``), where its models are built
         data = torch.load(path, map_location=torch.get_default_device(), weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "not plain data"

@@ -22,9 +22,9 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from accountants.scope import UNITS
-from workbench.errors import ConfigError
-from workbench.seeding import Streams
+from fgl_workbench.accountants.scope import UNITS
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.seeding import Streams
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -410,7 +410,7 @@ class ResultsStore:
             return z["fpr"], z["tpr"]
 
     def save_target(self, cell_id: str, data: bytes) -> None:
-        """A trained target's snapshot (workbench.snapshot), for attacks run later."""
+        """A trained target's snapshot (fgl_workbench.snapshot), for attacks run later."""
         with written(self.root, target_file(cell_id)) as f:
             f.write(data)
 

@@ -27,17 +27,17 @@ from pydantic import (
     field_validator,
 )
 
-import workbench.data  # noqa: F401  (registers partitioners)
-from attacks import ATTACKS
-from defenses import DEFENSES
-from defenses.calibration import calibratable
-from defenses.calibration import refusal as calibration_refused
-from workbench.calibration import refusal
-from workbench.data.catalog import DATASETS
-from workbench.data.partition import PARTITIONERS
-from workbench.errors import ConfigError
-from workbench.registry import did_you_mean
-from workbench.targets import TARGETS
+import fgl_workbench.data  # noqa: F401  (registers partitioners)
+from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.calibration import refusal
+from fgl_workbench.data.catalog import DATASETS
+from fgl_workbench.data.partition import PARTITIONERS
+from fgl_workbench.defenses import DEFENSES
+from fgl_workbench.defenses.calibration import calibratable
+from fgl_workbench.defenses.calibration import refusal as calibration_refused
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.registry import did_you_mean
+from fgl_workbench.targets import TARGETS
 
 _RATIOS = TypeAdapter(tuple[float, float, float], config=ConfigDict(allow_inf_nan=False))
 

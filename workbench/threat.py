@@ -16,20 +16,20 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
-from accountants import MetricGaussian
-from workbench.data.datasets import Level, NodeDataset
-from workbench.data.federation import Federation, GraphClient, NodeClient
-from workbench.errors import NotApplicableError
-from workbench.exchanged import Combine, ExchangedEmbeddings, exchanged_embeddings
-from workbench.models import ModelSpec
-from workbench.query import QueryAPI, ServedAPI, observed
-from workbench.targets.base import TrainedTarget
-from workbench.targets.training import TrainingRecipe
-from workbench.transcript import SERVER, Message, client
+from fgl_workbench.accountants import MetricGaussian
+from fgl_workbench.data.datasets import Level, NodeDataset
+from fgl_workbench.data.federation import Federation, GraphClient, NodeClient
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.exchanged import Combine, ExchangedEmbeddings, exchanged_embeddings
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.query import QueryAPI, ServedAPI, observed
+from fgl_workbench.targets.base import TrainedTarget
+from fgl_workbench.targets.training import TrainingRecipe
+from fgl_workbench.transcript import SERVER, Message, client
 
 if TYPE_CHECKING:
-    from attacks.base import Candidates
-    from workbench.challenges import LinkChallenge
+    from fgl_workbench.attacks.base import Candidates
+    from fgl_workbench.challenges import LinkChallenge
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ class BackgroundKnowledge:
     def aux(self) -> Candidates:
         # imported here: the attacks package imports this module, so a module-level import
         # would make the import order matter
-        from attacks.base import Candidates
+        from fgl_workbench.attacks.base import Candidates
 
         return Candidates(self.level, self.aux_ids, self.aux_labels, self.aux_graphs)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from attacks.base import Attack, AttackOutput
-from attacks.family import CellInputs, FamilyInputs, exchanged_nodes, hops_of
-from attacks.metrics import (
+from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.family import CellInputs, FamilyInputs, exchanged_nodes, hops_of
+from fgl_workbench.attacks.metrics import (
     label_reconstruction_metrics,
     link_metrics,
     neighbour_mse,
@@ -19,13 +19,13 @@ from attacks.metrics import (
     singleton_metrics,
     value_fractions,
 )
-from workbench.challenges import (
+from fgl_workbench.challenges import (
     LinkChallenge,
     client_data_challenge,
     feature_challenge,
     link_challenge,
 )
-from workbench.threat import (
+from fgl_workbench.threat import (
     View,
     client_data_knowledge,
     feature_knowledge,

@@ -5,10 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from reports.frame import frame
-from workbench import api
-from workbench.cli import main
-from workbench.store import ResultsStore
+from fgl_workbench import api
+from fgl_workbench.cli import main
+from fgl_workbench.reports.frame import frame
+from fgl_workbench.store import ResultsStore
 
 
 @pytest.fixture(scope="module")

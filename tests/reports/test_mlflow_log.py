@@ -8,9 +8,9 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from reports.mlflow_log import attack_prefixes, connect, log_results, mlflow_key
-from workbench.cli import main
-from workbench.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.cli import main
+from fgl_workbench.reports.mlflow_log import attack_prefixes, connect, log_results, mlflow_key
+from fgl_workbench.store import AttackRow, CellRow, ResultsStore
 
 DP_CONFIG = {
     "dataset": {"name": "csbm", "params": {"num_nodes": 300}},

@@ -11,9 +11,9 @@ import warnings
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from attacks.base import AttackInput, AttackOutput, ThreatModel
-from workbench.data.federation import Federation
-from workbench.targets.base import TrainedTarget
+from fgl_workbench.attacks.base import AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.targets.base import TrainedTarget
 
 
 class SnoopConfig(BaseModel):

@@ -1,7 +1,7 @@
 """The Python API the CLI wraps: a suite from a mapping runs and resumes, the report is
 written, components list their origins, and the accountant answers."""
 
-from workbench import api
+from fgl_workbench import api
 
 RAW = {
     "name": "api",

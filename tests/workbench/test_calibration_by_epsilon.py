@@ -10,20 +10,20 @@ import math
 import pytest
 import torch
 
-from accountants import calibrate_sigma, epsilons_by_adversary, largest_finite_epsilon
-from defenses import applied
-from reports.report import privacy_figure
-from workbench.api import results
-from workbench.calibration import CALIBRATED_SIGMA, calibrate_defenses
-from workbench.cli import main
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.snapshot import restore
-from workbench.store import ResultsStore
-from workbench.suite import expand, parse_suite
-from workbench.targets import TARGETS
+from fgl_workbench.accountants import calibrate_sigma, epsilons_by_adversary, largest_finite_epsilon
+from fgl_workbench.api import results
+from fgl_workbench.calibration import CALIBRATED_SIGMA, calibrate_defenses
+from fgl_workbench.cli import main
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.reports.report import privacy_figure
+from fgl_workbench.snapshot import restore
+from fgl_workbench.store import ResultsStore
+from fgl_workbench.suite import expand, parse_suite
+from fgl_workbench.targets import TARGETS
 
 DELTA = 1e-5
 # small generators; graphs of at most 20 nodes are templates, so each lends its features to

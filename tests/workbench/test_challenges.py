@@ -3,16 +3,16 @@
 import numpy as np
 import pytest
 
-from attacks.metrics import chance_line
-from workbench.challenges import (
+from fgl_workbench.attacks.metrics import chance_line
+from fgl_workbench.challenges import (
     class_matched,
     design_strata,
     membership_challenge,
     public_facts,
 )
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import NotApplicableError
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.errors import NotApplicableError
 
 
 def test_published_split_is_class_matched_so_the_label_tells_nothing(cora):

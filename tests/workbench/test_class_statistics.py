@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from workbench.class_statistics import ClassStatistics, class_statistics, propagate
+from fgl_workbench.class_statistics import ClassStatistics, class_statistics, propagate
 
 
 def test_statistics_of_a_path_graph_by_hand():

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.cli import main
+from fgl_workbench.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -14,9 +14,9 @@ def test_quickstart_end_to_end(quickstart, capsys):
     under which no attack leaks, the store, the audit and the report; the verdict says what
     the stored metrics say, in the reading column's words, and claims no ceiling crossed
     (the audit says the accounting holds). A re-run finds everything done."""
-    from reports.report import report_content
-    from reports.summary import reading
-    from reports.verdict import reading_sentence
+    from fgl_workbench.reports.report import report_content
+    from fgl_workbench.reports.summary import reading
+    from fgl_workbench.reports.verdict import reading_sentence
 
     db = sqlite3.connect(quickstart / "results.sqlite")
     cells = {label: eps for label, eps in db.execute("SELECT label, epsilon FROM cells")}

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from workbench.cli import main
+from fgl_workbench.cli import main
 
 SGM = "--mechanism subsampled-gaussian"
 
@@ -25,7 +25,7 @@ def test_subsampled_gaussian_prints_epsilon_and_order(capsys):
 
 
 def test_json_matches_the_api(capsys):
-    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+    from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian, epsilon
 
     code, out, _ = run(
         capsys,
@@ -157,7 +157,7 @@ def test_malformed_grid_yaml_and_huge_ranges_are_refused_at_once(tmp_path, capsy
 
 def stored_cell(cell_id: str, label: str, server: float):
     """A cell row sharing its label with others (a σ sweep), ε against the server given."""
-    from workbench.store import CellRow
+    from fgl_workbench.store import CellRow
 
     rows = tuple(
         {"adversary": a, "unit": "client", "epsilon": e, "delta": 1e-5, "note": a}
@@ -169,8 +169,8 @@ def stored_cell(cell_id: str, label: str, server: float):
 def test_run_prints_every_cell_of_a_shared_label(tmp_path, capsys):
     """Two cells of a σ sweep share a label: keyed by label, one hid the other, and with it
     the central DP-FedAvg cell's ∞ against the server."""
-    from workbench import api
-    from workbench.store import ResultsStore
+    from fgl_workbench import api
+    from fgl_workbench.store import ResultsStore
 
     store = ResultsStore(tmp_path)
     store.put_cell(stored_cell("aaaa", "cora/fedavg+dp-fedavg", math.inf), "h1")
@@ -221,8 +221,8 @@ def test_ce_fedgnn_run_shows_infinity_against_the_exchange_receivers(tmp_path, c
     store once printed a finite ε against clients (93.08 at the paper's noise), and metric-DP's
     ε(ρ) was one figure for everyone. ``epsilon --run``, the report and the results table now
     show ∞ against server and clients, standard and metric-DP, from the same stored rows."""
-    from workbench import api
-    from workbench.store import ResultsStore, metric_figure
+    from fgl_workbench import api
+    from fgl_workbench.store import ResultsStore, metric_figure
 
     target = {
         "name": "ce-fedgnn",

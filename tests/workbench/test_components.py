@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from workbench.components import KINDS, listing
+from fgl_workbench.components import KINDS, listing
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -19,7 +19,7 @@ def test_the_listed_built_ins_are_the_registered_ones(kind):
 def test_list_and_epsilon_import_neither_torch_nor_scikit_learn():
     code = (
         "import sys\n"
-        "from workbench.cli import main\n"
+        "from fgl_workbench.cli import main\n"
         "assert main(['list']) == 0\n"
         "assert main(['epsilon', '--mechanism', 'subsampled-gaussian', '--sigma', '1', "
         "'--q', '0.01', '--steps', '100']) == 0\n"

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.errors import NotApplicableError
-from workbench.exchanged import exchanged_embeddings
-from workbench.transcript import EMBEDDINGS, SERVER, Transcript, client
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.exchanged import exchanged_embeddings
+from fgl_workbench.transcript import EMBEDDINGS, SERVER, Transcript, client
 
 
 def _transcript() -> Transcript:

@@ -4,7 +4,7 @@ moved or one atom changed scores below 1 but above an unrelated graph."""
 import torch
 from torch_geometric.data import Data
 
-from workbench.graph_match import COPY, copy_similarity, isomorphic, wl_features, wl_similarity
+from fgl_workbench.graph_match import COPY, copy_similarity, isomorphic, wl_features, wl_similarity
 
 
 def _graph(edges, labels):

@@ -4,8 +4,8 @@ dataset, large against graphs of another shape."""
 import torch
 from torch_geometric.data import Data
 
-from workbench.data.catalog import load_dataset
-from workbench.graph_mmd import clustering_histogram, clustering_mmd, degree_mmd
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.graph_mmd import clustering_histogram, clustering_mmd, degree_mmd
 
 
 def _complete(n):

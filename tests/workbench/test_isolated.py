@@ -8,16 +8,16 @@ import sqlite3
 from snoop_attack import reachable_secrets
 from test_runner import RAW
 
-from workbench.isolated import isolated
-from workbench.runner import run_suite
-from workbench.suite import parse_suite
+from fgl_workbench.isolated import isolated
+from fgl_workbench.runner import run_suite
+from fgl_workbench.suite import parse_suite
 
 PLUGIN = "snoop_attack:Snoop"
 
 
 def test_a_plugin_finds_nothing_of_the_runner_from_its_worker(tmp_path, small_csbm):
-    from workbench.data.federation import build_federation
-    from workbench.data.partition import make_partition
+    from fgl_workbench.data.federation import build_federation
+    from fgl_workbench.data.partition import make_partition
 
     federation = build_federation(small_csbm, make_partition(small_csbm, "louvain", 2, seed=0))
     assert reachable_secrets() > 0  # in this process the snoop would find the federation

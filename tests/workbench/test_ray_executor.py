@@ -10,9 +10,9 @@ import time
 import pytest
 from test_runner import RAW, rows
 
-from workbench.errors import ConfigError
-from workbench.runner import run_suite
-from workbench.suite import parse_suite
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.runner import run_suite
+from fgl_workbench.suite import parse_suite
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install '.[ray]'")
 

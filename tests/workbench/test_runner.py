@@ -3,14 +3,14 @@ import sqlite3
 
 import pytest
 
-import workbench.cell as cell_pipeline
-import workbench.runner as runner
-from reports.report import report_content
-from workbench.errors import ConfigError
-from workbench.runner import run_suite
-from workbench.seeding import Streams, public_seed
-from workbench.store import ResultsStore, attack_label
-from workbench.suite import parse_suite
+import fgl_workbench.cell as cell_pipeline
+import fgl_workbench.runner as runner
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.reports.report import report_content
+from fgl_workbench.runner import run_suite
+from fgl_workbench.seeding import Streams, public_seed
+from fgl_workbench.store import ResultsStore, attack_label
+from fgl_workbench.suite import parse_suite
 
 RAW = {
     "name": "resume",
@@ -91,8 +91,14 @@ def test_store_keeps_roc_artifacts(tmp_path):
 
 def test_cell_epsilon_comes_from_the_ledger(tmp_path, monkeypatch):
     """A target whose ledger holds DP-SGD events gets ε from the accountant, at the suite's δ."""
-    from accountants import ADVERSARIES, PrivacyLedger, Scope, SubsampledGaussian, epsilon
-    from workbench.targets import TARGETS
+    from fgl_workbench.accountants import (
+        ADVERSARIES,
+        PrivacyLedger,
+        Scope,
+        SubsampledGaussian,
+        epsilon,
+    )
+    from fgl_workbench.targets import TARGETS
 
     fedavg = TARGETS.get("fedavg")
     scope = Scope("record", "add or remove one record", ADVERSARIES)
@@ -157,7 +163,7 @@ def test_every_attack_family_member_runs_from_a_suite_and_shares_references(tmp_
 
 
 def test_a_defended_cell_stores_the_accountants_epsilon(tmp_path):
-    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+    from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian, epsilon
 
     dp = {"name": "dp-fedavg", "params": {"clip": 1.0, "noise_multiplier": 1.3}}
     raw = {
@@ -250,7 +256,7 @@ def test_progress_bar_names_cells_and_quiet_silences_it(tmp_path, capsys):
 
 
 def test_a_cell_reports_each_stage_it_enters(tmp_path):
-    from workbench.data.catalog import load_dataset
+    from fgl_workbench.data.catalog import load_dataset
 
     suite = parse_suite({**RAW, "seeds": [0]})
     cell = runner.expand(suite)[0]
@@ -307,8 +313,8 @@ def test_audit_block_stores_lower_bounds_beside_the_claim_and_resumes(tmp_path, 
     """A suite's ``audit:`` block audits each DP cell at its own parameters; the rows reach
     the store, ``fgl-workbench epsilon --run`` and the report; a folder run without the audit
     gets it on the next ``audit`` (the undefended cell is not retrained)."""
-    from workbench import api
-    from workbench.cli import main
+    from fgl_workbench import api
+    from fgl_workbench.cli import main
 
     raw = {
         **RAW,

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from workbench import api
-from workbench.cli import main
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.snapshot import SnapshotError, plain, restore, spec_data, spec_from, unplain
-from workbench.store import ResultsStore
+from fgl_workbench import api
+from fgl_workbench.cli import main
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.snapshot import SnapshotError, plain, restore, spec_data, spec_from, unplain
+from fgl_workbench.store import ResultsStore
 
 OPFGL = {
     "mode": "stage1",
@@ -126,9 +126,9 @@ def test_a_graph_level_personalised_deployment_is_attacked_offline_as_in_the_sui
     statuses = sorted(status for status, _ in metrics(tmp_path / "later").values())
     assert statuses == ["not_applicable", "ok"]  # the server holds only the convolutions
     # the owner table and the client models are checked like the rest of a snapshot
-    from workbench.data.catalog import load_dataset
-    from workbench.data.federation import build_federation
-    from workbench.data.partition import make_partition
+    from fgl_workbench.data.catalog import load_dataset
+    from fgl_workbench.data.federation import build_federation
+    from fgl_workbench.data.partition import make_partition
 
     data = load_dataset("synthetic-graphs", {"num_graphs": 90})
     fed = build_federation(data, make_partition(data, "iid", 3, seed=0))
@@ -168,7 +168,7 @@ def test_snapshots_hold_plain_data_only(tmp_path):
 
 
 def test_architectures_of_every_shape_round_trip():
-    from workbench.targets.gap import GAPSpec
+    from fgl_workbench.targets.gap import GAPSpec
 
     specs = [
         ModelSpec(ModelConfig(arch="gat", hidden=8, heads=2), 5, 3, "node"),
@@ -196,7 +196,7 @@ def test_a_snapshot_builds_only_allow_listed_types(tmp_path):
     crafted = [
         {"type": "subprocess:Popen", "fields": {"args": touch}},
         {
-            "type": "workbench.models:ModelSpec",
+            "type": "fgl_workbench.models:ModelSpec",
             "fields": {
                 "config": {"__config__": "os:system", "data": {"command": f"touch {marker}"}},
                 "in_dim": 3,
@@ -204,8 +204,8 @@ def test_a_snapshot_builds_only_allow_listed_types(tmp_path):
                 "level": "node",
             },
         },
-        {"type": "workbench.models:ModelSpec", "fields": {"args": touch}},
-        {"type": "workbench.models:ModelSpec", "fields": ["not", "a", "mapping"]},
+        {"type": "fgl_workbench.models:ModelSpec", "fields": {"args": touch}},
+        {"type": "fgl_workbench.models:ModelSpec", "fields": ["not", "a", "mapping"]},
     ]
     for data in crafted:
         with pytest.raises(SnapshotError) as info:
@@ -226,12 +226,12 @@ def test_bad_offline_requests_name_the_field(tmp_path):
 def test_a_stored_ledger_restores_only_privacy_event_types(tmp_path):
     """A ledger entry naming anything but an event type, or fields that do not fit it, is
     refused with one line; nothing is built or run (the marker never appears)."""
-    from workbench.snapshot import SnapshotError, event_from
+    from fgl_workbench.snapshot import SnapshotError, event_from
 
     marker = tmp_path / "ran"
     crafted = [
         {"type": "Popen", "args": ["touch", str(marker)]},
-        {"type": "analysis", "x": 1},  # a module-level name of accountants.events
+        {"type": "analysis", "x": 1},  # a module-level name of fgl_workbench.accountants.events
         {"type": "Gaussian", "sigma": 1.0, "scope": {"unit": "node", "oops": 1}},
     ]
     for data in crafted:

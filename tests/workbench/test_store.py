@@ -3,10 +3,10 @@ writer at a time."""
 
 import pytest
 
-from workbench import api
-from workbench.cli import main
-from workbench.errors import ConfigError
-from workbench.store import ResultsStore, writing
+from fgl_workbench import api
+from fgl_workbench.cli import main
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.store import ResultsStore, writing
 
 SUITE = {
     "name": "tiny",
@@ -95,7 +95,7 @@ def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp
     column meanwhile is no error."""
     import sqlite3
 
-    from workbench.store import CellRow
+    from fgl_workbench.store import CellRow
 
     old = epsilons_table(
         tmp_path / "old",
@@ -139,7 +139,7 @@ def test_the_pld_column_is_found_whatever_its_case(tmp_path):
     """SQLite's names are case-insensitive: a folder whose column is spelt EPSILON_PLD has it
     (adding it again would fail)."""
 
-    from workbench.store import CellRow
+    from fgl_workbench.store import CellRow
 
     odd = epsilons_table(tmp_path / "odd", "EPSILON_PLD REAL, ")
     row = {"adversary": "server", "unit": "node", "epsilon": 3.0, "delta": 1e-5, "note": ""}
@@ -166,8 +166,8 @@ def test_an_older_folders_audits_read_without_the_new_columns(tmp_path):
     their verdict from bound ≤ claim, and writing adds the columns."""
     import sqlite3
 
-    from audits.stored import bound_text, holds
-    from workbench.store import CellRow
+    from fgl_workbench.audits.stored import bound_text, holds
+    from fgl_workbench.store import CellRow
 
     old = epsilons_table(tmp_path / "old", "epsilon_pld REAL, ", OLD_AUDITS)
     store = ResultsStore(old, create=False)

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.errors import ConfigError
-from workbench.suite import Suite, expand, load_suite, parse_suite
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.suite import Suite, expand, load_suite, parse_suite
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

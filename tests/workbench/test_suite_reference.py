@@ -3,14 +3,14 @@ the generator's output, so the reference cannot drift from the code."""
 
 from pathlib import Path
 
-from workbench.reference import reference
+from fgl_workbench.reference import reference
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "suite-reference.md"
 
 
 def test_the_committed_reference_is_the_generated_one():
     assert DOC.read_text() == reference(), (
-        "docs/suite-reference.md is stale: python -m workbench.reference > docs/suite-reference.md"
+        "docs/suite-reference.md is stale: python -m fgl_workbench.reference > docs/suite-reference.md"
     )
 
 

@@ -2,4 +2,4 @@
 
 Importing the partitioner modules registers them."""
 
-from workbench.data import graph_partitioners, node_partitioners  # noqa: F401
+from fgl_workbench.data import graph_partitioners, node_partitioners  # noqa: F401

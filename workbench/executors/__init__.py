@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, get_args
 
-from workbench.cell import CellJob
-from workbench.errors import ConfigError
-from workbench.progress import Progress
+from fgl_workbench.cell import CellJob
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.progress import Progress
 
 Executor = Literal["serial", "process", "ray"]
 EXECUTORS: tuple[str, ...] = get_args(Executor)
@@ -29,14 +29,14 @@ def run_jobs(
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
     if executor == "ray":
-        from workbench.executors.ray import run_on_ray
+        from fgl_workbench.executors.ray import run_on_ray
 
         run_on_ray(jobs, out_dir, progress, workers, address)
     elif executor == "process" and workers > 1 and len(jobs) > 1:
-        from workbench.executors.process import run_in_processes
+        from fgl_workbench.executors.process import run_in_processes
 
         run_in_processes(jobs, out_dir, progress, workers)
     else:
-        from workbench.executors.serial import run_serially
+        from fgl_workbench.executors.serial import run_serially
 
         run_serially(jobs, out_dir, progress)

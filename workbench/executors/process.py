@@ -2,7 +2,7 @@
 from one queue, each with its share of the cores as intra-op threads.
 
 Workers are spawned once per suite (fork with live OpenMP pools can hang) and keep the
-datasets they load (``workbench.cell.cell_dataset``), so no cell pays a start-up; and since
+datasets they load (``fgl_workbench.cell.cell_dataset``), so no cell pays a start-up; and since
 this process has everything imported already, it runs cells while the workers start (a
 spawned worker spends ~5 s importing torch and PyG)."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from workbench.cell import CellJob, run_job
-from workbench.progress import Progress
+from fgl_workbench.cell import CellJob, run_job
+from fgl_workbench.progress import Progress
 
 
 def run_in_processes(

@@ -17,15 +17,15 @@ from typing import Any
 
 import torch
 
-from workbench.cell import CellJob, Partitioned, dataset_key, partition_cell, run_cell
-from workbench.data.catalog import load_dataset
-from workbench.data.datasets import Dataset
-from workbench.device import on_device, to_device
-from workbench.errors import ConfigError, WorkbenchError
-from workbench.progress import Progress
-from workbench.seeding import Streams
-from workbench.store import BufferedResults, ResultsStore
-from workbench.suite import Cell, config_hash
+from fgl_workbench.cell import CellJob, Partitioned, dataset_key, partition_cell, run_cell
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.datasets import Dataset
+from fgl_workbench.device import on_device, to_device
+from fgl_workbench.errors import ConfigError, WorkbenchError
+from fgl_workbench.progress import Progress
+from fgl_workbench.seeding import Streams
+from fgl_workbench.store import BufferedResults, ResultsStore
+from fgl_workbench.suite import Cell, config_hash
 
 RETRIES = 3
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from workbench.cell import CellJob, run_job
-from workbench.progress import Progress
+from fgl_workbench.cell import CellJob, run_job
+from fgl_workbench.progress import Progress
 
 
 def run_serially(jobs: list[CellJob], out_dir: str | Path, progress: Progress) -> None:

@@ -8,10 +8,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from workbench.errors import ConfigError
-from workbench.models.graph import GIN
-from workbench.models.node import MLP, NodeGNN
-from workbench.storable import storable
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models.graph import GIN
+from fgl_workbench.models.node import MLP, NodeGNN
+from fgl_workbench.storable import storable
 
 NODE_ARCHS = ("gcn", "sage", "gat", "mlp")
 GRAPH_ARCHS = ("gin",)

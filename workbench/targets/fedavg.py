@@ -35,35 +35,45 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from torch import nn
 
-from accountants import PrivacyLedger
-from defenses import dp_fedavg, gaussian_upload
-from defenses.base import accounted, with_selection_caveat
-from defenses.calibration import require_noise
-from defenses.dp_fedavg import apply_update, ledger_events, server_noise, update_vector
-from defenses.dp_sgd import DPSGDConfig, private_optimizer, steps_for, train_graph_epochs_dp
-from defenses.dp_sgd import ledger_event as dp_sgd_event
-from defenses.gaussian_upload import ledger_events as upload_events
-from defenses.information_bottleneck import bottleneck_clients
-from defenses.metric_dp import ledger_event as metric_event
-from defenses.metric_dp import publish_embeddings
-from defenses.secure_aggregation import Session
-from workbench.data.datasets import GraphDataset, NodeDataset
-from workbench.data.federation import Federation, GraphClient, NodeClient
-from workbench.device import seeded_generator
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.progress import report_round
-from workbench.query import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import GraphDataset, NodeDataset
+from fgl_workbench.data.federation import Federation, GraphClient, NodeClient
+from fgl_workbench.defenses import dp_fedavg, gaussian_upload
+from fgl_workbench.defenses.base import accounted, with_selection_caveat
+from fgl_workbench.defenses.calibration import require_noise
+from fgl_workbench.defenses.dp_fedavg import (
+    apply_update,
+    ledger_events,
+    server_noise,
+    update_vector,
+)
+from fgl_workbench.defenses.dp_sgd import (
+    DPSGDConfig,
+    private_optimizer,
+    steps_for,
+    train_graph_epochs_dp,
+)
+from fgl_workbench.defenses.dp_sgd import ledger_event as dp_sgd_event
+from fgl_workbench.defenses.gaussian_upload import ledger_events as upload_events
+from fgl_workbench.defenses.information_bottleneck import bottleneck_clients
+from fgl_workbench.defenses.metric_dp import ledger_event as metric_event
+from fgl_workbench.defenses.metric_dp import publish_embeddings
+from fgl_workbench.defenses.secure_aggregation import Session
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.progress import report_round
+from fgl_workbench.query import (
     GraphOwnerRoutedQueryAPI,
     GraphQueryAPI,
     NodeQueryAPI,
     OwnerRoutedQueryAPI,
     serve,
 )
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.base import TARGETS, TrainedTarget
-from workbench.targets.fine_tuning import StageConfig, fine_tuned
-from workbench.targets.training import (
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.base import TARGETS, TrainedTarget
+from fgl_workbench.targets.fine_tuning import StageConfig, fine_tuned
+from fgl_workbench.targets.training import (
     Release,
     ReleaseRule,
     TrainingRecipe,
@@ -77,7 +87,7 @@ from workbench.targets.training import (
     train_graph_epochs,
     train_node_epochs,
 )
-from workbench.transcript import (
+from fgl_workbench.transcript import (
     CIPHERTEXT,
     MODEL_WEIGHTS,
     SERVER,
@@ -526,7 +536,7 @@ class _FedAvg:
         server_load: float,
         secure: bool,
     ) -> PrivacyLedger:
-        """Client-level DP-FedAvg (``defenses.dp_fedavg.ledger_events``): central, one
+        """Client-level DP-FedAvg (``fgl_workbench.defenses.dp_fedavg.ledger_events``): central, one
         amplified event per round for parties who do not see the sample and none for the
         server; local, the rounds each client took part in, for everyone. DP-SGD and the
         Gaussian upload mechanism: the worst client's count (each record belongs to one

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from workbench.api import run_suite
+from fgl_workbench.api import run_suite
 
 REFERENCE = Path(__file__).with_name("reference_metrics.json")
 # Machine-dependent columns: wall-clock seconds and creation times.
