@@ -1,5 +1,6 @@
-"""Privacy accounting. Pure math lives in ``fgl_workbench.accountants.analysis``; the ledger, events and
-accountant functions here are the stateful-looking (but immutable) layer on top."""
+"""Privacy accounting. Pure math lives in ``fgl_workbench.accountants.analysis``; the ledger, events
+and accountant functions here are the stateful-looking (but immutable) layer on top. Imports
+nothing of the workbench; every part may import it (docs/design.md)."""
 
 from fgl_workbench.accountants.accountant import (
     AdversaryEpsilon,

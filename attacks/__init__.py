@@ -1,6 +1,8 @@
 """Attacks: each gets one adversary's view and returns scores; metrics are computed outside
-the attack from ground truth. Importing a module registers it."""
+the attack from ground truth. Importing a module registers it. Never imports running, storage,
+interface or reports; imported by reports, running and interface (docs/design.md)."""
 
+from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.attacks import audit  # noqa: F401
 from fgl_workbench.attacks.attribute import (  # noqa: F401
     generator_source,
@@ -9,7 +11,7 @@ from fgl_workbench.attacks.attribute import (  # noqa: F401
     statistics_inference,
     uploaded_distribution,
 )
-from fgl_workbench.attacks.base import ATTACKS, Attack, AttackInput, AttackOutput, Candidates
+from fgl_workbench.attacks.base import ATTACKS, Attack, AttackInput, AttackOutput
 from fgl_workbench.attacks.membership import (  # noqa: F401
     generator_loss,
     generator_shadow,

@@ -8,12 +8,12 @@ from typing import Any
 
 from fgl_workbench.accountants import MetricGaussian, PrivacyLedger, epsilon
 from fgl_workbench.accountants.accountant import OrderGridWarning
+from fgl_workbench.adversary.threat import ReleaseView
 from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.challenges import reidentification_challenge
 from fgl_workbench.attacks.family import CellInputs, FamilyInputs
 from fgl_workbench.attacks.metrics import ROC, held_out_epsilon, membership_metrics
-from fgl_workbench.challenges import reidentification_challenge
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.threat import ReleaseView
 
 
 class Audit:

@@ -11,12 +11,9 @@ from typing import Any, Protocol, get_args
 
 import numpy as np
 
-from fgl_workbench.attacks.base import Attack, AttackOutput, Candidates, NodePairs
-from fgl_workbench.attacks.metrics import ROC
-from fgl_workbench.data.federation import Federation
-from fgl_workbench.exchanged import ExchangedEmbeddings
-from fgl_workbench.targets.base import TrainedTarget
-from fgl_workbench.threat import (
+from fgl_workbench.adversary.candidates import Candidates, NodePairs
+from fgl_workbench.adversary.exchanged import ExchangedEmbeddings
+from fgl_workbench.adversary.threat import (
     BackgroundKnowledge,
     InsiderView,
     View,
@@ -25,6 +22,10 @@ from fgl_workbench.threat import (
     querier_view,
     server_view,
 )
+from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.metrics import ROC
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.targets.base import TrainedTarget
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from fgl_workbench.attacks.base import AttackInput, Candidates
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.adversary.threat import ClientView
+from fgl_workbench.attacks.base import AttackInput
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.targets.cefgc.diffusion import symmetric_noise
@@ -27,7 +29,6 @@ from fgl_workbench.targets.cefgc.generator import (
 )
 from fgl_workbench.targets.cefgc.pairing import opened
 from fgl_workbench.targets.cefgc.score_network import EDPScoreNetwork, pair_mask
-from fgl_workbench.threat import ClientView
 from fgl_workbench.transcript import GENERATIVE_MODEL
 
 Source = tuple[EDPScoreNetwork, int, float]  # (network, class, noise scale)

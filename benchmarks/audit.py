@@ -14,15 +14,15 @@ import time
 import torch
 
 import fgl_workbench.data  # noqa: F401
+from fgl_workbench.adversary.threat import background_knowledge, querier_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import membership_challenge
 from fgl_workbench.audits import audit_run, context_of
-from fgl_workbench.challenges import membership_challenge
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.defenses import applied
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.threat import background_knowledge, querier_view
 
 GIN = {"model": {"arch": "gin", "hidden": 64, "layers": 3}, "local_epochs": 1, "lr": 0.01}
 SETTINGS = [

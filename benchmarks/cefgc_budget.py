@@ -21,9 +21,10 @@ import torch
 
 import fgl_workbench.data  # noqa: F401
 from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.datasets import to_device
 from fgl_workbench.data.federation import Federation, build_federation
 from fgl_workbench.data.partition import make_partition
-from fgl_workbench.device import on_device, resolve_device, seeded_generator, to_device
+from fgl_workbench.device import on_device, resolve_device, seeded_generator
 from fgl_workbench.targets.cefgc.generator import GeneratorConfig, client_generators, trainable
 from fgl_workbench.targets.cefgc.target import CeFGCConfig, shuffled_senders, synthesise
 

@@ -25,9 +25,10 @@ from fgl_workbench.attacks.membership.reference import (
     inclusion_matrix,
 )
 from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.datasets import to_device
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
-from fgl_workbench.device import on_device, resolve_device, seeded_generator, to_device
+from fgl_workbench.device import on_device, resolve_device, seeded_generator
 from fgl_workbench.models import ModelConfig, ModelSpec
 from fgl_workbench.seeding import derive_seed
 from fgl_workbench.targets import TARGETS

@@ -1,5 +1,5 @@
-"""Defenses hook one stage of a target's pipeline and record their DP events in the ledger.
-Importing a module registers it."""
+"""Defenses hook one stage of a target's pipeline and record their DP events in the ledger;
+importing a module registers it. Imports only accountants, the shared modules, data and models."""
 
 from fgl_workbench.defenses import (  # noqa: F401
     aggregation_perturbation,

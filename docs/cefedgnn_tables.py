@@ -15,7 +15,7 @@ import numpy as np
 from tables import fmt, load
 
 from fgl_workbench.accountants import metric_epsilon
-from fgl_workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 
 def variant(cell: CellRow) -> str:

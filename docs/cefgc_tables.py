@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from tables import fmt, load
 
-from fgl_workbench.store import CellRow
+from fgl_workbench.storage.store import CellRow
 from fgl_workbench.targets.fedavg import FedAvgConfig
 
 PAPER = {  # Table 2 (CeFGC, CeFGC*, FedAvg): single dataset, 3 clients

@@ -15,11 +15,11 @@ import argparse
 
 import torch
 
-from fgl_workbench.cell import cell_dataset, partition_cell
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.progress import listening_to_rounds
+from fgl_workbench.running.cell import cell_dataset, partition_cell
+from fgl_workbench.running.suite import Cell, expand, load_suite
 from fgl_workbench.seeding import Streams
-from fgl_workbench.suite import Cell, expand, load_suite
 from fgl_workbench.targets import TARGETS
 
 Checkpoint = tuple[int, float, float]  # (round, validation accuracy, test accuracy)

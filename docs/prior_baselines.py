@@ -14,13 +14,13 @@ from collections import defaultdict
 import numpy as np
 
 import fgl_workbench.attacks  # noqa: F401  (registers the attacks the suites name)
+from fgl_workbench.attacks.challenges import client_data_challenge, feature_challenge
 from fgl_workbench.attacks.metrics import reconstruction_metrics
-from fgl_workbench.cell import partition_cell
-from fgl_workbench.challenges import client_data_challenge, feature_challenge
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.data.federation import build_federation
+from fgl_workbench.running.cell import partition_cell
+from fgl_workbench.running.suite import expand, load_suite
 from fgl_workbench.seeding import Streams
-from fgl_workbench.suite import expand, load_suite
 
 
 def prior_auc(path: str) -> dict[tuple[str, int], list[float]]:

@@ -30,7 +30,7 @@ import pandas as pd
 
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.reports.summary import configurations
-from fgl_workbench.store import AttackRow, CellRow, ResultsStore, written
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore, written
 
 CELL_COLUMNS = [
     "cell_id",

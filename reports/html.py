@@ -55,8 +55,9 @@ def macro_of(block: Block) -> str:
         return BLOCK_MACROS[type(block)]
     except KeyError:
         raise TypeError(
-            f"unknown report block {type(block).__name__}: add it to fgl_workbench.reports.html.BLOCK_MACROS "
-            "with a macro in reports/templates/blocks.html.j2"
+            f"unknown report block {type(block).__name__}: add it to "
+            "fgl_workbench.reports.html.BLOCK_MACROS with a macro in "
+            "reports/templates/blocks.html.j2"
         ) from None
 
 

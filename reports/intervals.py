@@ -21,7 +21,7 @@ from fgl_workbench.reports.summary import (
     family_rows,
     seed_interval,
 )
-from fgl_workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 TPR_KEYS = ("tpr@0.1", "tpr@0.01", "tpr@0.001")
 CHANCE_HEADER = "chance AUC [95% CI]"

@@ -1,7 +1,7 @@
-"""Draws a ``Report`` as a PDF: its HTML (``fgl_workbench.reports.html``) laid out by WeasyPrint under the
-print rules of the report's stylesheet: A4 landscape pages, each heading kept with what
-follows it, figures and table rows never split, table headers repeated, folded sections
-printed open. One source for both files, so the PDF cannot say something the HTML does not.
+"""Draws a ``Report`` as a PDF: its HTML (``fgl_workbench.reports.html``) laid out by WeasyPrint
+under the print rules of the report's stylesheet: A4 landscape pages, each heading kept with what
+follows it, figures and table rows never split, table headers repeated, folded sections printed
+open. One source for both files, so the PDF cannot say something the HTML does not.
 
 WeasyPrint needs the system's Pango; where it cannot load, ``PdfUnavailable`` says so and
 ``build_report`` writes the HTML alone."""

@@ -19,7 +19,6 @@ import yaml
 from fgl_workbench.attacks import ATTACKS
 from fgl_workbench.attacks.metrics import ROC, roc_levels
 from fgl_workbench.audits.stored import bound_text, verdict_text
-from fgl_workbench.calibration import CALIBRATED_SIGMA
 from fgl_workbench.defenses.base import COVERING_UNITS
 from fgl_workbench.errors import WorkbenchError
 from fgl_workbench.registry import reading_untrusted
@@ -64,7 +63,8 @@ from fgl_workbench.reports.summary import (
 )
 from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from fgl_workbench.reports.verdict import adversary_of, verdicts
-from fgl_workbench.store import (
+from fgl_workbench.storage.store import (
+    CALIBRATED_SIGMA,
     STORE_FILE,
     AttackRow,
     CellRow,

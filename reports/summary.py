@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from fgl_workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 # each attack family's columns: (metric key, header)
 FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {

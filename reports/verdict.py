@@ -30,7 +30,7 @@ from fgl_workbench.reports.summary import (
     family_of,
     reading,
 )
-from fgl_workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 # ε above this allows an attack a TPR of 1 at any FPR ≥ e^−ε ≈ 4.5e-5: no meaningful bound
 VACUOUS_EPSILON = 10.0

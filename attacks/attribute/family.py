@@ -8,8 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from fgl_workbench.adversary.threat import attribute_knowledge, server_view
 from fgl_workbench.attacks.attribute.inference import known_values
 from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.challenges import (
+    attribute_challenge,
+    label_distribution_challenge,
+    source_challenge,
+)
 from fgl_workbench.attacks.family import (
     CellInputs,
     FamilyInputs,
@@ -18,13 +24,7 @@ from fgl_workbench.attacks.family import (
     exchanged_nodes,
 )
 from fgl_workbench.attacks.metrics import attribute_metrics, distribution_metrics, value_fractions
-from fgl_workbench.challenges import (
-    attribute_challenge,
-    label_distribution_challenge,
-    source_challenge,
-)
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.threat import attribute_knowledge, server_view
 
 
 class Attribute:

@@ -13,11 +13,11 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from fgl_workbench.adversary.statistics import uploaded_statistics
+from fgl_workbench.adversary.threat import ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.attacks.metrics import value_fractions
-from fgl_workbench.class_statistics import uploaded_statistics
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.threat import ServerView
 from fgl_workbench.transcript import CLASS_COUNTS, RELIABILITY, client
 
 

@@ -11,6 +11,13 @@ from typing import Any
 import numpy as np
 
 from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.challenges import (
+    Challenge,
+    design_strata,
+    membership_challenge,
+    others_records,
+    public_facts,
+)
 from fgl_workbench.attacks.family import (
     CellInputs,
     FamilyInputs,
@@ -18,13 +25,6 @@ from fgl_workbench.attacks.family import (
     configured_adversaries,
 )
 from fgl_workbench.attacks.metrics import ROC, chance_line, membership_metrics
-from fgl_workbench.challenges import (
-    Challenge,
-    design_strata,
-    membership_challenge,
-    others_records,
-    public_facts,
-)
 
 
 class Membership:

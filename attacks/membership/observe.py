@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch_geometric.data import Data
 
-from fgl_workbench.attacks.base import AttackInput, AttackOutput, Candidates
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView, ServerView
+from fgl_workbench.attacks.base import AttackInput, AttackOutput
 from fgl_workbench.defenses.metric_dp import EmbeddingRelease
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.query import (
@@ -27,7 +29,6 @@ from fgl_workbench.query import (
     Personalised,
     QueryAPI,
 )
-from fgl_workbench.threat import BackgroundKnowledge, QuerierView, ServerView
 from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
 RELEASED = "released"

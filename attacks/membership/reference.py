@@ -35,7 +35,9 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from fgl_workbench.attacks.base import AttackInput, Candidates
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
+from fgl_workbench.attacks.base import AttackInput
 from fgl_workbench.attacks.membership.observe import QueryConfig, model_api, query
 from fgl_workbench.data.datasets import Dataset, GraphDataset, NodeDataset
 from fgl_workbench.data.federation import build_federation
@@ -47,7 +49,6 @@ from fgl_workbench.seeding import derive_seed
 from fgl_workbench.targets import TARGETS, TrainedTarget
 from fgl_workbench.targets.batched import batchable, train_shared
 from fgl_workbench.targets.training import TrainingRecipe
-from fgl_workbench.threat import BackgroundKnowledge, QuerierView
 
 EMPTY = np.zeros(0, dtype=np.int64)
 WORKER_STARTUP_SECONDS = (

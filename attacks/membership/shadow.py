@@ -35,8 +35,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
+from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.attacks.adaptive import adaptive_input
-from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, Candidates, ThreatModel
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.attacks.membership.observe import (
     model_api,
     node_api,

@@ -26,14 +26,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from fgl_workbench.adversary.threat import ClientView, ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.attacks.membership.observe import per_model_output
-from fgl_workbench.class_statistics import ClassStatistics, propagate
 from fgl_workbench.defenses.masked_aggregation import MaskedAggConfig, server_sum
 from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.class_statistics import ClassStatistics, propagate
 from fgl_workbench.targets.opfgl.statistics import Sums
 from fgl_workbench.targets.opfgl.surrogate import SurrogateGraph
-from fgl_workbench.threat import ClientView, ServerView
 from fgl_workbench.transcript import (
     CIPHERTEXT,
     CLASS_STATISTICS,

@@ -26,10 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch.func import functional_call
 
+from fgl_workbench.adversary.threat import ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.threat import ServerView
 from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
 
 

@@ -24,10 +24,11 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
+from fgl_workbench.adversary.candidates import NodePairs
+from fgl_workbench.adversary.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.query import AnswerTable, NodeQueryAPI
-from fgl_workbench.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
 
 Distance = Literal[
     "cosine",

@@ -1,12 +1,12 @@
 import pytest
 
-from fgl_workbench.class_statistics import class_statistics
+from fgl_workbench.adversary.threat import ServerView, server_view
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.data.synthetic import CSBMParams, csbm
 from fgl_workbench.defenses import applied
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.threat import ServerView, server_view
+from fgl_workbench.targets.class_statistics import class_statistics
 from fgl_workbench.transcript import CLASS_STATISTICS, SERVER, Transcript, client
 
 

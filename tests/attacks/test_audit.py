@@ -8,13 +8,13 @@ import pytest
 from scipy.stats import multivariate_normal
 
 from fgl_workbench.accountants import MetricGaussian, PrivacyLedger, epsilon
+from fgl_workbench.adversary.threat import ReleaseView
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.audit import likelihood_ratio
+from fgl_workbench.attacks.challenges import reidentification_challenge
 from fgl_workbench.attacks.metrics import held_out_epsilon
-from fgl_workbench.challenges import reidentification_challenge
 from fgl_workbench.defenses.metric_dp import MetricReleases
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.threat import ReleaseView
 
 
 def test_the_statistic_is_the_log_likelihood_ratio_over_the_releases_a_node_had():

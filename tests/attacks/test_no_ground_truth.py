@@ -18,6 +18,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
+from fgl_workbench.adversary.threat import ClientView
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.families import FAMILIES, adversaries
 from fgl_workbench.data.federation import build_federation
@@ -32,7 +33,6 @@ from fgl_workbench.query import (
 )
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.targets.base import TrainedTarget
-from fgl_workbench.threat import ClientView
 
 LEAVES = (str, bytes, int, float, bool, complex, type(None), type, types.ModuleType)
 LEAVES += (np.ndarray, torch.Tensor, torch.dtype, torch.device)

@@ -3,6 +3,7 @@ import pytest
 import tenseal as ts
 import torch
 
+from fgl_workbench.adversary.threat import server_view
 from fgl_workbench.attacks.base import AttackInput
 from fgl_workbench.attacks.membership.observe import observed_apis
 from fgl_workbench.data.federation import build_federation
@@ -11,7 +12,6 @@ from fgl_workbench.defenses import applied
 from fgl_workbench.defenses.secure_aggregation import Ciphertext, SecureAggConfig, Session, on_grid
 from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.threat import server_view
 from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, SERVER
 
 

@@ -3,8 +3,8 @@ import os
 import pytest
 
 from fgl_workbench.reports import build_report
-from fgl_workbench.runner import run_suite
-from fgl_workbench.suite import parse_suite
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
 
 DP_SUITE = {
     "name": "dp",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fgl_workbench import cli
+from fgl_workbench.interface import cli
 from fgl_workbench.reports.report import load_results, report_content
 from fgl_workbench.reports.summary import configurations
 

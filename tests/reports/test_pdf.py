@@ -168,7 +168,7 @@ def no_weasyprint(monkeypatch):
 def test_without_pango_the_report_is_html_alone_with_one_line(
     dp_report, tmp_path, capsys, no_weasyprint
 ):
-    from fgl_workbench.cli import main
+    from fgl_workbench.interface.cli import main
 
     out = tmp_path / "copy"
     shutil.copytree(dp_report.parent, out)

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from fgl_workbench.reports.summary import across_seeds, attack_table, attacks_across_seeds
-from fgl_workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 
 def cell(seed: int, lr: float) -> CellRow:

@@ -11,7 +11,7 @@ from fgl_workbench.reports.tradeoff import (
     tradeoff_points,
     tradeoff_table,
 )
-from fgl_workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 
 def cell(

@@ -9,7 +9,7 @@ import pytest
 
 from fgl_workbench.reports.summary import configurations, wilson
 from fgl_workbench.reports.verdict import verdicts
-from fgl_workbench.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
 
 
 @pytest.fixture(scope="module")

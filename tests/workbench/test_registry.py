@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from fgl_workbench.attacks import ATTACKS
-from fgl_workbench.cli import main
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.runner import run_suite
-from fgl_workbench.store import ResultsStore
-from fgl_workbench.suite import parse_suite
+from fgl_workbench.interface.cli import main
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
 from fgl_workbench.targets import TARGETS
 
 REPO = Path(__file__).resolve().parents[2]

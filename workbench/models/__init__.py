@@ -1,4 +1,5 @@
-"""GNN backbones shared by every target, built from one typed config."""
+"""GNN backbones shared by every target, built from one typed config. Imports only the shared
+modules; every part above them may import it (docs/design.md)."""
 
 from __future__ import annotations
 

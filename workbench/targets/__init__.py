@@ -1,4 +1,5 @@
-"""Federated training methods, registered by name. Importing a module registers it."""
+"""Federated training methods, registered by name; importing a module registers it. Imports
+accountants, the shared modules, data, models and defenses; never an adversary or attack."""
 
 from fgl_workbench.targets import centralized, fedavg, gap  # noqa: F401
 from fgl_workbench.targets.base import TARGETS, Target, TrainedTarget

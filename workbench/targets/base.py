@@ -63,12 +63,12 @@ class Target(Protocol):
 
 
 class PlansLedger(Protocol):
-    """A target that can calibrate a defense's noise by ε (``fgl_workbench.calibration``) has
-    ``planned_ledger``: the ledger ``fit`` will write for these defenses, before training,
-    built by the same functions as the real one. Counts only training tells (rounds a
-    Poisson-sampled client took part in, DP steps taken) are at their most, so the real ε is
-    at most the planned one; only the defenses' noise may change the planned ledger's ε.
-    Targets without it refuse ``target_epsilon``."""
+    """A target that can calibrate a defense's noise by ε (``fgl_workbench.running.calibration``)
+    has ``planned_ledger``: the ledger ``fit`` will write for these defenses, before training, built
+    by the same functions as the real one. Counts only training tells (rounds a Poisson-sampled
+    client took part in, DP steps taken) are at their most, so the real ε is at most the planned
+    one; only the defenses' noise may change the planned ledger's ε. Targets without it refuse
+    ``target_epsilon``."""
 
     def planned_ledger(
         self, federation: Federation, config: Any, defenses: Sequence[Any]

@@ -5,7 +5,8 @@ Three modules, trained in stages so that edges are read only once, through noisy
 1. **Encoder**: an MLP on node features with a linear head for pre-training, trained with
    FedAvg (rows are independent, so DP-SGD's per-node clipping is exact).
 2. **Aggregation perturbation**: each client normalises its nodes' encodings and computes
-   ``hops`` noisy neighbour sums on its own subgraph, once (``fgl_workbench.defenses.aggregation_perturbation``).
+   ``hops`` noisy neighbour sums on its own subgraph, once
+   (``fgl_workbench.defenses.aggregation_perturbation``).
 3. **Classifier**: one MLP base per hop on the cached aggregates, concatenated, then an MLP
    head, trained with FedAvg (DP-SGD per node again); released at the best validation round
    (the last under DP unless ``release: best_val`` asks, and then ε says what it excludes).

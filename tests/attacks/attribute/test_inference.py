@@ -5,17 +5,22 @@ import numpy as np
 import pytest
 import torch
 
+from fgl_workbench.adversary.threat import (
+    QuerierView,
+    attribute_knowledge,
+    insider_view,
+    querier_view,
+)
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.attribute.inference import AttributeInferenceConfig, known_values
+from fgl_workbench.attacks.challenges import attribute_challenge
 from fgl_workbench.attacks.metrics import attribute_metrics
-from fgl_workbench.challenges import attribute_challenge
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.data.synthetic import CSBMParams, csbm
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.suite import parse_suite
+from fgl_workbench.running.suite import parse_suite
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.threat import QuerierView, attribute_knowledge, insider_view, querier_view
 
 
 @pytest.fixture(scope="module")

@@ -7,19 +7,19 @@ import numpy as np
 import pytest
 import torch
 
+from fgl_workbench.adversary.threat import background_knowledge, server_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.attribute.label_distribution import (
     LabelDistributionConfig,
     last_round_updates,
 )
+from fgl_workbench.attacks.challenges import label_distribution_challenge
 from fgl_workbench.attacks.metrics import distribution_metrics
-from fgl_workbench.challenges import label_distribution_challenge
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.data.synthetic import CSBMParams, csbm
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.threat import background_knowledge, server_view
 from fgl_workbench.transcript import CIPHERTEXT, Message
 
 

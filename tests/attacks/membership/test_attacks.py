@@ -5,16 +5,16 @@ import dataclasses
 import numpy as np
 import pytest
 
+from fgl_workbench.adversary.threat import background_knowledge, querier_view, server_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import Challenge, membership_challenge
 from fgl_workbench.attacks.membership.reference import ReferencePool
 from fgl_workbench.attacks.metrics import auc_interval, membership_metrics
-from fgl_workbench.challenges import Challenge, membership_challenge
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import ClientPart, make_partition
 from fgl_workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.threat import background_knowledge, querier_view, server_view
 
 REFS = 8
 CASES = [

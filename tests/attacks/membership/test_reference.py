@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from fgl_workbench.adversary.threat import background_knowledge, querier_view, server_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import membership_challenge
 from fgl_workbench.attacks.membership import reference
 from fgl_workbench.attacks.membership.reference import (
     ReferenceConfig,
@@ -15,14 +17,12 @@ from fgl_workbench.attacks.membership.reference import (
     reference_outputs,
 )
 from fgl_workbench.attacks.membership.shadow import ShadowAttack, ShadowConfig
-from fgl_workbench.challenges import membership_challenge
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.query import NodeQueryAPI, Personalised
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.targets.batched import schedule_of
-from fgl_workbench.threat import background_knowledge, querier_view, server_view
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_bad_job_count_is_a_clear_error():
 
 
 def test_subset_keeps_graphs_aligned_with_ids(small_graphs):
-    from fgl_workbench.attacks.base import Candidates
+    from fgl_workbench.adversary.candidates import Candidates
     from fgl_workbench.attacks.membership.reference import subset
 
     ids = np.array([5, 2, 9])

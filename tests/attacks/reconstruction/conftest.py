@@ -1,6 +1,6 @@
 import pytest
 
-from fgl_workbench.challenges import link_challenge
+from fgl_workbench.attacks.challenges import link_challenge
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.data.synthetic import CSBMParams, csbm

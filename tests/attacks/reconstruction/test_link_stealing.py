@@ -6,20 +6,21 @@ import pytest
 import torch
 from scipy.spatial import distance
 
+from fgl_workbench.adversary.candidates import NodePairs
+from fgl_workbench.adversary.threat import ServedView, served_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
-from fgl_workbench.attacks.base import NodePairs
+from fgl_workbench.attacks.challenges import link_challenge
 from fgl_workbench.attacks.families import FAMILIES
+from fgl_workbench.attacks.reconstruction.family import link_knowledge
 from fgl_workbench.attacks.reconstruction.link_stealing import (
     DISTANCES,
     LinkStealingConfig,
     pair_distance,
 )
-from fgl_workbench.challenges import link_challenge
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.seeding import public_seed
-from fgl_workbench.threat import ServedView, link_knowledge, served_view
 
 
 @pytest.mark.parametrize("metric", DISTANCES)
@@ -180,7 +181,7 @@ def _half_and_half(n_pairs: int = 300, seed: int = 0):
     features: each signal alone reveals half the edges, both together all of them."""
     from torch_geometric.data import Data
 
-    from fgl_workbench.threat import BackgroundKnowledge
+    from fgl_workbench.adversary.threat import BackgroundKnowledge
 
     rng = np.random.default_rng(seed)
     n = 2 * n_pairs
@@ -240,7 +241,7 @@ def test_combined_signal_needs_posteriors():
 def test_uniform_negatives_leave_the_other_pairs_as_they_were(setting, monkeypatch):
     """He et al.'s negatives are drawn last: without them the challenge's other pairs, their
     order, orientation and truth are the same, so figures scored on those do not move."""
-    import fgl_workbench.challenges as challenges
+    import fgl_workbench.attacks.challenges as challenges
 
     federation = setting[0]
     full = link_challenge(federation, 3)

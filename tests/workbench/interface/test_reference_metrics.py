@@ -5,14 +5,13 @@ compared with the reference stored before the package was reorganised (issue 42)
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fgl_workbench.api import run_suite
+from fgl_workbench.interface.api import run_suite
 
 REFERENCE = Path(__file__).with_name("reference_metrics.json")
 # Machine-dependent columns: wall-clock seconds and creation times.
@@ -110,31 +109,12 @@ def run_reference(tmp: Path) -> dict[str, Any]:
     return found
 
 
-def assert_same(found: Any, expected: Any, where: str = "") -> None:
-    """Exact for text and structure; numbers to rtol 1e-9, not ==, because CI runs on another
-    CPU whose BLAS may round the last bits differently."""
-    if isinstance(expected, dict):
-        assert isinstance(found, dict) and found.keys() == expected.keys(), where
-        for k in expected:
-            assert_same(found[k], expected[k], f"{where}/{k}")
-    elif isinstance(expected, list):
-        assert isinstance(found, list) and len(found) == len(expected), where
-        for i, (f, e) in enumerate(zip(found, expected, strict=True)):
-            assert_same(f, e, f"{where}[{i}]")
-    elif isinstance(expected, float) and not isinstance(found, str | type(None)):
-        assert math.isclose(found, expected, rel_tol=1e-9) or (
-            math.isnan(found) and math.isnan(expected)
-        ), f"{where}: {found} != {expected}"
-    else:
-        assert found == expected, f"{where}: {found!r} != {expected!r}"
-
-
-def test_stored_metrics_match_the_reference(tmp_path):
+def test_stored_metrics_match_the_reference(tmp_path, assert_same):
     expected = json.loads(REFERENCE.read_text())
     assert_same(run_reference(tmp_path), expected)
 
 
-def test_a_perturbed_reference_is_caught(tmp_path):
+def test_a_perturbed_reference_is_caught(assert_same):
     """The comparison has teeth: one metric moved by 1e-6 relative fails it."""
     expected = json.loads(REFERENCE.read_text())
     found = json.loads(json.dumps(expected))

@@ -108,7 +108,7 @@ def test_recipes_it_cannot_reproduce_are_left_alone(dataset, change):
 def test_the_pool_trains_batched_and_its_models_match(dataset):
     r = recipe("fedavg", "gcn")
     spec = ModelSpec(ModelConfig(arch="gcn", hidden=16), dataset.num_features, 4, "node")
-    from fgl_workbench.attacks.base import Candidates
+    from fgl_workbench.adversary.candidates import Candidates
 
     ids = np.arange(dataset.num_items)
     records = Candidates("node", ids, dataset.labels)

@@ -33,7 +33,6 @@ from torch_geometric.data import Data
 from torch_geometric.utils import degree, subgraph
 
 from fgl_workbench.accountants import PrivacyLedger
-from fgl_workbench.class_statistics import propagate
 from fgl_workbench.data.datasets import NodeDataset
 from fgl_workbench.data.federation import Federation, NodeClient
 from fgl_workbench.defenses.masked_aggregation import MaskedAggConfig, dropouts, secure_sum
@@ -50,6 +49,7 @@ from fgl_workbench.models import ModelConfig, ModelSpec
 from fgl_workbench.query import OwnerRoutedQueryAPI
 from fgl_workbench.seeding import derive_seed, seed_everything
 from fgl_workbench.targets.base import TARGETS, TrainedTarget, check_node_target
+from fgl_workbench.targets.class_statistics import propagate
 from fgl_workbench.targets.fine_tuning import StageConfig, supervised_loss, train_stage
 from fgl_workbench.targets.opfgl.expansion import (
     ExpansionConfig,

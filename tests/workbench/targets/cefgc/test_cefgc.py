@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian, epsilon
+from fgl_workbench.adversary.threat import client_view
 from fgl_workbench.attacks.generators import opened_payloads, undo_pairing
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.data.federation import build_federation
@@ -20,9 +21,9 @@ from fgl_workbench.defenses.base import applied
 from fgl_workbench.defenses.dp_sgd import DPSGDConfig
 from fgl_workbench.defenses.secure_aggregation import Ciphertext
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.runner import run_suite
-from fgl_workbench.store import ResultsStore
-from fgl_workbench.suite import parse_suite
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.targets.cefgc.diffusion import dsm_loss
 from fgl_workbench.targets.cefgc.generator import (
@@ -36,7 +37,6 @@ from fgl_workbench.targets.cefgc.generator import (
 )
 from fgl_workbench.targets.cefgc.pairing import flatten
 from fgl_workbench.targets.cefgc.target import CeFGCConfig, synthesise
-from fgl_workbench.threat import client_view
 from fgl_workbench.transcript import GENERATIVE_MODEL, MODEL_WEIGHTS, SERVER, payload_nbytes
 
 TOY = {

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from fgl_workbench.adversary.threat import background_knowledge, server_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.attribute.uploaded_distribution import UploadedDistributionConfig
 from fgl_workbench.data.federation import build_federation
@@ -16,7 +17,6 @@ from fgl_workbench.errors import ConfigError
 from fgl_workbench.progress import listening_to_rounds
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.targets.fedgc import target as fedgc_target
-from fgl_workbench.threat import background_knowledge, server_view
 from fgl_workbench.transcript import (
     CLASS_COUNTS,
     CONDENSED_GRAPH,

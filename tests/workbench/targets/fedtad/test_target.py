@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from fgl_workbench.adversary.threat import background_knowledge, server_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.attribute.uploaded_distribution import UploadedDistributionConfig
 from fgl_workbench.attacks.reconstruction.gradient_inversion import observed_round
@@ -16,7 +17,6 @@ from fgl_workbench.defenses import applied
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.query import NodeQueryAPI
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.threat import background_knowledge, server_view
 from fgl_workbench.transcript import RELIABILITY
 
 SHORT = {"rounds": 3, "outer_steps": 1, "student_steps": 2, "pseudo_nodes": 30}
