@@ -1,7 +1,8 @@
-"""Privacy accounting. Pure math lives in ``accountants.analysis``; the ledger, events and
-accountant functions here are the stateful-looking (but immutable) layer on top."""
+"""Privacy accounting. Pure math lives in ``fgl_workbench.accountants.analysis``; the ledger, events
+and accountant functions here are the stateful-looking (but immutable) layer on top. Imports
+nothing of the workbench; every part may import it (docs/design.md)."""
 
-from accountants.accountant import (
+from fgl_workbench.accountants.accountant import (
     AdversaryEpsilon,
     PrivacyReport,
     calibrate,
@@ -14,10 +15,16 @@ from accountants.accountant import (
     metric_epsilons_by_adversary,
     subsampled_gaussian_grid,
 )
-from accountants.events import Composed, Gaussian, Laplace, MetricGaussian, SubsampledGaussian
-from accountants.ledger import PrivacyLedger
-from accountants.metric import metric_epsilon, rho_knn_percentile
-from accountants.scope import ADVERSARIES, UNITS, Caveat, NoGuarantee, Scope
+from fgl_workbench.accountants.events import (
+    Composed,
+    Gaussian,
+    Laplace,
+    MetricGaussian,
+    SubsampledGaussian,
+)
+from fgl_workbench.accountants.ledger import PrivacyLedger
+from fgl_workbench.accountants.metric import metric_epsilon, rho_knn_percentile
+from fgl_workbench.accountants.scope import ADVERSARIES, UNITS, Caveat, NoGuarantee, Scope
 
 __all__ = [
     "ADVERSARIES",

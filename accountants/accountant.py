@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from accountants.analysis import conversion
-from accountants.analysis import rdp as analysis
-from accountants.analysis.orders import resolve_orders
-from accountants.events import SubsampledGaussian
-from accountants.ledger import PrivacyLedger
-from accountants.pld import PLDUnavailable, pld_epsilon
-from accountants.scope import ADVERSARIES, ADVERSARY_NAMES, UNITS, Caveat, NoGuarantee
+from fgl_workbench.accountants.analysis import conversion
+from fgl_workbench.accountants.analysis import rdp as analysis
+from fgl_workbench.accountants.analysis.orders import resolve_orders
+from fgl_workbench.accountants.events import SubsampledGaussian
+from fgl_workbench.accountants.ledger import PrivacyLedger
+from fgl_workbench.accountants.pld import PLDUnavailable, pld_epsilon
+from fgl_workbench.accountants.scope import ADVERSARIES, ADVERSARY_NAMES, UNITS, Caveat, NoGuarantee
 
 
 class OrderGridWarning(UserWarning):

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from accountants.analysis import rdp as analysis
-from accountants.scope import Caveat, NoGuarantee, Scope
+from fgl_workbench.accountants.analysis import rdp as analysis
+from fgl_workbench.accountants.scope import Caveat, NoGuarantee, Scope
 
 
 def _positive(name: str, value: float) -> None:

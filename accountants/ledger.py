@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accountants.events import Event
+from fgl_workbench.accountants.events import Event
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from accountants.accountant import PrivacyReport, epsilon
-from accountants.events import MetricGaussian
-from accountants.ledger import PrivacyLedger
+from fgl_workbench.accountants.accountant import PrivacyReport, epsilon
+from fgl_workbench.accountants.events import MetricGaussian
+from fgl_workbench.accountants.ledger import PrivacyLedger
 
 
 def rho_knn_percentile(

@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from accountants.events import Composed, Gaussian, Laplace, SubsampledGaussian
-from accountants.ledger import PrivacyLedger
+from fgl_workbench.accountants.events import Composed, Gaussian, Laplace, SubsampledGaussian
+from fgl_workbench.accountants.ledger import PrivacyLedger
 
 # dp_accounting's discretisation: finer is tighter and slower; 1e-4 moves ε by < 0.1 % on the
 # configurations of tests/accountants/test_pld.py

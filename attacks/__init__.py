@@ -1,16 +1,18 @@
 """Attacks: each gets one adversary's view and returns scores; metrics are computed outside
-the attack from ground truth. Importing a module registers it."""
+the attack from ground truth. Importing a module registers it. Never imports running, storage,
+interface or reports; imported by reports, running and interface (docs/design.md)."""
 
-from attacks import audit  # noqa: F401
-from attacks.attribute import (  # noqa: F401
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.attacks import audit  # noqa: F401
+from fgl_workbench.attacks.attribute import (  # noqa: F401
     generator_source,
     inference,
     label_distribution,
     statistics_inference,
     uploaded_distribution,
 )
-from attacks.base import ATTACKS, Attack, AttackInput, AttackOutput, Candidates
-from attacks.membership import (  # noqa: F401
+from fgl_workbench.attacks.base import ATTACKS, Attack, AttackInput, AttackOutput
+from fgl_workbench.attacks.membership import (  # noqa: F401
     generator_loss,
     generator_shadow,
     lira,
@@ -19,7 +21,7 @@ from attacks.membership import (  # noqa: F401
     statistics_tracing,
     threshold,
 )
-from attacks.reconstruction import (  # noqa: F401
+from fgl_workbench.attacks.reconstruction import (  # noqa: F401
     class_gradient_inversion,
     feature_inversion,
     generator_sampling,

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import torch
 
-from attacks.base import AttackInput
-from defenses.information_bottleneck import surrogate_features
-from workbench.errors import NotApplicableError
-from workbench.seeding import derive_seed
-from workbench.threat import BackgroundKnowledge, QuerierView
+from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
+from fgl_workbench.attacks.base import AttackInput
+from fgl_workbench.defenses.information_bottleneck import surrogate_features
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.seeding import derive_seed
 
 IB = "information-bottleneck"
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from workbench.errors import NotApplicableError
-from workbench.threat import ReleaseView
+from fgl_workbench.adversary.threat import ReleaseView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.errors import NotApplicableError
 
 
 class ReidentificationAuditConfig(BaseModel):

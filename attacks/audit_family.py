@@ -6,14 +6,14 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from accountants import MetricGaussian, PrivacyLedger, epsilon
-from accountants.accountant import OrderGridWarning
-from attacks.base import Attack, AttackOutput
-from attacks.family import CellInputs, FamilyInputs
-from attacks.metrics import ROC, held_out_epsilon, membership_metrics
-from workbench.challenges import reidentification_challenge
-from workbench.errors import NotApplicableError
-from workbench.threat import ReleaseView
+from fgl_workbench.accountants import MetricGaussian, PrivacyLedger, epsilon
+from fgl_workbench.accountants.accountant import OrderGridWarning
+from fgl_workbench.adversary.threat import ReleaseView
+from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.challenges import reidentification_challenge
+from fgl_workbench.attacks.family import CellInputs, FamilyInputs
+from fgl_workbench.attacks.metrics import ROC, held_out_epsilon, membership_metrics
+from fgl_workbench.errors import NotApplicableError
 
 
 class Audit:

@@ -10,40 +10,17 @@ from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 from pydantic import BaseModel
-from torch_geometric.data import Data
 
-from workbench.data.datasets import Level
-from workbench.registry import Registry, component
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """Records the adversary is asked about, with the class labels it is assumed to know."""
-
-    level: Level
-    ids: np.ndarray
-    labels: np.ndarray
-    graphs: tuple[Data, ...] = ()
-
-
-@dataclass(frozen=True)
-class NodePairs:
-    """Node pairs the adversary is asked about (is there an edge?), as population-graph ids;
-    shuffled, so position carries no information."""
-
-    src: np.ndarray
-    dst: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.src.size)
+from fgl_workbench.adversary.candidates import Candidates, NodePairs
+from fgl_workbench.registry import Registry, component
 
 
 @dataclass(frozen=True)
 class AttackInput:
-    view: Any  # a workbench.threat view
-    knowledge: Any  # workbench.threat.BackgroundKnowledge
+    view: Any  # a fgl_workbench.adversary.threat view
+    knowledge: Any  # fgl_workbench.adversary.threat.BackgroundKnowledge
     candidates: Candidates | NodePairs | np.ndarray  # records, node pairs, or client ids
-    references: Any = None  # the cell's attacks.membership.reference.ReferencePool, if shared
+    references: Any = None  # the cell's shared ReferencePool (attacks.membership.reference)
 
 
 Family = Literal[

@@ -1,15 +1,15 @@
 """The attack families by name: the runner asks an attack's family for its inputs here.
 (Kept apart from ``attacks/__init__``: the families import the challenges, which import
-``attacks.base``.)"""
+``fgl_workbench.attacks.base``.)"""
 
 from __future__ import annotations
 
-from attacks.attribute.family import Attribute, Distribution, Source
-from attacks.audit_family import Audit
-from attacks.base import Attack
-from attacks.family import AttackFamily
-from attacks.membership.family import Membership
-from attacks.reconstruction.family import ClientData, Feature, Link
+from fgl_workbench.attacks.attribute.family import Attribute, Distribution, Source
+from fgl_workbench.attacks.audit_family import Audit
+from fgl_workbench.attacks.base import Attack
+from fgl_workbench.attacks.family import AttackFamily
+from fgl_workbench.attacks.membership.family import Membership
+from fgl_workbench.attacks.reconstruction.family import ClientData, Feature, Link
 
 FAMILIES: dict[str, AttackFamily] = {
     f.name: f

@@ -11,12 +11,9 @@ from typing import Any, Protocol, get_args
 
 import numpy as np
 
-from attacks.base import Attack, AttackOutput, Candidates, NodePairs
-from attacks.metrics import ROC
-from workbench.data.federation import Federation
-from workbench.exchanged import ExchangedEmbeddings
-from workbench.targets.base import TrainedTarget
-from workbench.threat import (
+from fgl_workbench.adversary.candidates import Candidates, NodePairs
+from fgl_workbench.adversary.exchanged import ExchangedEmbeddings
+from fgl_workbench.adversary.threat import (
     BackgroundKnowledge,
     InsiderView,
     View,
@@ -25,6 +22,10 @@ from workbench.threat import (
     querier_view,
     server_view,
 )
+from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.metrics import ROC
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.targets.base import TrainedTarget
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class CellInputs:
     trained: TrainedTarget
     federation: Federation
     knowledge: BackgroundKnowledge
-    pool: Any  # attacks.membership.reference.ReferencePool
+    pool: Any  # fgl_workbench.attacks.membership.reference.ReferencePool
     seeds: Callable[..., int]
     delta: float = 1e-5
     _shared: dict[Any, Any] = field(default_factory=dict)

@@ -12,11 +12,13 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from attacks.base import AttackInput, Candidates
-from workbench.device import seeded_generator
-from workbench.errors import NotApplicableError
-from workbench.targets.cefgc.diffusion import symmetric_noise
-from workbench.targets.cefgc.generator import (
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.adversary.threat import ClientView
+from fgl_workbench.attacks.base import AttackInput
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.cefgc.diffusion import symmetric_noise
+from fgl_workbench.targets.cefgc.generator import (
     ALL_CLASSES,
     GeneratorConfig,
     blank_generator,
@@ -25,10 +27,9 @@ from workbench.targets.cefgc.generator import (
     generator_sources,
     trainable,
 )
-from workbench.targets.cefgc.pairing import opened
-from workbench.targets.cefgc.score_network import EDPScoreNetwork, pair_mask
-from workbench.threat import ClientView
-from workbench.transcript import GENERATIVE_MODEL
+from fgl_workbench.targets.cefgc.pairing import opened
+from fgl_workbench.targets.cefgc.score_network import EDPScoreNetwork, pair_mask
+from fgl_workbench.transcript import GENERATIVE_MODEL
 
 Source = tuple[EDPScoreNetwork, int, float]  # (network, class, noise scale)
 

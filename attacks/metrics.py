@@ -265,10 +265,10 @@ def chance_line(
     confidence: float = CONFIDENCE,
 ) -> dict[str, float | None]:
     """The AUC with which members are told from non-members by their non-private facts alone
-    (``workbench.challenges.public_facts``): as much of an attack's AUC may come from the
-    challenge's make-up rather than from the model. A logistic regression scores each record
-    out of sample (k-fold: by the model fitted without the record's fold), and the AUC is that
-    of the pooled scores.
+    (``fgl_workbench.attacks.challenges.public_facts``): as much of an attack's AUC may come from
+    the challenge's make-up rather than from the model. A logistic regression scores each record out
+    of sample (k-fold: by the model fitted without the record's fold), and the AUC is that of the
+    pooled scores.
 
     The folds keep each stratum's members and non-members spread evenly (``strata``: the
     groups the challenge's design balances, class × client). Folds that cut across them read

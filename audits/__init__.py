@@ -1,6 +1,7 @@
 """Canary audits: empirical lower bounds on ε, from the defenses' own mechanisms, that fail
 when a mechanism leaks more than its ledger says. One game per DP defense; ``audit_run``
-plays every game a run's defenses have, at the run's parameters."""
+plays every game a run's defenses have, at the run's parameters. Imports accountants, the
+shared modules, data, models, defenses and targets; reports, running and interface import it."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from audits.canary import CanaryAudit, Context, Game, Trial, judged
-from audits.clients import DPFedAvgGame, GaussianUploadGame
-from audits.message_passing import APGame
-from audits.records import DPSGDGame
-from audits.release import MetricDPGame
-from workbench.device import seeded_generator
-from workbench.seeding import derive_seed
+from fgl_workbench.audits.canary import CanaryAudit, Context, Game, Trial, judged
+from fgl_workbench.audits.clients import DPFedAvgGame, GaussianUploadGame
+from fgl_workbench.audits.message_passing import APGame
+from fgl_workbench.audits.records import DPSGDGame
+from fgl_workbench.audits.release import MetricDPGame
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.seeding import derive_seed
 
 GAMES: dict[str, Game] = {
     g.defense: g

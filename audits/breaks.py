@@ -3,8 +3,8 @@ noise, noise reused, noise skipped, sampling accounted but not done, clipping lo
 loose), patched
 into the defenses' own code for as long as a ``with`` block lasts. The claims stay the stated
 ones, so the canary audit must report a bound above them: the tests, the table in
-docs/accounting.md and ``python -m audits.demonstration`` play each against every defense it
-applies to (``APPLIES``)."""
+docs/accounting.md and ``python -m fgl_workbench.audits.demonstration`` play each against
+every defense it applies to (``APPLIES``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,14 @@ import numpy as np
 import torch
 from opacus.optimizers import optimizer as opacus_optimizer
 
-from defenses import aggregation_perturbation, dp_fedavg, dp_sgd, gaussian_upload, metric_dp, noise
+from fgl_workbench.defenses import (
+    aggregation_perturbation,
+    dp_fedavg,
+    dp_sgd,
+    gaussian_upload,
+    metric_dp,
+    noise,
+)
 
 OFF = 1e6  # a clip no canary reaches
 

@@ -22,17 +22,17 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from accountants import Gaussian, MetricGaussian, PrivacyLedger, epsilon
-from accountants.accountant import OrderGridWarning, privacy_profile
-from accountants.analysis.audit import (
+from fgl_workbench.accountants import Gaussian, MetricGaussian, PrivacyLedger, epsilon
+from fgl_workbench.accountants.accountant import OrderGridWarning, privacy_profile
+from fgl_workbench.accountants.analysis.audit import (
     AuditBounds,
     InverseBlowUp,
     audit_bounds,
     rejects_curve,
 )
-from accountants.analysis.independent import HeldOutTest, held_out_test
-from accountants.pld import PLDUnavailable, pld_deltas
-from audits.observer import Observed, combined
+from fgl_workbench.accountants.analysis.independent import HeldOutTest, held_out_test
+from fgl_workbench.accountants.pld import PLDUnavailable, pld_deltas
+from fgl_workbench.audits.observer import Observed, combined
 
 CANARY_NORM = 10.0  # canary updates and gradients are this many clips long: clipping must act
 

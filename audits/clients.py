@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from accountants import PrivacyLedger
-from audits.canary import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.audits.canary import (
     CANARY_NORM,
     Context,
     Trial,
@@ -31,10 +31,10 @@ from audits.canary import (
     numpy_rng,
     trial,
 )
-from audits.observer import Observed
-from defenses import dp_fedavg, gaussian_upload
-from defenses.dp_fedavg import DPFedAvgConfig
-from defenses.gaussian_upload import GaussianUploadConfig
+from fgl_workbench.audits.observer import Observed
+from fgl_workbench.defenses import dp_fedavg, gaussian_upload
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.defenses.gaussian_upload import GaussianUploadConfig
 
 
 def _flat(vector: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -1,7 +1,7 @@
 """The audit failing on purpose: every DP defense at a setting whose claimed ε (about 1 to
 2.5) canaries can reach, run correctly and with each break of ``audits.breaks`` that applies
-to it patched into its code. The tests and ``python -m audits.demonstration`` (the table in
-docs/accounting.md) both play these."""
+to it patched into its code. The tests and ``python -m fgl_workbench.audits.demonstration``
+(the table in docs/accounting.md) both play these."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accountants import MetricGaussian, PrivacyLedger
-from audits import CanaryAudit, Context, audit_run
-from audits.breaks import BREAKS
-from audits.canary import NULLS
-from defenses import aggregation_perturbation as ap
-from defenses import dp_fedavg, dp_sgd, gaussian_upload, metric_dp
-from defenses.base import AppliedDefense
+from fgl_workbench.accountants import MetricGaussian, PrivacyLedger
+from fgl_workbench.audits import CanaryAudit, Context, audit_run
+from fgl_workbench.audits.breaks import BREAKS
+from fgl_workbench.audits.canary import NULLS
+from fgl_workbench.defenses import aggregation_perturbation as ap
+from fgl_workbench.defenses import dp_fedavg, dp_sgd, gaussian_upload, metric_dp
+from fgl_workbench.defenses.base import AppliedDefense
 
 DELTA = 1e-5
 

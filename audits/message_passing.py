@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import torch
 
-from accountants import Gaussian
-from audits.canary import NULLS, Context, Trial, inclusion, trial
-from audits.observer import Observed
-from defenses import aggregation_perturbation as ap
-from defenses.aggregation_perturbation import APConfig
+from fgl_workbench.accountants import Gaussian
+from fgl_workbench.audits.canary import NULLS, Context, Trial, inclusion, trial
+from fgl_workbench.audits.observer import Observed
+from fgl_workbench.defenses import aggregation_perturbation as ap
+from fgl_workbench.defenses.aggregation_perturbation import APConfig
 
 FEATURES = 64  # width of the encoded rows the sums run over
 

@@ -18,8 +18,8 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from accountants import PrivacyLedger, SubsampledGaussian
-from audits.canary import (
+from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian
+from fgl_workbench.audits.canary import (
     CANARY_NORM,
     Context,
     Trial,
@@ -28,9 +28,9 @@ from audits.canary import (
     inclusion,
     trial,
 )
-from audits.observer import Observed
-from defenses import dp_sgd
-from defenses.dp_sgd import DPSGDConfig
+from fgl_workbench.audits.observer import Observed
+from fgl_workbench.defenses import dp_sgd
+from fgl_workbench.defenses.dp_sgd import DPSGDConfig
 
 
 class _Vector(nn.Module):

@@ -14,11 +14,11 @@ import math
 
 import torch
 
-from accountants import MetricGaussian
-from audits.canary import Context, Trial, directions, flips, inclusion, trial
-from audits.observer import Observed
-from defenses import metric_dp
-from defenses.metric_dp import MetricDPConfig
+from fgl_workbench.accountants import MetricGaussian
+from fgl_workbench.audits.canary import Context, Trial, directions, flips, inclusion, trial
+from fgl_workbench.audits.observer import Observed
+from fgl_workbench.defenses import metric_dp
+from fgl_workbench.defenses.metric_dp import MetricDPConfig
 
 FEATURES = 64
 SCALE = 5.0  # canary vectors reach the mechanism this long: its normalisation must act

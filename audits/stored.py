@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audits.canary import CanaryAudit
+from fgl_workbench.audits.canary import CanaryAudit
 
 
 def audit_row(a: CanaryAudit) -> dict[str, Any]:

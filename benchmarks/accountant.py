@@ -18,8 +18,8 @@ import warnings
 import numpy as np
 from opacus.accountants.analysis import rdp as opacus_rdp
 
-from accountants import subsampled_gaussian_grid
-from accountants.analysis.orders import OPACUS_ORDERS
+from fgl_workbench.accountants import subsampled_gaussian_grid
+from fgl_workbench.accountants.analysis.orders import OPACUS_ORDERS
 
 DELTA = 1e-5
 

@@ -13,16 +13,16 @@ import time
 
 import torch
 
-import workbench.data  # noqa: F401
-from attacks import ATTACKS, AttackInput
-from audits import audit_run, context_of
-from defenses import applied
-from workbench.challenges import membership_challenge
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, querier_view
+import fgl_workbench.data  # noqa: F401
+from fgl_workbench.adversary.threat import background_knowledge, querier_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import membership_challenge
+from fgl_workbench.audits import audit_run, context_of
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.targets import TARGETS
 
 GIN = {"model": {"arch": "gin", "hidden": 64, "layers": 3}, "local_epochs": 1, "lr": 0.01}
 SETTINGS = [

@@ -1,11 +1,12 @@
-"""The canary audit's teeth, measured: for every DP defense of ``audits.demonstration``, how
-often the correct mechanism holds over repeated cheap games (the audit's validity: at least
-95 % is required), how often noise σ/3 is caught over 20 seeds at the setting's canary count,
-the fewest canaries (of 500, 1000, ..., 16000) at which noise σ/2, and sampling at twice the
-accounted rate, are caught, and the table of docs/accounting.md (claimed ε, bound on the
-correct mechanism, the bound under each break, ceiling, canaries, seconds).
+"""The canary audit's teeth, measured: for every DP defense of
+``fgl_workbench.audits.demonstration``, how often the correct mechanism holds over repeated
+cheap games (the audit's validity: at least 95 % is required), how often noise σ/3 is caught
+over 20 seeds at the setting's canary count, the fewest canaries (of 500, 1000, ..., 16000)
+at which noise σ/2, and sampling at twice the accounted rate, are caught, and the table of
+docs/accounting.md (claimed ε, bound on the correct mechanism, the bound under each break,
+ceiling, canaries, seconds).
 
-    python benchmarks/audit_teeth.py [--repetitions 200] [--skip-table]
+    python benchmarks/audit_teeth.py [--repetitions 200] [--skip-table] [--group-only]
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from contextlib import AbstractContextManager
 
 from dp_accounting.pld.privacy_loss_distribution import from_mixture_gaussian_mechanism
 
-from accountants import epsilon
-from audits.breaks import faster_sampling, scaled_noise
-from audits.demonstration import CASES, DELTA, SAMPLING, THIRD, demonstrate
-from audits.demonstration import main as table
+from fgl_workbench.accountants import epsilon
+from fgl_workbench.audits.breaks import faster_sampling, scaled_noise
+from fgl_workbench.audits.demonstration import CASES, DELTA, SAMPLING, THIRD, demonstrate
+from fgl_workbench.audits.demonstration import main as table
 
 COUNTS = (500, 1000, 2000, 4000, 8000, 16000)
 

@@ -19,13 +19,14 @@ import time
 import numpy as np
 import torch
 
-import workbench.data  # noqa: F401
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import Federation, build_federation
-from workbench.data.partition import make_partition
-from workbench.device import on_device, resolve_device, seeded_generator, to_device
-from workbench.targets.cefgc.generator import GeneratorConfig, client_generators, trainable
-from workbench.targets.cefgc.target import CeFGCConfig, shuffled_senders, synthesise
+import fgl_workbench.data  # noqa: F401
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.datasets import to_device
+from fgl_workbench.data.federation import Federation, build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.device import on_device, resolve_device, seeded_generator
+from fgl_workbench.targets.cefgc.generator import GeneratorConfig, client_generators, trainable
+from fgl_workbench.targets.cefgc.target import CeFGCConfig, shuffled_senders, synthesise
 
 TABLE2 = ("MUTAG", "ENZYMES", "PROTEINS", "IMDB-BINARY", "IMDB-MULTI")
 # (generator epochs, Langevin steps): the CPU suites' budget, and the paper's

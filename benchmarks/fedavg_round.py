@@ -14,15 +14,15 @@ import time
 
 import torch
 
-import workbench.data  # noqa: F401
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.models import build_model
-from workbench.seeding import seed_everything
-from workbench.targets import TARGETS
-from workbench.targets.fedavg import FedAvgConfig
-from workbench.targets.training import make_optimizer, train_graph_epochs, train_node_epochs
+import fgl_workbench.data  # noqa: F401
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.models import build_model
+from fgl_workbench.seeding import seed_everything
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.fedavg import FedAvgConfig
+from fgl_workbench.targets.training import make_optimizer, train_graph_epochs, train_node_epochs
 
 SETTINGS = [
     ("Cora", "louvain", 10, {"rounds": 0}),

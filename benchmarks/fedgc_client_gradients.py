@@ -15,16 +15,16 @@ import time
 import torch
 import torch.nn.functional as F
 
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets.fedgc.condensation import (
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.targets.fedgc.condensation import (
     class_gradients,
     normalised_sparse,
     random_gcn,
     receptive_field,
 )
-from workbench.targets.fedgc.exchange import extended_client
+from fgl_workbench.targets.fedgc.exchange import extended_client
 
 
 def whole_graph_gradients(theta, x, adj, y, mask) -> dict[int, list[torch.Tensor]]:

@@ -12,11 +12,11 @@ import time
 
 import torch
 
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets import TARGETS
-from workbench.targets.fedtad.reliability import class_reliability
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.fedtad.reliability import class_reliability
 
 
 def seconds_per_round(name: str, fed, rounds: int) -> float:

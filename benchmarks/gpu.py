@@ -1,6 +1,6 @@
 """Where a GPU pays: FedAvg on Cora, 16 LiRA reference models (trained together) on Cora and
 one CeFGC generator (EDP-GNN score matching) on MUTAG, each timed on the CPU and on the GPU
-in one run; the ratio is CPU / GPU. Each workload runs under ``workbench.device.on_device``
+in one run; the ratio is CPU / GPU. Each workload runs under ``fgl_workbench.device.on_device``
 exactly as a suite cell with ``--device`` would, its dataset moved once.
 
     FGLWB_DATA=../shared/data python benchmarks/gpu.py [--device cuda]
@@ -18,18 +18,23 @@ from collections.abc import Callable
 
 import torch
 
-import workbench.data  # noqa: F401
-from attacks.membership.reference import ReferencePool, federation_of, inclusion_matrix
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.device import on_device, resolve_device, seeded_generator, to_device
-from workbench.models import ModelConfig, ModelSpec
-from workbench.seeding import derive_seed
-from workbench.targets import TARGETS
-from workbench.targets.batched import train_batched
-from workbench.targets.cefgc.generator import GeneratorConfig, train_generator, trainable
-from workbench.targets.training import TrainingRecipe
+import fgl_workbench.data  # noqa: F401
+from fgl_workbench.attacks.membership.reference import (
+    ReferencePool,
+    federation_of,
+    inclusion_matrix,
+)
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.datasets import to_device
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.device import on_device, resolve_device, seeded_generator
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.seeding import derive_seed
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.batched import train_batched
+from fgl_workbench.targets.cefgc.generator import GeneratorConfig, train_generator, trainable
+from fgl_workbench.targets.training import TrainingRecipe
 
 
 def fedavg(device: torch.device) -> Callable[[], object]:

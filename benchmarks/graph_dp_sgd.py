@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Batch
 
-from defenses.dp_sgd import linear_per_graph_gradients, per_graph_gradients
-from workbench.data.catalog import load_dataset
-from workbench.models.graph import GIN
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.defenses.dp_sgd import linear_per_graph_gradients, per_graph_gradients
+from fgl_workbench.models.graph import GIN
 
 DATASETS = {
     "synthetic-graphs": {"num_graphs": 200, "num_features": 32, "min_nodes": 6, "max_nodes": 12},

@@ -17,17 +17,17 @@ import time
 
 import torch
 
-import workbench.data  # noqa: F401
-from attacks import ATTACKS, AttackInput
-from attacks.membership.reference import ReferencePool
-from attacks.metrics import membership_metrics
-from workbench.challenges import membership_challenge
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.seeding import seed_everything
-from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, querier_view
+import fgl_workbench.data  # noqa: F401
+from fgl_workbench.adversary.threat import background_knowledge, querier_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import membership_challenge
+from fgl_workbench.attacks.membership.reference import ReferencePool
+from fgl_workbench.attacks.metrics import membership_metrics
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.seeding import seed_everything
+from fgl_workbench.targets import TARGETS
 
 WAYS = (
     ("batched", True, 1),

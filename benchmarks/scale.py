@@ -35,8 +35,8 @@ def suite(n: int, partitioner: str) -> dict:
 
 def one(n: int, partitioner: str) -> None:
     """Runs one size in this process and prints its figures as JSON."""
-    from workbench import api
-    from workbench.data.catalog import load_dataset
+    from fgl_workbench.data.catalog import load_dataset
+    from fgl_workbench.interface import api
 
     start = time.perf_counter()
     load_dataset("csbm", {"num_nodes": n, "avg_degree": 10.0})  # timed apart, then cached

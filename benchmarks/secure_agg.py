@@ -21,16 +21,16 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-import workbench.data  # noqa: F401
-from defenses import applied
-from defenses.masked_aggregation import MaskedAggConfig, dropouts, secure_sum
-from defenses.secure_aggregation import SecureAggConfig, Session
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.models import num_parameters
-from workbench.targets import TARGETS
-from workbench.transcript import (
+import fgl_workbench.data  # noqa: F401
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.masked_aggregation import MaskedAggConfig, dropouts, secure_sum
+from fgl_workbench.defenses.secure_aggregation import SecureAggConfig, Session
+from fgl_workbench.models import num_parameters
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import (
     CIPHERTEXT,
     MODEL_WEIGHTS,
     PUBLIC_KEY,

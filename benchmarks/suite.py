@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from workbench.runner import run_suite
-from workbench.suite import parse_suite
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
 
 SUITE = {
     "name": "bench-8",

@@ -1,7 +1,7 @@
-"""Defenses hook one stage of a target's pipeline and record their DP events in the ledger.
-Importing a module registers it."""
+"""Defenses hook one stage of a target's pipeline and record their DP events in the ledger;
+importing a module registers it. Imports only accountants, the shared modules, data and models."""
 
-from defenses import (  # noqa: F401
+from fgl_workbench.defenses import (  # noqa: F401
     aggregation_perturbation,
     dp_fedavg,
     dp_sgd,
@@ -12,7 +12,7 @@ from defenses import (  # noqa: F401
     secure_aggregation,
     statistics_noise,
 )
-from defenses.base import (
+from fgl_workbench.defenses.base import (
     DEFENSES,
     AppliedDefense,
     Defense,

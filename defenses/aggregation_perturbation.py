@@ -14,10 +14,10 @@ noise once per hop. Every row of the input has norm ≤ 1, so
 The aggregates are computed once (training on each client's subgraph, inference once on the
 population graph), so each is ``hops`` Gaussian mechanisms: Gaussian(σ·Δ, Δ, hops) twice.
 
-``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
-smallest whose ledger meets the target against everyone, exactly (hops are fixed); at node level
-the ε is that of both events and DP-SGD's, whose σ stays as written (only one of the two
-defenses may be calibrated)."""
+``target_epsilon`` (instead of ``noise_multiplier``, ``fgl_workbench.running.calibration``): σ is
+the smallest whose ledger meets the target against everyone, exactly (hops are fixed); at node level
+the ε is that of both events and DP-SGD's, whose σ stays as written (only one of the two defenses
+may be calibrated)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from typing import Literal
 import torch
 from pydantic import ConfigDict, Field
 
-from accountants import ADVERSARIES, Gaussian, Scope
-from defenses import metric_dp, noise
-from defenses.base import DEFENSES, PrivacyUnit
-from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
+from fgl_workbench.accountants import ADVERSARIES, Gaussian, Scope
+from fgl_workbench.defenses import metric_dp, noise
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 
 
 class APConfig(NoiseOrEpsilon):

@@ -9,12 +9,12 @@ from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel
 
-from accountants import ADVERSARIES, Caveat, PrivacyLedger, Scope
-from accountants.scope import Unit
-from workbench.registry import Registry, component
+from fgl_workbench.accountants import ADVERSARIES, Caveat, PrivacyLedger, Scope
+from fgl_workbench.accountants.scope import Unit
+from fgl_workbench.registry import Registry, component
 
 Stage = Literal["data", "local_training", "upload", "aggregation", "message_passing", "release"]
-# what two neighbouring datasets differ in under the defense's ε (accountants.scope)
+# what two neighbouring datasets differ in under the defense's ε (fgl_workbench.accountants.scope)
 PrivacyUnit = Unit
 
 

@@ -3,8 +3,8 @@
 
 A defense whose (ε, δ) guarantee is driven by one noise multiplier σ declares both fields; its
 config then holds either σ as written or the ε to calibrate it to, never both. The σ itself is
-found before training (``workbench.calibration``) from the ledger the target will write, and
-the target trains with a config where ``noise_multiplier`` is that σ and ``target_epsilon`` is
+found before training (``fgl_workbench.running.calibration``) from the ledger the target will write,
+and the target trains with a config where ``noise_multiplier`` is that σ and ``target_epsilon`` is
 gone, so every model, recipe and audit downstream sees the σ, never the target.
 
 ``target_epsilon`` is left out of the config's repr: a reference model's seed derives from its
@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from defenses.base import DEFENSES, AppliedDefense, applied
-from workbench.errors import ConfigError
+from fgl_workbench.defenses.base import DEFENSES, AppliedDefense, applied
+from fgl_workbench.errors import ConfigError
 
 CALIBRATED = "noise_multiplier"  # the parameter target_epsilon calibrates
 TARGET_EPSILON = "target_epsilon"
@@ -91,12 +91,13 @@ def with_noise(d: AppliedDefense, sigma: float) -> AppliedDefense:
 
 def require_noise(target: str, defenses: Sequence[AppliedDefense]) -> None:
     """Refuse to train with a defense whose σ is still to be calibrated: ``target_epsilon`` is
-    resolved before ``fit`` (``workbench.calibration.calibrate_defenses``, which ``run_cell``
-    applies), so a config reaching a target with it would otherwise train at the default σ."""
+    resolved before ``fit`` (``fgl_workbench.running.calibration.calibrate_defenses``, which
+    ``run_cell`` applies), so a config reaching a target with it would otherwise train at the
+    default σ."""
     for j in calibrating(defenses):
         d = defenses[j]
         raise ConfigError(
             f"defenses[{j}].params.target_epsilon: {target} trains with a noise multiplier; "
             f"{d.name}'s target_epsilon={target_epsilon(d)} must be calibrated first "
-            "(workbench.calibration.calibrate_defenses)"
+            "(fgl_workbench.running.calibration.calibrate_defenses)"
         )

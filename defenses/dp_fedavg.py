@@ -23,11 +23,11 @@ Whom the ε protects (``ledger_events``):
   everyone else sees post-processing of that: one Gaussian at sensitivity 2·clip per round,
   no amplification, counted for the client with the most such rounds.
 
-``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
-smallest whose ledger's largest finite ε meets the target. Central: that is the other clients'
+``target_epsilon`` (instead of ``noise_multiplier``, ``fgl_workbench.running.calibration``): σ is
+the smallest whose ledger's largest finite ε meets the target. Central: that is the other clients'
 and the querier's ε, exact (q and the rounds are known before training); the server's stays ∞
-whatever σ. Local: everyone's, planned for a client that takes part in every round, so the real
-ε is at most the target (equal when ``client_fraction`` is 1)."""
+whatever σ. Local: everyone's, planned for a client that takes part in every round, so the real ε is
+at most the target (equal when ``client_fraction`` is 1)."""
 
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ import numpy as np
 import torch
 from pydantic import ConfigDict, Field
 
-from accountants import ADVERSARIES, Gaussian, NoGuarantee, Scope, SubsampledGaussian
-from defenses import noise
-from defenses.base import DEFENSES, PrivacyUnit
-from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
+from fgl_workbench.accountants import ADVERSARIES, Gaussian, NoGuarantee, Scope, SubsampledGaussian
+from fgl_workbench.defenses import noise
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 
 State = dict[str, torch.Tensor]
 

@@ -16,9 +16,9 @@ Neighbouring datasets differ in one graph of one client. Every client's records 
 that client, so the run's ε is the worst client's: SubsampledGaussian(q, σ, steps) with the
 largest number of DP steps any client took.
 
-``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
-smallest whose ledger meets the target against everyone (DP-SGD's events cover every party), with
-the busiest client's steps planned as a client training in every round (exact when every client
+``target_epsilon`` (instead of ``noise_multiplier``, ``fgl_workbench.running.calibration``): σ is
+the smallest whose ledger meets the target against everyone (DP-SGD's events cover every party),
+with the busiest client's steps planned as a client training in every round (exact when every client
 takes part in every round: FedAvg at ``client_fraction`` 1, GAP, CeFGC). Composed with another
 defense's fixed events (GAP at node level), the composition meets it."""
 
@@ -35,9 +35,9 @@ from torch.func import functional_call, grad, vmap
 from torch_geometric.data import Batch, Data
 from torch_geometric.utils import to_dense_batch
 
-from accountants import ADVERSARIES, Scope, SubsampledGaussian
-from defenses.base import DEFENSES, PrivacyUnit
-from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
+from fgl_workbench.accountants import ADVERSARIES, Scope, SubsampledGaussian
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.defenses.calibration import NoiseOrEpsilon, target_epsilon_field
 
 
 class DPSGDConfig(NoiseOrEpsilon):

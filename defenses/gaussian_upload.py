@@ -11,9 +11,9 @@ Adding or removing a client is not a neighbouring relation this mechanism protec
 leaves with its upload, so without the client the receiver's sum lacks that noise too (exactly
 zero where nobody else uploads). ``neighbouring: add-remove`` is refused for that reason.
 
-``target_epsilon`` (instead of ``noise_multiplier``, ``workbench.calibration``): σ is the
-smallest whose ledger meets the target against everyone, planned for a client uploading in
-every round (the real ε is at most the target, equal when every client uploads every round).
+``target_epsilon`` (instead of ``noise_multiplier``, ``fgl_workbench.running.calibration``): σ is
+the smallest whose ledger meets the target against everyone, planned for a client uploading in every
+round (the real ε is at most the target, equal when every client uploads every round).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Literal
 import torch
 from pydantic import ConfigDict, Field, field_validator
 
-from accountants import ADVERSARIES, Gaussian, Scope
-from defenses import noise
-from defenses.base import DEFENSES, PrivacyUnit
-from defenses.calibration import NoiseOrEpsilon, target_epsilon_field
-from defenses.dp_fedavg import clip_to_norm
+from fgl_workbench.accountants import ADVERSARIES, Gaussian, Scope
+from fgl_workbench.defenses import noise
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.defenses.calibration import NoiseOrEpsilon, target_epsilon_field
+from fgl_workbench.defenses.dp_fedavg import clip_to_norm
 
 
 class GaussianUploadConfig(NoiseOrEpsilon):

@@ -28,12 +28,12 @@ from torch_geometric.data import Data
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import subgraph
 
-from defenses.base import DEFENSES, PrivacyUnit
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import NodeClient
-from workbench.models import ModelConfig, ModelSpec
-from workbench.seeding import derive_seed
-from workbench.transcript import SERVER, Transcript, client
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import NodeClient
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.seeding import derive_seed
+from fgl_workbench.transcript import SERVER, Transcript, client
 
 IB_HEAD = "ib_head"  # transcript kind: the frozen head the server broadcasts once
 

@@ -39,9 +39,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic import BaseModel, ConfigDict, Field
 
-from defenses.base import DEFENSES, PrivacyUnit
-from workbench.errors import ConfigError
-from workbench.transcript import (
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.transcript import (
     MASKED_STATISTICS,
     PUBLIC_KEY,
     SERVER,

@@ -24,16 +24,16 @@ from sklearn.neighbors import NearestNeighbors
 from torch import nn
 from torch_geometric.data import Data
 
-from accountants import ADVERSARIES, MetricGaussian, Scope, rho_knn_percentile
-from defenses import noise
-from defenses.base import DEFENSES, PrivacyUnit
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation
-from workbench.device import seeded_generator
-from workbench.errors import NotApplicableError
-from workbench.query import table_rows
-from workbench.storable import storable
-from workbench.transcript import EMBEDDINGS, PUBLIC, SERVER, Transcript
+from fgl_workbench.accountants import ADVERSARIES, MetricGaussian, Scope, rho_knn_percentile
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.defenses import noise
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.query import table_rows
+from fgl_workbench.storable import storable
+from fgl_workbench.transcript import EMBEDDINGS, PUBLIC, SERVER, Transcript
 
 
 class MetricDPConfig(BaseModel):

@@ -1,6 +1,7 @@
 """The one place the defenses draw their Gaussian noise (Opacus draws DP-SGD's in its own
 ``_generate_noise``). Keeping it in one function makes the mechanisms easy to read and lets an
-audit replace it with a deliberately broken one (``audits.breaks``) to show it is caught."""
+audit replace it with a deliberately broken one (``fgl_workbench.audits.breaks``) to show it is
+caught."""
 
 from __future__ import annotations
 

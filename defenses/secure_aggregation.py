@@ -22,8 +22,8 @@ import numpy as np
 import tenseal as ts
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from defenses.base import DEFENSES, PrivacyUnit
-from workbench.errors import ConfigError
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.errors import ConfigError
 
 
 class SecureAggConfig(BaseModel):

@@ -22,8 +22,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from accountants import ADVERSARIES, NoGuarantee, Scope
-from defenses.base import DEFENSES, PrivacyUnit
+from fgl_workbench.accountants import ADVERSARIES, NoGuarantee, Scope
+from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
 
 
 class StatisticsNoiseConfig(BaseModel):

@@ -14,8 +14,8 @@ from collections import defaultdict
 import numpy as np
 from tables import fmt, load
 
-from accountants import metric_epsilon
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.accountants import metric_epsilon
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 
 def variant(cell: CellRow) -> str:

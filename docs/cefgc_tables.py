@@ -17,8 +17,8 @@ from collections import defaultdict
 
 from tables import fmt, load
 
-from workbench.store import CellRow
-from workbench.targets.fedavg import FedAvgConfig
+from fgl_workbench.storage.store import CellRow
+from fgl_workbench.targets.fedavg import FedAvgConfig
 
 PAPER = {  # Table 2 (CeFGC, CeFGC*, FedAvg): single dataset, 3 clients
     "MUTAG": (0.91, 0.90, 0.78),

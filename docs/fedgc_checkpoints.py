@@ -15,12 +15,12 @@ import argparse
 
 import torch
 
-from workbench.cell import cell_dataset, partition_cell
-from workbench.data.federation import build_federation
-from workbench.progress import listening_to_rounds
-from workbench.seeding import Streams
-from workbench.suite import Cell, expand, load_suite
-from workbench.targets import TARGETS
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.progress import listening_to_rounds
+from fgl_workbench.running.cell import cell_dataset, partition_cell
+from fgl_workbench.running.suite import Cell, expand, load_suite
+from fgl_workbench.seeding import Streams
+from fgl_workbench.targets import TARGETS
 
 Checkpoint = tuple[int, float, float]  # (round, validation accuracy, test accuracy)
 

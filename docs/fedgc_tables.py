@@ -13,7 +13,7 @@ from collections import defaultdict
 import numpy as np
 from tables import fmt, load
 
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 MIAS = [  # (attack, features) columns of Table 2 and the γ curve
     ("mia-shadow", "raw"),

@@ -18,14 +18,14 @@ import torch
 import yaml
 from torch import nn
 
-from workbench.cell import partition_cell
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.seeding import Streams
-from workbench.suite import expand, load_suite
-from workbench.targets.fedtad.reliability import reliability_weights
-from workbench.targets.fedtad.target import Distiller, FedTAD
-from workbench.targets.training import score_node_clients
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.running.cell import partition_cell
+from fgl_workbench.running.suite import expand, load_suite
+from fgl_workbench.seeding import Streams
+from fgl_workbench.targets.fedtad.reliability import reliability_weights
+from fgl_workbench.targets.fedtad.target import Distiller, FedTAD
+from fgl_workbench.targets.training import score_node_clients
 
 
 class WeightedEnsemble(nn.Module):

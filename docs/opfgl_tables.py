@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from tables import fmt, load
 
-from workbench.store import CellRow
+from fgl_workbench.storage.store import CellRow
 
 ONE_ROUND = "FedAvg, one round + fine-tuning"
 ONE_ROUND_GLOBAL = "FedAvg, one round, global model (no fine-tuning)"

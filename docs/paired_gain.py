@@ -13,8 +13,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from reports.summary import cell_labels, mean_interval, natural_key
-from workbench.store import ResultsStore
+from fgl_workbench.reports.summary import cell_labels, mean_interval, natural_key
+from fgl_workbench.storage.store import ResultsStore
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
 
 
 def fmt(values: list[float], scale: float = 100.0, digits: int = 1) -> str:

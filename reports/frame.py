@@ -28,9 +28,9 @@ from typing import Any
 
 import pandas as pd
 
-from reports.summary import configurations
-from workbench.errors import ConfigError
-from workbench.store import AttackRow, CellRow, ResultsStore, written
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.reports.summary import configurations
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore, written
 
 CELL_COLUMNS = [
     "cell_id",

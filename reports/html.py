@@ -12,8 +12,16 @@ from functools import cache
 import jinja2
 from matplotlib.figure import Figure as MplFigure
 
-from reports.content import Block, Callout, Figure, Paragraph, Preformatted, Report, Table
-from reports.plots import FIGURE_DPI, encode_png
+from fgl_workbench.reports.content import (
+    Block,
+    Callout,
+    Figure,
+    Paragraph,
+    Preformatted,
+    Report,
+    Table,
+)
+from fgl_workbench.reports.plots import FIGURE_DPI, encode_png
 
 # each block type → its macro in templates/blocks.html.j2; a new block type needs both
 BLOCK_MACROS: dict[type, str] = {
@@ -33,7 +41,7 @@ def render_html(report: Report) -> str:
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("reports", "templates"),
+        loader=jinja2.PackageLoader("fgl_workbench.reports", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -47,8 +55,9 @@ def macro_of(block: Block) -> str:
         return BLOCK_MACROS[type(block)]
     except KeyError:
         raise TypeError(
-            f"unknown report block {type(block).__name__}: add it to reports.html.BLOCK_MACROS "
-            "with a macro in reports/templates/blocks.html.j2"
+            f"unknown report block {type(block).__name__}: add it to "
+            "fgl_workbench.reports.html.BLOCK_MACROS with a macro in "
+            "reports/templates/blocks.html.j2"
         ) from None
 
 

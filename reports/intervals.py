@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from reports.summary import (
+from fgl_workbench.reports.summary import (
     FAMILY_COLUMNS,
     AttackSummary,
     attacks_across_seeds,
@@ -21,7 +21,7 @@ from reports.summary import (
     family_rows,
     seed_interval,
 )
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 TPR_KEYS = ("tpr@0.1", "tpr@0.01", "tpr@0.001")
 CHANCE_HEADER = "chance AUC [95% CI]"

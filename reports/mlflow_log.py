@@ -1,7 +1,7 @@
 """A results folder logged to MLflow (``--mlflow URI``): one MLflow run per trained cell.
 
 The run is named after the cell's label and tagged ``fgl_workbench.cell_id``,
-``fgl_workbench.results_folder`` and ``fgl_workbench.suite``; the experiment is the suite's
+``fgl_workbench.results_folder`` and ``fgl_workbench.running.suite``; the experiment is the suite's
 name unless one is given. It holds:
 
 - params: the cell's configuration flattened (``dataset.name``, ``dataset.params.num_nodes``,
@@ -43,16 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reports.frame import attack_numbers, cell_numbers
-from workbench.errors import ConfigError
-from workbench.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.reports.frame import attack_numbers, cell_numbers
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
 
 CELL_TAG = "fgl_workbench.cell_id"
 FOLDER_TAG = "fgl_workbench.results_folder"
-SUITE_TAG = "fgl_workbench.suite"
+SUITE_TAG = "fgl_workbench.running.suite"
 KEY_LENGTH = 250  # MLflow's limit on param, metric and tag keys
 PARAM_LENGTH = 6000  # on param values
 TAG_LENGTH = 8000  # on tag values

@@ -1,7 +1,7 @@
-"""Draws a ``Report`` as a PDF: its HTML (``reports.html``) laid out by WeasyPrint under the
-print rules of the report's stylesheet: A4 landscape pages, each heading kept with what
-follows it, figures and table rows never split, table headers repeated, folded sections
-printed open. One source for both files, so the PDF cannot say something the HTML does not.
+"""Draws a ``Report`` as a PDF: its HTML (``fgl_workbench.reports.html``) laid out by WeasyPrint
+under the print rules of the report's stylesheet: A4 landscape pages, each heading kept with what
+follows it, figures and table rows never split, table headers repeated, folded sections printed
+open. One source for both files, so the PDF cannot say something the HTML does not.
 
 WeasyPrint needs the system's Pango; where it cannot load, ``PdfUnavailable`` says so and
 ``build_report`` writes the HTML alone."""
@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
 
-from reports.content import Report
+from fgl_workbench.reports.content import Report
 
 INSTALL_HINT = (
     "install Pango (Debian/Ubuntu: apt-get install libpango-1.0-0 libpangoft2-1.0-0; "
@@ -28,7 +28,7 @@ class PdfUnavailable(RuntimeError):
 
 
 def render_pdf(report: Report, path: Path | BinaryIO) -> None:
-    from reports.html import render_html
+    from fgl_workbench.reports.html import render_html
 
     write_pdf(render_html(report), path)
 

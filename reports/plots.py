@@ -16,8 +16,8 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from attacks.metrics import CONFIDENCE, resampled_rocs  # noqa: E402
-from reports.colours import series_colours, series_of, shade  # noqa: E402
+from fgl_workbench.attacks.metrics import CONFIDENCE, resampled_rocs  # noqa: E402
+from fgl_workbench.reports.colours import series_colours, series_of, shade  # noqa: E402
 
 FIGURE_DPI = 160  # the report's PNGs: sharp when printed at their size, a few hundred KB
 FPR_FLOOR = 1e-4
@@ -67,7 +67,7 @@ def roc_band(
     levels: list[tuple[np.ndarray, np.ndarray]], confidence: float = CONFIDENCE
 ) -> tuple[np.ndarray, np.ndarray]:
     """Pointwise band of ``mean_roc`` on ``FPR_GRID`` from each seed's members and
-    non-members per score level (``attacks.metrics.roc_levels``): every seed's ROC is
+    non-members per score level (``fgl_workbench.attacks.metrics.roc_levels``): every seed's ROC is
     resampled (stratified bootstrap, thresholds re-chosen), read off the grid as ``mean_roc``
     reads it, averaged over the seeds replicate by replicate; the band is their quantiles."""
     replicates = np.mean([_grid_replicates(pos, neg) for pos, neg in levels], axis=0)

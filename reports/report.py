@@ -16,11 +16,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import yaml
 
-from attacks import ATTACKS
-from attacks.metrics import ROC, roc_levels
-from audits.stored import bound_text, verdict_text
-from defenses.base import COVERING_UNITS
-from reports.content import (
+from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.attacks.metrics import ROC, roc_levels
+from fgl_workbench.audits.stored import bound_text, verdict_text
+from fgl_workbench.defenses.base import COVERING_UNITS
+from fgl_workbench.errors import WorkbenchError
+from fgl_workbench.registry import reading_untrusted
+from fgl_workbench.reports.content import (
     Block,
     Callout,
     Figure,
@@ -30,15 +32,15 @@ from reports.content import (
     Section,
     Table,
 )
-from reports.glossary import glossary_rows
-from reports.intervals import (
+from fgl_workbench.reports.glossary import glossary_rows
+from fgl_workbench.reports.intervals import (
     attack_tables,
     chance_line,
     lower_bound,
     strongest_with_uncertainty,
     with_interval,
 )
-from reports.plots import (
+from fgl_workbench.reports.plots import (
     CommunicationCost,
     RocCurve,
     communication_figure,
@@ -49,7 +51,7 @@ from reports.plots import (
     roc_band,
     roc_figure,
 )
-from reports.summary import (
+from fgl_workbench.reports.summary import (
     accuracy_interval,
     across_seeds,
     attacks_across_seeds,
@@ -59,12 +61,10 @@ from reports.summary import (
     format_pm,
     natural_key,
 )
-from reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
-from reports.verdict import adversary_of, verdicts
-from workbench.calibration import CALIBRATED_SIGMA
-from workbench.errors import WorkbenchError
-from workbench.registry import reading_untrusted
-from workbench.store import (
+from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
+from fgl_workbench.reports.verdict import adversary_of, verdicts
+from fgl_workbench.storage.store import (
+    CALIBRATED_SIGMA,
     STORE_FILE,
     AttackRow,
     CellRow,
@@ -83,8 +83,8 @@ def build_report(out_dir: str | Path, sources: Sequence[str | Path] | None = Non
     ``out_dir``, from the results folder ``out_dir`` or, to compare several, from ``sources``;
     returns the HTML's path. Where WeasyPrint cannot load, the HTML alone, a line on stderr
     saying how to get the PDF, and no stale PDF left beside it."""
-    from reports.html import render_html
-    from reports.pdf import PdfUnavailable, load_weasyprint, write_pdf
+    from fgl_workbench.reports.html import render_html
+    from fgl_workbench.reports.pdf import PdfUnavailable, load_weasyprint, write_pdf
 
     out_dir = Path(out_dir)
     folders = [Path(f) for f in sources] if sources else [out_dir]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 # each attack family's columns: (metric key, header)
 FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -180,7 +180,7 @@ def reading(interval: tuple[float, float]) -> str:
 
 def family_of(attack_label: str) -> str:
     """The family of an attack, from its label (``mia-threshold(hops=2)``)."""
-    from attacks import ATTACKS
+    from fgl_workbench.attacks import ATTACKS
 
     name = attack_label.split("(", 1)[0]
     return ATTACKS.get(name).family if ATTACKS.known(name) else "membership"

@@ -17,10 +17,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
-from reports.colours import series_colours, series_of
-from reports.intervals import certifies, lower_bound, metrics_by_row, with_interval
-from reports.summary import _mean_std, attacks_across_seeds, configurations, format_pm
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.reports.colours import series_colours, series_of
+from fgl_workbench.reports.intervals import certifies, lower_bound, metrics_by_row, with_interval
+from fgl_workbench.reports.summary import _mean_std, attacks_across_seeds, configurations, format_pm
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 METRICS = ("auc", "tpr@0.01", "epsilon_lb")
 REFERENCE_DASHES = (":", (0, (5, 2, 1, 2)), (0, (1, 4)))

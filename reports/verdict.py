@@ -18,10 +18,10 @@ from typing import Literal
 
 import numpy as np
 
-from audits.stored import holds
-from reports.intervals import chance_line, metrics_by_row, seed_interval
-from reports.plots import RocCurve, fpr_span
-from reports.summary import (
+from fgl_workbench.audits.stored import holds
+from fgl_workbench.reports.intervals import chance_line, metrics_by_row, seed_interval
+from fgl_workbench.reports.plots import RocCurve, fpr_span
+from fgl_workbench.reports.summary import (
     READ_BY_AUC,
     AttackSummary,
     accuracy_interval,
@@ -30,7 +30,7 @@ from reports.summary import (
     family_of,
     reading,
 )
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 # ε above this allows an attack a TPR of 1 at any FPR ≥ e^−ε ≈ 4.5e-5: no meaningful bound
 VACUOUS_EPSILON = 10.0

@@ -1,3 +1,3 @@
-from workbench.cli import main
+from fgl_workbench.interface.cli import main
 
 raise SystemExit(main())

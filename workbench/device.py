@@ -3,24 +3,21 @@
 A cell runs inside ``on_device``: PyTorch's default device is set for its duration, so every
 model, tensor and random generator the targets, attacks and defenses create is made on the
 chosen device without each of them passing it around, and the dataset is moved there once
-(``to_device``), never per batch. Work that needs the CPU (CKKS, scikit-learn, numpy) reads
-tensors through ``.numpy(force=True)``. The same seed gives the same numbers on the CPU; a GPU
-draws from its own generator and its kernels round differently (docs/performance.md)."""
+(``fgl_workbench.data.datasets.to_device``), never per batch. Work that needs the CPU (CKKS,
+scikit-learn, numpy) reads tensors through ``.numpy(force=True)``. The same seed gives the same
+numbers on the CPU; a GPU draws from its own generator and its kernels round differently
+(docs/performance.md)."""
 
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from workbench.errors import ConfigError
+from fgl_workbench.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
-
-    from workbench.data.datasets import Dataset
 
 
 def resolve_device(spec: str, field: str = "--device") -> torch.device:
@@ -66,17 +63,3 @@ def seeded_generator(seed: int) -> torch.Generator:
     import torch
 
     return torch.Generator(device=torch.get_default_device()).manual_seed(seed)
-
-
-def to_device(dataset: Dataset, device: torch.device) -> Dataset:
-    """The dataset with its tensors on ``device`` (moved once per cell); the loaded one is
-    left as it was (PyG's ``Data.to`` works in place, so shallow copies are moved)."""
-    from workbench.data.datasets import NodeDataset
-
-    if isinstance(dataset, NodeDataset):
-        task = dataset.edge_task
-        if task is not None:
-            moved = {f: getattr(task, f).to(device) for f in ("index", "attr", "y", "split")}
-            task = replace(task, **moved)
-        return replace(dataset, data=copy.copy(dataset.data).to(device), edge_task=task)
-    return replace(dataset, graphs=[copy.copy(g).to(device) for g in dataset.graphs])

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch_geometric.data import Batch, Data
 
-from workbench.errors import NotApplicableError
-from workbench.storable import storable
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.storable import storable
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
 

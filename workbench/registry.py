@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
-from workbench.errors import ConfigError
+from fgl_workbench.errors import ConfigError
 
 T = TypeVar("T")
 BUILT_IN = "built-in"

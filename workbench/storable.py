@@ -14,6 +14,17 @@ from typing import TypeVar
 T = TypeVar("T", bound=type)
 
 _STORABLE: dict[str, type] = {}
+# Before the one namespace (issue 42) the workbench installed these top-level packages, and
+# snapshots written then name the built-in types by them: ``workbench.models:ModelSpec`` is
+# ``fgl_workbench.models:ModelSpec``.
+_FORMER_PACKAGES = {
+    "workbench": "fgl_workbench",
+    "attacks": "fgl_workbench.attacks",
+    "audits": "fgl_workbench.audits",
+    "defenses": "fgl_workbench.defenses",
+    "accountants": "fgl_workbench.accountants",
+    "reports": "fgl_workbench.reports",
+}
 
 
 class NotStorableError(ValueError):
@@ -33,7 +44,9 @@ def storable(cls: T) -> T:
 def stored_type(reference: object, *bases: type) -> type:
     """The allow-listed class ``reference`` names; with ``bases``, only one deriving from
     them."""
-    cls = _STORABLE.get(reference) if isinstance(reference, str) else None
+    cls = None
+    if isinstance(reference, str):
+        cls = _STORABLE.get(reference) or _STORABLE.get(_renamed(reference))
     if cls is None:
         raise NotStorableError(
             f"the snapshot names the type {reference!r}, which no installed component "
@@ -42,3 +55,9 @@ def stored_type(reference: object, *bases: type) -> type:
     if bases and not issubclass(cls, bases):
         raise NotStorableError(f"{reference!r} is not a {' or '.join(b.__name__ for b in bases)}")
     return cls
+
+
+def _renamed(reference: str) -> str:
+    """``reference`` as the same type is named since issue 42 (itself if not a former name)."""
+    top, dot, rest = reference.partition(".")
+    return f"{_FORMER_PACKAGES[top]}{dot}{rest}" if dot and top in _FORMER_PACKAGES else reference

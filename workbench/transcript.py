@@ -23,7 +23,9 @@ PUBLIC = "public"  # the receiver of a release anyone may read (e.g. published e
 MODEL_WEIGHTS = "model_weights"
 UPDATE = "update"
 GRADIENTS = "gradients"
-CLASS_STATISTICS = "class_statistics"  # workbench.class_statistics.ClassStatistics payloads
+CLASS_STATISTICS = (
+    "class_statistics"  # fgl_workbench.targets.class_statistics.ClassStatistics payloads
+)
 NEIGHBOUR_FEATURES = "neighbour_features"  # other clients' node features relayed (FedGC)
 CLASS_COUNTS = "class_counts"  # a client's training-label count per class (FedGC's Y')
 RELIABILITY = "reliability"  # a per-class vector (FedTAD's class-wise reliability)

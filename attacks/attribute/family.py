@@ -8,23 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from attacks.attribute.inference import known_values
-from attacks.base import Attack, AttackOutput
-from attacks.family import (
+from fgl_workbench.adversary.threat import attribute_knowledge, server_view
+from fgl_workbench.attacks.attribute.inference import known_values
+from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.challenges import (
+    attribute_challenge,
+    label_distribution_challenge,
+    source_challenge,
+)
+from fgl_workbench.attacks.family import (
     CellInputs,
     FamilyInputs,
     adversary_view,
     configured_adversaries,
     exchanged_nodes,
 )
-from attacks.metrics import attribute_metrics, distribution_metrics, value_fractions
-from workbench.challenges import (
-    attribute_challenge,
-    label_distribution_challenge,
-    source_challenge,
-)
-from workbench.errors import NotApplicableError
-from workbench.threat import attribute_knowledge, server_view
+from fgl_workbench.attacks.metrics import attribute_metrics, distribution_metrics, value_fractions
+from fgl_workbench.errors import NotApplicableError
 
 
 class Attribute:

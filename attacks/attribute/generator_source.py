@@ -21,10 +21,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.generators import generator_recipe, level_losses, opened_payloads
-from workbench.errors import NotApplicableError
-from workbench.targets.cefgc.generator import generator_sources, trainable
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.generators import generator_recipe, level_losses, opened_payloads
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.cefgc.generator import generator_sources, trainable
 
 
 class GeneratorSourceConfig(BaseModel):

@@ -22,12 +22,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from defenses.metric_dp import normalise
-from workbench.attributes import attribute_values
-from workbench.errors import NotApplicableError
-from workbench.exchanged import ExchangedEmbeddings
-from workbench.threat import BackgroundKnowledge, InsiderView, QuerierView
+from fgl_workbench.adversary.exchanged import ExchangedEmbeddings
+from fgl_workbench.adversary.threat import BackgroundKnowledge, InsiderView, QuerierView
+from fgl_workbench.attacks.attributes import attribute_values
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.defenses.metric_dp import normalise
+from fgl_workbench.errors import NotApplicableError
 
 
 class AttributeInferenceConfig(BaseModel):

@@ -22,15 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.metrics import value_fractions
-from defenses.dp_fedavg import apply_update, client_update, update_vector
-from defenses.gaussian_upload import privatize
-from workbench.device import seeded_generator
-from workbench.errors import NotApplicableError
-from workbench.targets.training import make_optimizer, train_node_epochs
-from workbench.threat import BackgroundKnowledge, ServerView
-from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
+from fgl_workbench.adversary.threat import BackgroundKnowledge, ServerView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.metrics import value_fractions
+from fgl_workbench.defenses.dp_fedavg import apply_update, client_update, update_vector
+from fgl_workbench.defenses.gaussian_upload import privatize
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.training import make_optimizer, train_node_epochs
+from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
 
 class LabelDistributionConfig(BaseModel):

@@ -17,13 +17,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import norm
 
-from attacks.attribute.inference import AttributeInferenceConfig
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from workbench.class_statistics import uploaded_statistics
-from workbench.errors import NotApplicableError
-from workbench.targets.opfgl.statistics import pooled_direct
-from workbench.threat import ServerView
-from workbench.transcript import CLASS_STATISTICS
+from fgl_workbench.adversary.statistics import uploaded_statistics
+from fgl_workbench.adversary.threat import ServerView
+from fgl_workbench.attacks.attribute.inference import AttributeInferenceConfig
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.opfgl.statistics import pooled_direct
+from fgl_workbench.transcript import CLASS_STATISTICS
 
 
 class StatisticsAttributeConfig(BaseModel):

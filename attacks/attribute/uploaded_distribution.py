@@ -13,12 +13,12 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.metrics import value_fractions
-from workbench.class_statistics import uploaded_statistics
-from workbench.errors import NotApplicableError
-from workbench.threat import ServerView
-from workbench.transcript import CLASS_COUNTS, RELIABILITY, client
+from fgl_workbench.adversary.statistics import uploaded_statistics
+from fgl_workbench.adversary.threat import ServerView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.metrics import value_fractions
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.transcript import CLASS_COUNTS, RELIABILITY, client
 
 
 class UploadedDistributionConfig(BaseModel):

@@ -10,21 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from attacks.base import Attack, AttackOutput
-from attacks.family import (
-    CellInputs,
-    FamilyInputs,
-    adversary_view,
-    configured_adversaries,
-)
-from attacks.metrics import ROC, chance_line, membership_metrics
-from workbench.challenges import (
+from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.challenges import (
     Challenge,
     design_strata,
     membership_challenge,
     others_records,
     public_facts,
 )
+from fgl_workbench.attacks.family import (
+    CellInputs,
+    FamilyInputs,
+    adversary_view,
+    configured_adversaries,
+)
+from fgl_workbench.attacks.metrics import ROC, chance_line, membership_metrics
 
 
 class Membership:

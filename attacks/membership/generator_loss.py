@@ -23,14 +23,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.generators import (
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.generators import (
     class_losses,
     received_generators,
     scored_by_class,
     standardised_levels,
 )
-from workbench.targets.cefgc.generator import GeneratorConfig
+from fgl_workbench.targets.cefgc.generator import GeneratorConfig
 
 
 class CuriousClientConfig(BaseModel):

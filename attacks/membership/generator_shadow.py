@@ -23,18 +23,18 @@ from pydantic import Field
 from sklearn.linear_model import LogisticRegression
 from torch_geometric.data import Data
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.generators import (
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.generators import (
     class_losses,
     received_generators,
     scored_by_class,
     standardised_levels,
 )
-from attacks.membership.generator_loss import CuriousClientConfig, scored_levels
-from workbench.device import seeded_generator
-from workbench.errors import NotApplicableError
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.cefgc.generator import (
+from fgl_workbench.attacks.membership.generator_loss import CuriousClientConfig, scored_levels
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.cefgc.generator import (
     GeneratorConfig,
     client_generators,
     generator_sources,

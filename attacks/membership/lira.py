@@ -12,15 +12,15 @@ from typing import Literal
 
 import numpy as np
 
-from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.membership.observe import (
+from fgl_workbench.attacks.adaptive import adaptive_input
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.membership.observe import (
     observed_apis,
     per_model_output,
     query,
     true_label_logit_margin,
 )
-from attacks.membership.reference import ReferenceConfig, reference_outputs
+from fgl_workbench.attacks.membership.reference import ReferenceConfig, reference_outputs
 
 MIN_STD = 1e-3  # floor for fitted standard deviations (a record every model fits perfectly)
 

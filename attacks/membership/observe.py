@@ -16,10 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch_geometric.data import Data
 
-from attacks.base import AttackInput, AttackOutput, Candidates
-from defenses.metric_dp import EmbeddingRelease
-from workbench.errors import NotApplicableError
-from workbench.query import (
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView, ServerView
+from fgl_workbench.attacks.base import AttackInput, AttackOutput
+from fgl_workbench.defenses.metric_dp import EmbeddingRelease
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.query import (
     GraphOwnerRoutedQueryAPI,
     GraphQueryAPI,
     NodeQueryAPI,
@@ -27,8 +29,7 @@ from workbench.query import (
     Personalised,
     QueryAPI,
 )
-from workbench.threat import BackgroundKnowledge, QuerierView, ServerView
-from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
+from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
 RELEASED = "released"
 

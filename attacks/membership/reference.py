@@ -35,22 +35,25 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from attacks.base import AttackInput, Candidates
-from attacks.membership.observe import QueryConfig, model_api, query
-from workbench.data.datasets import Dataset, GraphDataset, NodeDataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import PARTITIONERS, ClientPart, Partition
-from workbench.errors import ConfigError
-from workbench.models import ModelSpec
-from workbench.query import GraphOwnerRoutedQueryAPI, OwnerRoutedQueryAPI, Personalised
-from workbench.seeding import derive_seed
-from workbench.targets import TARGETS, TrainedTarget
-from workbench.targets.batched import batchable, train_shared
-from workbench.targets.training import TrainingRecipe
-from workbench.threat import BackgroundKnowledge, QuerierView
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
+from fgl_workbench.attacks.base import AttackInput
+from fgl_workbench.attacks.membership.observe import QueryConfig, model_api, query
+from fgl_workbench.data.datasets import Dataset, GraphDataset, NodeDataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import PARTITIONERS, ClientPart, Partition
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.query import GraphOwnerRoutedQueryAPI, OwnerRoutedQueryAPI, Personalised
+from fgl_workbench.seeding import derive_seed
+from fgl_workbench.targets import TARGETS, TrainedTarget
+from fgl_workbench.targets.batched import batchable, train_shared
+from fgl_workbench.targets.training import TrainingRecipe
 
 EMPTY = np.zeros(0, dtype=np.int64)
-WORKER_STARTUP_SECONDS = 5.0  # `import attacks.membership.reference` in a fresh interpreter
+WORKER_STARTUP_SECONDS = (
+    5.0  # `import fgl_workbench.attacks.membership.reference` in a fresh interpreter
+)
 BATCH = 16  # models trained together (memory grows with it: K × nodes × hidden)
 CLIENT, OWNER = "client.", "owner"  # a personalised model's keys in its flat state
 

@@ -18,16 +18,16 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.membership.observe import (
+from fgl_workbench.attacks.adaptive import adaptive_input
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.membership.observe import (
     observed_apis,
     per_model_output,
     query,
     true_label_prob,
 )
-from attacks.membership.reference import ReferenceConfig, reference_outputs
-from workbench.errors import NotApplicableError
+from fgl_workbench.attacks.membership.reference import ReferenceConfig, reference_outputs
+from fgl_workbench.errors import NotApplicableError
 
 
 class RMIAConfig(ReferenceConfig):

@@ -35,16 +35,17 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
-from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput, Candidates, ThreatModel
-from attacks.membership.observe import (
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.attacks.adaptive import adaptive_input
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.membership.observe import (
     model_api,
     node_api,
     observed_apis,
     per_model_output,
     query,
 )
-from attacks.membership.reference import (
+from fgl_workbench.attacks.membership.reference import (
     TrainedModelsConfig,
     adversary_recipe,
     induced_subgraph,
@@ -52,9 +53,9 @@ from attacks.membership.reference import (
     trained_models,
     training_fraction,
 )
-from workbench.errors import NotApplicableError
-from workbench.query import Personalised
-from workbench.seeding import derive_seed
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.query import Personalised
+from fgl_workbench.seeding import derive_seed
 
 
 class ShadowConfig(TrainedModelsConfig):

@@ -26,15 +26,20 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.membership.observe import per_model_output
-from defenses.masked_aggregation import MaskedAggConfig, server_sum
-from workbench.class_statistics import ClassStatistics, propagate
-from workbench.errors import NotApplicableError
-from workbench.targets.opfgl.statistics import Sums
-from workbench.targets.opfgl.surrogate import SurrogateGraph
-from workbench.threat import ClientView, ServerView
-from workbench.transcript import CIPHERTEXT, CLASS_STATISTICS, MASKED_STATISTICS, SURROGATE_GRAPH
+from fgl_workbench.adversary.threat import ClientView, ServerView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.membership.observe import per_model_output
+from fgl_workbench.defenses.masked_aggregation import MaskedAggConfig, server_sum
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.class_statistics import ClassStatistics, propagate
+from fgl_workbench.targets.opfgl.statistics import Sums
+from fgl_workbench.targets.opfgl.surrogate import SurrogateGraph
+from fgl_workbench.transcript import (
+    CIPHERTEXT,
+    CLASS_STATISTICS,
+    MASKED_STATISTICS,
+    SURROGATE_GRAPH,
+)
 
 Releases = dict[str, tuple[np.ndarray, np.ndarray]]  # name → (classes released [C], means)
 

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from attacks.adaptive import adaptive_input
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.membership.observe import (
+from fgl_workbench.attacks.adaptive import adaptive_input
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.membership.observe import (
     QueryConfig,
     observed_apis,
     per_model_output,

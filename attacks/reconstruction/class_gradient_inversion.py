@@ -22,12 +22,12 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from workbench.device import seeded_generator
-from workbench.errors import NotApplicableError
-from workbench.targets.fedgc.condensation import class_gradients, receptive_field
-from workbench.threat import ServerView
-from workbench.transcript import CLASS_COUNTS, GRADIENTS, MODEL_WEIGHTS, client
+from fgl_workbench.adversary.threat import ServerView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.fedgc.condensation import class_gradients, receptive_field
+from fgl_workbench.transcript import CLASS_COUNTS, GRADIENTS, MODEL_WEIGHTS, client
 
 
 class ClassGradientInversionConfig(BaseModel):

@@ -5,13 +5,33 @@ scorers; the knowledge each adversary gets leaves them out."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import torch
+from torch_geometric.data import Data
 
-from attacks.base import Attack, AttackOutput
-from attacks.family import CellInputs, FamilyInputs, exchanged_nodes, hops_of
-from attacks.metrics import (
+from fgl_workbench.adversary.threat import (
+    BackgroundKnowledge,
+    View,
+    background_knowledge,
+    client_data_knowledge,
+    feature_knowledge,
+    insider_view,
+    querier_view,
+    served_view,
+    server_view,
+)
+from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.challenges import (
+    LinkChallenge,
+    client_data_challenge,
+    feature_challenge,
+    link_challenge,
+)
+from fgl_workbench.attacks.family import CellInputs, FamilyInputs, exchanged_nodes, hops_of
+from fgl_workbench.attacks.metrics import (
     label_reconstruction_metrics,
     link_metrics,
     neighbour_mse,
@@ -19,22 +39,25 @@ from attacks.metrics import (
     singleton_metrics,
     value_fractions,
 )
-from workbench.challenges import (
-    LinkChallenge,
-    client_data_challenge,
-    feature_challenge,
-    link_challenge,
-)
-from workbench.threat import (
-    View,
-    client_data_knowledge,
-    feature_knowledge,
-    insider_view,
-    link_knowledge,
-    querier_view,
-    served_view,
-    server_view,
-)
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.targets.base import TrainedTarget
+
+
+def link_knowledge(
+    federation: Federation, trained: TrainedTarget, challenge: LinkChallenge
+) -> BackgroundKnowledge:
+    """A link adversary's knowledge: the auxiliary pool, the population's node features, and
+    of its edges only the known share of the challenge (``graph.edge_index``, both directions)
+    with as many known non-edges. The edges it is asked about are nowhere in it."""
+    base = background_knowledge(federation, trained)
+    assert base.graph is not None
+    known = torch.as_tensor(challenge.known_edges)
+    graph = Data(
+        x=base.graph.x,
+        edge_index=torch.cat([known, known.flip(0)], 1),
+        num_nodes=base.graph.num_nodes,
+    )
+    return replace(base, graph=graph, known_non_edges=challenge.known_non_edges)
 
 
 class Link:

@@ -24,13 +24,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from sklearn.neighbors import NearestNeighbors
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from defenses.metric_dp import EmbeddingRelease, normalise
-from workbench.device import seeded_generator
-from workbench.errors import NotApplicableError
-from workbench.exchanged import Combine, ExchangedEmbeddings
-from workbench.query import ServedAPI
-from workbench.threat import InsiderView
+from fgl_workbench.adversary.exchanged import Combine, ExchangedEmbeddings
+from fgl_workbench.adversary.threat import InsiderView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.defenses.metric_dp import EmbeddingRelease, normalise
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.query import ServedAPI
 
 
 class FeatureInversionConfig(BaseModel):

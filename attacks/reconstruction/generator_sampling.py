@@ -5,12 +5,12 @@ EDP-GNN makes structure for a given node set (CeFGC's synthetic graphs take node
 features from the receiver's graphs), so for each candidate the client samples ``samples``
 structures on the candidate's own nodes from every received generator of its class (at its
 class's schedule for CeFGC*) and scores the best match: 1 for an isomorphic copy (atoms in
-place), else the highest normalised WL-kernel similarity (``workbench.graph_match``). A
-generator that memorised a graph gives it back. Scored as membership: the output's threshold
-marks exact copies, so ``threshold_tpr`` is the fraction of training graphs reproduced exactly
-and ``threshold_fpr`` the held-out baseline (graphs "reproduced" without being trained on:
-small molecules recur); AUC ranks near-copies too. Graphs above ``max_nodes`` were never
-trained on and score 0."""
+place), else the highest normalised WL-kernel similarity
+(``fgl_workbench.attacks.reconstruction.graph_match``). A generator that memorised a graph gives it
+back. Scored as membership: the output's threshold marks exact copies, so ``threshold_tpr`` is the
+fraction of training graphs reproduced exactly and ``threshold_fpr`` the held-out baseline (graphs
+"reproduced" without being trained on: small molecules recur); AUC ranks near-copies too. Graphs
+above ``max_nodes`` were never trained on and score 0."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from attacks.generators import received_generators
-from workbench.device import seeded_generator
-from workbench.graph_match import COPY, NEAR_COPY, copy_similarity
-from workbench.targets.cefgc.generator import sample_graphs
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.generators import received_generators
+from fgl_workbench.attacks.reconstruction.graph_match import COPY, NEAR_COPY, copy_similarity
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.targets.cefgc.generator import sample_graphs
 
 
 class GeneratorSamplingConfig(BaseModel):

@@ -26,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch.func import functional_call
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
-from workbench.device import seeded_generator
-from workbench.errors import NotApplicableError
-from workbench.threat import ServerView
-from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
+from fgl_workbench.adversary.threat import ServerView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
 
 
 class GradientInversionConfig(BaseModel):

@@ -18,9 +18,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
-from attacks.reconstruction.link_stealing import known_pairs
-from workbench.errors import NotApplicableError
+from fgl_workbench.adversary.candidates import NodePairs
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.reconstruction.link_stealing import known_pairs
+from fgl_workbench.errors import NotApplicableError
 
 
 class GraphReconstructionConfig(BaseModel):

@@ -24,10 +24,11 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
-from workbench.errors import NotApplicableError
-from workbench.query import AnswerTable, NodeQueryAPI
-from workbench.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
+from fgl_workbench.adversary.candidates import NodePairs
+from fgl_workbench.adversary.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.query import AnswerTable, NodeQueryAPI
 
 Distance = Literal[
     "cosine",

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from attacks.base import ATTACKS, AttackInput, AttackOutput, NodePairs, ThreatModel
-from workbench.errors import NotApplicableError
+from fgl_workbench.adversary.candidates import NodePairs
+from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.errors import NotApplicableError
 
 
 class LinkTellerConfig(BaseModel):

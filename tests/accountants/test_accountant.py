@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accountants import (
+from fgl_workbench.accountants import (
     Caveat,
     Composed,
     Gaussian,
@@ -25,7 +25,7 @@ from accountants import (
     max_steps,
     subsampled_gaussian_grid,
 )
-from accountants.accountant import InfiniteEpsilonWarning, OrderGridWarning
+from fgl_workbench.accountants.accountant import InfiniteEpsilonWarning, OrderGridWarning
 
 
 def sgm(q, sigma, steps):
@@ -332,7 +332,7 @@ def test_an_impossible_rdp_curve_is_refused_not_clamped():
 def test_the_privacy_profile_is_the_refined_delta_or_a_little_looser():
     """privacy_profile reads δ(ε) at many ε from one RDP curve: never below ``delta`` (which
     refines each), and within a few per cent of it."""
-    from accountants.accountant import privacy_profile
+    from fgl_workbench.accountants.accountant import privacy_profile
 
     ledger = PrivacyLedger((SubsampledGaussian(0.2, 3.0, 10),))
     grid = np.linspace(0.0, 4.0, 9)

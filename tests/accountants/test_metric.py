@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from accountants import metric_epsilon, rho_knn_percentile
+from fgl_workbench.accountants import metric_epsilon, rho_knn_percentile
 
 SIGMA0 = [0.3, 0.5, 0.7, 1, 2, 3, 5]
 TABLE6 = {  # ρ_q: ε per σ0 (HI-Small, R′ = 200)
@@ -80,7 +80,7 @@ def test_rho_percentile_reflects_the_spread():
 def test_kth_neighbour_distances_equal_scikit_learns():
     from sklearn.neighbors import NearestNeighbors
 
-    from accountants.metric import kth_neighbour_distance
+    from fgl_workbench.accountants.metric import kth_neighbour_distance
 
     x = np.random.default_rng(0).normal(size=(1500, 24))  # two blocks of rows
     ours = kth_neighbour_distance(x, 50)

@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from accountants import (
+from fgl_workbench.accountants import (
     Gaussian,
     Laplace,
     MetricGaussian,
@@ -15,8 +15,8 @@ from accountants import (
     SubsampledGaussian,
     epsilon,
 )
-from accountants.events import Composed
-from accountants.pld import PLDUnavailable, pld_epsilon
+from fgl_workbench.accountants.events import Composed
+from fgl_workbench.accountants.pld import PLDUnavailable, pld_epsilon
 
 
 def exact_gaussian_epsilon(mu: float, delta: float) -> float:

@@ -1,13 +1,13 @@
 import pytest
 
-from defenses import applied
-from workbench.class_statistics import class_statistics
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.targets import TARGETS
-from workbench.threat import ServerView, server_view
-from workbench.transcript import CLASS_STATISTICS, SERVER, Transcript, client
+from fgl_workbench.adversary.threat import ServerView, server_view
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.defenses import applied
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.class_statistics import class_statistics
+from fgl_workbench.transcript import CLASS_STATISTICS, SERVER, Transcript, client
 
 
 @pytest.fixture(scope="session")

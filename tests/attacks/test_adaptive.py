@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.adaptive import adaptive_input, ib_surrogate_features
-from defenses import applied
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets import TARGETS
+from fgl_workbench.attacks.adaptive import adaptive_input, ib_surrogate_features
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.targets import TARGETS
 
 FAST = {"epochs": 30, "head_hidden": 16, "lr": 0.01}
 

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from accountants import MetricGaussian, PrivacyLedger, epsilon
-from attacks import ATTACKS, AttackInput
-from attacks.audit import likelihood_ratio
-from attacks.metrics import held_out_epsilon
-from defenses.metric_dp import MetricReleases
-from workbench.challenges import reidentification_challenge
-from workbench.errors import NotApplicableError
-from workbench.threat import ReleaseView
+from fgl_workbench.accountants import MetricGaussian, PrivacyLedger, epsilon
+from fgl_workbench.adversary.threat import ReleaseView
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.audit import likelihood_ratio
+from fgl_workbench.attacks.challenges import reidentification_challenge
+from fgl_workbench.attacks.metrics import held_out_epsilon
+from fgl_workbench.defenses.metric_dp import MetricReleases
+from fgl_workbench.errors import NotApplicableError
 
 
 def test_the_statistic_is_the_log_likelihood_ratio_over_the_releases_a_node_had():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from attacks.metrics import (
+from fgl_workbench.attacks.metrics import (
     auc_interval,
     chance_line,
     held_out_ceiling,

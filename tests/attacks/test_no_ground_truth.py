@@ -18,21 +18,21 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from attacks import ATTACKS, AttackInput
-from attacks.families import FAMILIES, adversaries
-from defenses import applied
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError, NotApplicableError
-from workbench.query import (
+from fgl_workbench.adversary.threat import ClientView
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.families import FAMILIES, adversaries
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.query import (
     ClientDeployments,
     GraphOwnerRoutedQueryAPI,
     NodeQueryAPI,
     OwnerRoutedQueryAPI,
 )
-from workbench.targets import TARGETS
-from workbench.targets.base import TrainedTarget
-from workbench.threat import ClientView
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.base import TrainedTarget
 
 LEAVES = (str, bytes, int, float, bool, complex, type(None), type, types.ModuleType)
 LEAVES += (np.ndarray, torch.Tensor, torch.dtype, torch.device)

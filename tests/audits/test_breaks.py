@@ -10,9 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from audits.breaks import BREAKS, faster_sampling, no_sampling, reused_noise, scaled_noise
-from audits.demonstration import CASES, demonstrate
-from defenses import dp_fedavg, dp_sgd, noise
+from fgl_workbench.audits.breaks import (
+    BREAKS,
+    faster_sampling,
+    no_sampling,
+    reused_noise,
+    scaled_noise,
+)
+from fgl_workbench.audits.demonstration import CASES, demonstrate
+from fgl_workbench.defenses import dp_fedavg, dp_sgd, noise
 
 PAIRS = [(name, b) for name, make in CASES.items() for b in make().breaks]
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from accountants import ADVERSARIES, PrivacyLedger
-from audits import GAMES, Context, audit_run
-from audits.canary import canary_directions
-from audits.demonstration import CASES, DELTA, demonstrate
-from defenses import dp_fedavg, dp_sgd
-from defenses.base import AppliedDefense
+from fgl_workbench.accountants import ADVERSARIES, PrivacyLedger
+from fgl_workbench.audits import GAMES, Context, audit_run
+from fgl_workbench.audits.canary import canary_directions
+from fgl_workbench.audits.demonstration import CASES, DELTA, demonstrate
+from fgl_workbench.defenses import dp_fedavg, dp_sgd
+from fgl_workbench.defenses.base import AppliedDefense
 
 CENTRAL, LOCAL = (next(n for n in CASES if n.startswith(f"dp-fedavg {m}")) for m in ("c", "l"))
 

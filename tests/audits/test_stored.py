@@ -3,8 +3,8 @@ this size" where nothing could be certified, and the verdict the audit gave."""
 
 from __future__ import annotations
 
-from audits.demonstration import CASES, demonstrate
-from audits.stored import audit_row, bound_text, holds, verdict_text
+from fgl_workbench.audits.demonstration import CASES, demonstrate
+from fgl_workbench.audits.stored import audit_row, bound_text, holds, verdict_text
 
 CENTRAL = next(n for n in CASES if n.startswith("dp-fedavg c"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from audits.demonstration import CASES, demonstrate
+from fgl_workbench.audits.demonstration import CASES, demonstrate
 
 CHEAP = [n for n in CASES if n.startswith(("metric-dp, 1", "aggregation-perturbation edge"))]
 REPETITIONS = 200

@@ -1,12 +1,12 @@
 import torch
 
-from defenses.aggregation_perturbation import (
+from fgl_workbench.defenses.aggregation_perturbation import (
     APConfig,
     bound_out_degree,
     neighbour_sum,
     perturbed_hops,
 )
-from defenses.metric_dp import normalise
+from fgl_workbench.defenses.metric_dp import normalise
 
 
 def random_graph(n: int, e: int, seed: int) -> torch.Tensor:

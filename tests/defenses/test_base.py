@@ -1,7 +1,7 @@
 import pytest
 
-from defenses import DEFENSES, covers, privacy_units
-from workbench.errors import ConfigError
+from fgl_workbench.defenses import DEFENSES, covers, privacy_units
+from fgl_workbench.errors import ConfigError
 
 
 def test_every_defense_states_what_its_epsilon_protects():

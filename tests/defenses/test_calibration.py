@@ -5,8 +5,10 @@ models, and never reaching a target's training unresolved."""
 import pytest
 from pydantic import ValidationError
 
-from defenses import DEFENSES, applied
-from defenses.calibration import (
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import DEFENSES, applied
+from fgl_workbench.defenses.calibration import (
     calibratable,
     calibrating,
     refusal,
@@ -14,11 +16,9 @@ from defenses.calibration import (
     target_epsilon,
     with_noise,
 )
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.targets import TARGETS
-from workbench.targets.training import TrainingRecipe
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.training import TrainingRecipe
 
 CALIBRATED = ("aggregation-perturbation", "dp-fedavg", "dp-sgd", "gaussian-upload")
 

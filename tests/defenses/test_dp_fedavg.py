@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from accountants import (
+from fgl_workbench.accountants import (
     ADVERSARIES,
     Gaussian,
     PrivacyLedger,
@@ -13,18 +13,18 @@ from accountants import (
     epsilon,
     epsilons_by_adversary,
 )
-from defenses import applied
-from defenses.dp_fedavg import (
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.dp_fedavg import (
     DPFedAvgConfig,
     client_update,
     ledger_events,
     server_aggregate,
     update_vector,
 )
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets import TARGETS
-from workbench.transcript import MODEL_WEIGHTS, SERVER
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER
 
 
 def states(seed: int, scale: float) -> tuple[dict, dict]:

@@ -3,19 +3,19 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.data import Batch
 
-from accountants import PrivacyLedger, SubsampledGaussian, epsilon
-from defenses import applied
-from defenses.dp_sgd import (
+from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian, epsilon
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.dp_sgd import (
     DPSGDConfig,
     linear_per_graph_gradients,
     per_graph_gradients,
     private_optimizer,
 )
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.models.graph import GIN
-from workbench.targets import TARGETS
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models.graph import GIN
+from fgl_workbench.targets import TARGETS
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,14 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from accountants import Gaussian, PrivacyLedger, epsilon
-from defenses import applied
-from defenses.dp_fedavg import update_vector
-from defenses.gaussian_upload import GaussianUploadConfig, privatize
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets import TARGETS
-from workbench.transcript import SERVER
+from fgl_workbench.accountants import Gaussian, PrivacyLedger, epsilon
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.dp_fedavg import update_vector
+from fgl_workbench.defenses.gaussian_upload import GaussianUploadConfig, privatize
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import SERVER
 
 
 def test_clipping_is_real_and_sensitivity_follows_the_relation():

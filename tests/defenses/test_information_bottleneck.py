@@ -2,21 +2,21 @@ import pytest
 import torch
 from torch.distributions import Normal, kl_divergence
 
-from attacks import ATTACKS
-from attacks.metrics import membership_metrics
-from defenses import applied
-from defenses.information_bottleneck import (
+from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.attacks.metrics import membership_metrics
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.information_bottleneck import (
     IB_HEAD,
     IBConfig,
     kl_to_standard_normal,
     shared_head,
     transform_clients,
 )
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError, NotApplicableError
-from workbench.targets import TARGETS
-from workbench.transcript import SERVER
+from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import SERVER
 
 FAST = {"epochs": 60, "head_hidden": 32, "lr": 0.01}
 
@@ -70,7 +70,7 @@ def test_fedavg_with_ib(federation):
 
 
 def _graph_level():
-    from workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
+    from fgl_workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
 
     ds = synthetic_graphs(SyntheticGraphsParams(num_graphs=30, seed=0))
     return ds, make_partition(ds, "iid", 2, 0)
@@ -106,7 +106,7 @@ def test_adaptive_attacker_queries_in_z_space(federation, querier_input, name, p
 
 
 def test_a_narrower_encoder_keeps_z_in_the_feature_space(federation):
-    from defenses.information_bottleneck import IBEncoder
+    from fgl_workbench.defenses.information_bottleneck import IBEncoder
 
     enc = IBEncoder(16, hidden=4)
     assert enc.w1.weight.shape == (4, 16) and enc.w2.weight.shape == (32, 4)

@@ -7,7 +7,7 @@ import pytest
 from cryptography.exceptions import InvalidTag
 from scipy.stats import kstest
 
-from defenses.masked_aggregation import (
+from fgl_workbench.defenses.masked_aggregation import (
     KEY_SHARES,
     UNMASK_SHARES,
     AggregationAborted,
@@ -20,8 +20,8 @@ from defenses.masked_aggregation import (
     shamir_join,
     shamir_split,
 )
-from workbench.errors import ConfigError
-from workbench.transcript import MASKED_STATISTICS, SERVER, Transcript, client
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.transcript import MASKED_STATISTICS, SERVER, Transcript, client
 
 CFG = MaskedAggConfig(fraction_bits=24)
 STEP = 2.0**-24

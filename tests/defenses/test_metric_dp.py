@@ -2,15 +2,15 @@ import numpy as np
 import pytest
 import torch
 
-from accountants import PrivacyLedger, epsilon, metric_epsilon
-from attacks import ATTACKS
-from defenses import applied
-from defenses.metric_dp import EmbeddingRelease, normalise
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import NotApplicableError
-from workbench.targets import TARGETS
-from workbench.transcript import EMBEDDINGS, PUBLIC, SERVER
+from fgl_workbench.accountants import PrivacyLedger, epsilon, metric_epsilon
+from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.metric_dp import EmbeddingRelease, normalise
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import EMBEDDINGS, PUBLIC, SERVER
 
 
 def test_normalise_keeps_zero_rows():

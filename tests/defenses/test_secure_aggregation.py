@@ -3,16 +3,16 @@ import pytest
 import tenseal as ts
 import torch
 
-from attacks.base import AttackInput
-from attacks.membership.observe import observed_apis
-from defenses import applied
-from defenses.secure_aggregation import Ciphertext, SecureAggConfig, Session, on_grid
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError, NotApplicableError
-from workbench.targets import TARGETS
-from workbench.threat import server_view
-from workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, SERVER
+from fgl_workbench.adversary.threat import server_view
+from fgl_workbench.attacks.base import AttackInput
+from fgl_workbench.attacks.membership.observe import observed_apis
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.defenses.secure_aggregation import Ciphertext, SecureAggConfig, Session, on_grid
+from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, SERVER
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,9 @@ import os
 
 import pytest
 
-from reports import build_report
-from workbench.runner import run_suite
-from workbench.suite import parse_suite
+from fgl_workbench.reports import build_report
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
 
 DP_SUITE = {
     "name": "dp",
@@ -46,7 +46,15 @@ def every_block_report():
     text, and a table long enough to run over pages."""
     import matplotlib.pyplot as plt
 
-    from reports.content import Callout, Figure, Paragraph, Preformatted, Report, Section, Table
+    from fgl_workbench.reports.content import (
+        Callout,
+        Figure,
+        Paragraph,
+        Preformatted,
+        Report,
+        Section,
+        Table,
+    )
 
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.plot([0, 1], [0, 1], label=HOSTILE)
@@ -98,7 +106,7 @@ def drawn():
 def needs_weasyprint() -> None:
     """Skips where WeasyPrint cannot load (no Pango: the report is then HTML alone); .ci/run
     installs what it needs, so in CI that fails instead."""
-    from reports.pdf import PdfUnavailable, load_weasyprint
+    from fgl_workbench.reports.pdf import PdfUnavailable, load_weasyprint
 
     try:
         load_weasyprint()

@@ -53,7 +53,7 @@ def test_chromium_screenshot_of_the_report_is_not_blank(dp_report, tmp_path, dra
 
 
 def test_markup_in_report_text_stays_text_in_chromium(every_block_report, tmp_path):
-    from reports.html import render_html
+    from fgl_workbench.reports.html import render_html
 
     # the one figure decodes; the <img onerror> written in every text is not an image
     assert _probe(render_html(every_block_report), tmp_path / "hostile.html") == (1, 0)

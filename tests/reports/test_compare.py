@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from reports.report import load_results, report_content
-from reports.summary import configurations
-from workbench import cli
+from fgl_workbench.interface import cli
+from fgl_workbench.reports.report import load_results, report_content
+from fgl_workbench.reports.summary import configurations
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from reports.frame import frame
-from workbench import api
-from workbench.cli import main
-from workbench.store import ResultsStore
+from fgl_workbench.interface import api
+from fgl_workbench.interface.cli import main
+from fgl_workbench.reports.frame import frame
+from fgl_workbench.storage.store import ResultsStore
 
 
 @pytest.fixture(scope="module")

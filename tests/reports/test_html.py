@@ -5,12 +5,12 @@ import typing
 
 import pytest
 
-from reports import build_report
-from reports.content import Block, Callout, Report, Section
-from reports.html import BLOCK_MACROS, render_html
-from workbench.errors import WorkbenchError
-from workbench.runner import run_suite
-from workbench.suite import parse_suite
+from fgl_workbench.errors import WorkbenchError
+from fgl_workbench.reports import build_report
+from fgl_workbench.reports.content import Block, Callout, Report, Section
+from fgl_workbench.reports.html import BLOCK_MACROS, render_html
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_a_dp_run_gets_ceilings_tradeoff_and_audit(dp_report):
 
 
 def test_roc_ceilings_only_where_epsilon_bounds_membership(tmp_path):
-    from reports.report import load_results, roc_curves
+    from fgl_workbench.reports.report import load_results, roc_curves
 
     raw = {
         "name": "units",
@@ -115,8 +115,8 @@ def test_missing_store(tmp_path):
 
 
 def test_summary_across_seeds(tmp_path):
-    from reports.summary import across_seeds
-    from workbench.store import ResultsStore
+    from fgl_workbench.reports.summary import across_seeds
+    from fgl_workbench.storage.store import ResultsStore
 
     raw = {
         "name": "seeds",
@@ -137,8 +137,8 @@ def test_summary_across_seeds(tmp_path):
 
 
 def test_sweep_configurations_get_distinct_labels(tmp_path):
-    from reports.summary import across_seeds
-    from workbench.store import ResultsStore
+    from fgl_workbench.reports.summary import across_seeds
+    from fgl_workbench.storage.store import ResultsStore
 
     raw = {
         "name": "sweep",
@@ -186,7 +186,7 @@ def test_report_text_is_escaped_never_markup(every_block_report):
 
 
 def test_a_results_folder_value_is_escaped(results, tmp_path, hostile_text):
-    from workbench.store import ResultsStore
+    from fgl_workbench.storage.store import ResultsStore
 
     hostile = tmp_path / "hostile"
     shutil.copytree(results, hostile)

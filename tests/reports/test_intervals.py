@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from reports.intervals import (
+from fgl_workbench.reports.intervals import (
     CHANCE_HEADER,
     NOT_CERTIFIABLE,
     attack_tables,
     seed_interval,
     strongest_with_uncertainty,
 )
-from reports.summary import markdown
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.reports.summary import markdown
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 
 def _cell(seed: int, dp: bool = False) -> CellRow:
@@ -111,10 +111,10 @@ def test_the_audit_gap_table_names_no_largest_bound_where_none_certified():
 
 def test_a_real_run_shows_intervals_in_report_cli_export_and_mlflow(dp_report, capsys):
     """The dp fixture's run: every place a TPR is shown carries its interval."""
-    from reports.frame import results_frame
-    from reports.mlflow_log import cell_values
-    from workbench.cli import print_measured
-    from workbench.store import ResultsStore
+    from fgl_workbench.interface.cli import print_measured
+    from fgl_workbench.reports.frame import results_frame
+    from fgl_workbench.reports.mlflow_log import cell_values
+    from fgl_workbench.storage.store import ResultsStore
 
     out = Path(dp_report).parent
     page = Path(dp_report).read_text()

@@ -8,9 +8,9 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from reports.mlflow_log import attack_prefixes, connect, log_results, mlflow_key
-from workbench.cli import main
-from workbench.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.interface.cli import main
+from fgl_workbench.reports.mlflow_log import attack_prefixes, connect, log_results, mlflow_key
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
 
 DP_CONFIG = {
     "dataset": {"name": "csbm", "params": {"num_nodes": 300}},
@@ -124,7 +124,7 @@ def test_a_run_per_cell_with_the_stores_numbers(folder, uri):
     assert tags["link-stealing.not_applicable"] == "the target serves no posteriors to its clients"
     assert "link-stealing.label" in tags and not any(k.startswith("link") for k in dp.data.metrics)
     assert tags["fgl_workbench.results_folder"] == str(folder.resolve())
-    assert tags["fgl_workbench.suite"] == "tiny"
+    assert tags["fgl_workbench.running.suite"] == "tiny"
     plain = runs[PLAIN_ID]
     assert plain.data.metrics == {"utility.accuracy": 0.9}
     assert "target.defenses.0.name" not in plain.data.params and plain.data.params["seed"] == "1"

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from reports.pdf import PdfUnavailable, load_weasyprint, render_pdf
+from fgl_workbench.reports.pdf import PdfUnavailable, load_weasyprint, render_pdf
 
 POPPLER = all(shutil.which(t) for t in ("pdfinfo", "pdftotext", "pdftoppm", "pdfimages"))
 needs_poppler = pytest.mark.skipif(
@@ -81,8 +81,8 @@ def test_one_page_size_and_no_heading_at_the_foot_of_a_page(dp_report):
 def test_each_figure_is_on_the_page_where_its_introduction_ends(dp_report):
     import matplotlib.pyplot as plt
 
-    from reports.content import Figure, Paragraph
-    from reports.report import report_content
+    from fgl_workbench.reports.content import Figure, Paragraph
+    from fgl_workbench.reports.report import report_content
 
     report = report_content(dp_report.parent)
     for fig in report.figures():
@@ -168,7 +168,7 @@ def no_weasyprint(monkeypatch):
 def test_without_pango_the_report_is_html_alone_with_one_line(
     dp_report, tmp_path, capsys, no_weasyprint
 ):
-    from workbench.cli import main
+    from fgl_workbench.interface.cli import main
 
     out = tmp_path / "copy"
     shutil.copytree(dp_report.parent, out)

@@ -1,9 +1,16 @@
 import numpy as np
 import pytest
 
-from attacks.metrics import roc, score_levels
-from reports.plots import FPR_GRID, RocCurve, dp_tpr_ceiling, mean_roc, resolution, roc_band
-from reports.report import ceiling_findings
+from fgl_workbench.attacks.metrics import roc, score_levels
+from fgl_workbench.reports.plots import (
+    FPR_GRID,
+    RocCurve,
+    dp_tpr_ceiling,
+    mean_roc,
+    resolution,
+    roc_band,
+)
+from fgl_workbench.reports.report import ceiling_findings
 
 
 def test_dp_ceiling_is_the_hypothesis_testing_bound():

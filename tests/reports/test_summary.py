@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from reports.summary import across_seeds, attack_table, attacks_across_seeds
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.reports.summary import across_seeds, attack_table, attacks_across_seeds
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 
 def cell(seed: int, lr: float) -> CellRow:
@@ -48,7 +48,7 @@ def test_attack_table_marks_unresolvable_metrics_and_failed_rows():
 
 
 def test_each_attack_family_gets_its_own_columns():
-    from reports.summary import AttackSummary, family_rows
+    from fgl_workbench.reports.summary import AttackSummary, family_rows
 
     rows = [
         AttackSummary("c", "mia-threshold", 1, {"auc": (0.6, 0.0)}, "ok"),
@@ -64,7 +64,7 @@ def test_each_attack_family_gets_its_own_columns():
 def test_accuracy_interval_is_student_t_over_seeds():
     from scipy import stats
 
-    from reports.summary import format_interval, mean_interval
+    from fgl_workbench.reports.summary import format_interval, mean_interval
 
     low, high = mean_interval([0.5, 0.6, 0.7])
     half = stats.t.ppf(0.975, 2) * 0.1 / 3**0.5
@@ -92,7 +92,7 @@ def test_an_auc_row_reads_inconclusive_when_its_interval_straddles_chance_widely
 
 
 def test_one_seed_reads_by_its_own_interval():
-    from reports.summary import auc_interval, reading
+    from fgl_workbench.reports.summary import auc_interval, reading
 
     one = [{"auc": 0.53, "auc_ci_low": 0.46, "auc_ci_high": 0.60}]
     assert reading(auc_interval(one)) == "inconclusive"
@@ -102,7 +102,7 @@ def test_one_seed_reads_by_its_own_interval():
 
 
 def test_equal_seeds_do_not_make_a_row_certain():
-    from reports.summary import auc_interval, reading
+    from fgl_workbench.reports.summary import auc_interval, reading
 
     same = [{"auc": 0.52, "auc_ci_low": 0.45, "auc_ci_high": 0.59}] * 3
     low, high = auc_interval(same)

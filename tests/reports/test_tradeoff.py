@@ -3,15 +3,15 @@ from math import inf
 
 import pytest
 
-from reports.plots import encode_png
-from reports.tradeoff import (
+from fgl_workbench.reports.plots import encode_png
+from fgl_workbench.reports.tradeoff import (
     privacy_axis,
     strongest_attacks,
     tradeoff_figure,
     tradeoff_points,
     tradeoff_table,
 )
-from workbench.store import AttackRow, CellRow
+from fgl_workbench.storage.store import AttackRow, CellRow
 
 
 def cell(
@@ -127,7 +127,7 @@ def test_a_cells_privacy_figure_names_the_adversary_and_unit():
     """The report's one-line privacy figure printed "querier 2" and metric-DP's ε(ρ) as one
     figure for everyone; it names the unit, and reads ε(ρ) from the per-adversary rows
     ``epsilon --run`` prints (``metric_figure``)."""
-    from reports.report import privacy_figure
+    from fgl_workbench.reports.report import privacy_figure
 
     figure = privacy_figure(cell(0, 1.0, 2.0, 0.5, metric=3.0, metric_rho=0.4))
     assert figure == "querier ε = 2 per client; querier metric-DP ε(ρ=0.4) = 3 per node"

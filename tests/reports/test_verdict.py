@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports.summary import configurations, wilson
-from reports.verdict import verdicts
-from workbench.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.reports.summary import configurations, wilson
+from fgl_workbench.reports.verdict import verdicts
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_the_strongest_is_ranked_at_low_fpr_with_the_auc_and_chance_line_beside(
 def test_a_band_above_the_ceiling_warns_and_a_noisy_line_does_not():
     """The verdict reads the ROC curves: a band wholly above the DP ceiling is a warning that
     the accounting is wrong; a line above it whose band reaches below is not."""
-    from reports.plots import FPR_GRID, RocCurve
+    from fgl_workbench.reports.plots import FPR_GRID, RocCurve
 
     dp = _cell(0, 0.8, _eps(1.0), [{"name": "dp-sgd", "params": {}}])
     attack = _attack(dp, 0.52, 0.47, 0.57, "mia-rmia-1")

@@ -5,13 +5,14 @@ visible) a cell that trains and is attacked on it."""
 import pytest
 import torch
 
-from workbench import api
-from workbench.cli import main
-from workbench.data.catalog import load_dataset
-from workbench.device import on_device, resolve_device, seeded_generator, to_device
-from workbench.errors import ConfigError
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.datasets import to_device
+from fgl_workbench.device import on_device, resolve_device, seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.interface import api
+from fgl_workbench.interface.cli import main
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
 
 RAW = {
     "name": "device",

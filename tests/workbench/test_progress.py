@@ -2,10 +2,10 @@
 
 import pytest
 
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.progress import listening_to_rounds, report_round, round_text
-from workbench.targets import TARGETS
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.progress import listening_to_rounds, report_round, round_text
+from fgl_workbench.targets import TARGETS
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import k_hop_subgraph, subgraph
 
-from workbench.models import ModelConfig, build_model
-from workbench.query import GraphQueryAPI, InductiveQueryAPI, KHop, NodeQueryAPI
+from fgl_workbench.models import ModelConfig, build_model
+from fgl_workbench.query import GraphQueryAPI, InductiveQueryAPI, KHop, NodeQueryAPI
 
 
 @pytest.mark.parametrize("hops", [0, 1, 2])

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attacks import ATTACKS
-from workbench.cli import main
-from workbench.errors import ConfigError
-from workbench.runner import run_suite
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
-from workbench.targets import TARGETS
+from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.interface.cli import main
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
+from fgl_workbench.targets import TARGETS
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = {
@@ -34,8 +34,8 @@ PLUGINS = """
 import numpy as np
 from pydantic import BaseModel
 
-from attacks import AttackOutput
-from workbench.targets.fedavg import FedAvg
+from fgl_workbench.attacks import AttackOutput
+from fgl_workbench.targets.fedavg import FedAvg
 
 
 class EchoConfig(BaseModel):

@@ -1,4 +1,4 @@
-from workbench.seeding import Streams, derive_seed, public_seed
+from fgl_workbench.seeding import Streams, derive_seed, public_seed
 
 
 def test_child_seeds_differ_by_label_and_parent():

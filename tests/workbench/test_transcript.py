@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.models import num_parameters
-from workbench.targets import TARGETS
-from workbench.transcript import SERVER, Transcript, client, payload_nbytes
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.models import num_parameters
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import SERVER, Transcript, client, payload_nbytes
 
 
 @pytest.mark.parametrize(("fraction", "per_round"), [(1.0, 4), (0.5, 2)])

@@ -1,5 +1,4 @@
-"""Datasets, partitions and the federation built from them.
+"""Datasets, partitions and the federation built from them; importing the partitioner modules
+registers them. Imports only the shared modules; every part above them may import it."""
 
-Importing the partitioner modules registers them."""
-
-from workbench.data import graph_partitioners, node_partitioners  # noqa: F401
+from fgl_workbench.data import graph_partitioners, node_partitioners  # noqa: F401

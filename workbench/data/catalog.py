@@ -20,17 +20,17 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.utils import degree, to_undirected
 
-from workbench.data.datasets import Dataset, GraphDataset, Level, NodeDataset, graph_data
-from workbench.data.interbank import InterbankParams, interbank
-from workbench.data.safe_load import UnsafeDataError, data_files_only, refuse_unsafe_processed
-from workbench.data.synthetic import (
+from fgl_workbench.data.datasets import Dataset, GraphDataset, Level, NodeDataset, graph_data
+from fgl_workbench.data.interbank import InterbankParams, interbank
+from fgl_workbench.data.safe_load import UnsafeDataError, data_files_only, refuse_unsafe_processed
+from fgl_workbench.data.synthetic import (
     CSBMParams,
     SyntheticGraphsParams,
     csbm,
     synthetic_graphs,
 )
-from workbench.errors import ConfigError, DatasetNotFoundError
-from workbench.registry import Registry
+from fgl_workbench.errors import ConfigError, DatasetNotFoundError
+from fgl_workbench.registry import Registry
 
 _USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fgl-workbench"
 

@@ -3,7 +3,8 @@ Both expose ``labels`` so partitioners and splitters treat them alike."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -90,3 +91,15 @@ Dataset = NodeDataset | GraphDataset
 def graph_data(x: torch.Tensor, edge_index: torch.Tensor, label: int) -> Data:
     """A graph record in the layout every graph-level component expects."""
     return Data(x=x.float(), edge_index=edge_index.long(), y=torch.tensor([label]))
+
+
+def to_device(dataset: Dataset, device: torch.device) -> Dataset:
+    """The dataset with its tensors on ``device`` (moved once per cell); the loaded one is
+    left as it was (PyG's ``Data.to`` works in place, so shallow copies are moved)."""
+    if isinstance(dataset, NodeDataset):
+        task = dataset.edge_task
+        if task is not None:
+            moved = {f: getattr(task, f).to(device) for f in ("index", "attr", "y", "split")}
+            task = replace(task, **moved)
+        return replace(dataset, data=copy.copy(dataset.data).to(device), edge_task=task)
+    return replace(dataset, graphs=[copy.copy(g).to(device) for g in dataset.graphs])

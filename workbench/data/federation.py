@@ -12,8 +12,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from workbench.data.datasets import Dataset, GraphDataset, NodeDataset
-from workbench.data.partition import ClientPart, Partition
+from fgl_workbench.data.datasets import Dataset, GraphDataset, NodeDataset
+from fgl_workbench.data.partition import ClientPart, Partition
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from workbench.data.datasets import Dataset, GraphDataset
-from workbench.data.node_partitioners import DirichletParams, label_dirichlet
-from workbench.data.partition import PARTITIONERS, PartitionerSpec
-from workbench.errors import PartitionError
+from fgl_workbench.data.datasets import Dataset, GraphDataset
+from fgl_workbench.data.node_partitioners import DirichletParams, label_dirichlet
+from fgl_workbench.data.partition import PARTITIONERS, PartitionerSpec
+from fgl_workbench.errors import PartitionError
 
 
 class IIDParams(BaseModel):

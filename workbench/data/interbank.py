@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
-from workbench.data.datasets import EdgeTask, NodeDataset
+from fgl_workbench.data.datasets import EdgeTask, NodeDataset
 
 MOTIFS = ("fan-out", "fan-in", "cycle", "scatter-gather")
 

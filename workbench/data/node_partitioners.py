@@ -16,9 +16,9 @@ import pymetis
 from pydantic import BaseModel, ConfigDict, Field
 from sklearn.cluster import KMeans
 
-from workbench.data.datasets import Dataset, NodeDataset
-from workbench.data.partition import PARTITIONERS, PartitionerSpec, local_edges
-from workbench.errors import ConfigError, PartitionError
+from fgl_workbench.data.datasets import Dataset, NodeDataset
+from fgl_workbench.data.partition import PARTITIONERS, PartitionerSpec, local_edges
+from fgl_workbench.errors import ConfigError, PartitionError
 
 Engine = Literal["igraph", "networkx"]
 SLOW_NETWORKX = 20_000  # nodes above which networkx's Louvain takes most of a cell

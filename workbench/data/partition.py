@@ -17,9 +17,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from workbench.data.datasets import Dataset, Level, NodeDataset
-from workbench.errors import ConfigError, PartitionError
-from workbench.registry import Registry
+from fgl_workbench.data.datasets import Dataset, Level, NodeDataset
+from fgl_workbench.errors import ConfigError, PartitionError
+from fgl_workbench.registry import Registry
 
 
 @dataclass(frozen=True)

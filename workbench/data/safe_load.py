@@ -18,7 +18,7 @@ from typing import IO, Any
 import fsspec
 import torch
 
-from workbench.errors import DatasetNotFoundError
+from fgl_workbench.errors import DatasetNotFoundError
 
 # every global the Planetoid raw files (ind.*.x/tx/allx/y/ty/ally/graph) name
 ALLOWED = frozenset(

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
-from workbench.data.datasets import GraphDataset, NodeDataset, graph_data
+from fgl_workbench.data.datasets import GraphDataset, NodeDataset, graph_data
 
 
 class CSBMParams(BaseModel):

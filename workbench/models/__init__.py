@@ -1,4 +1,5 @@
-"""GNN backbones shared by every target, built from one typed config."""
+"""GNN backbones shared by every target, built from one typed config. Imports only the shared
+modules; every part above them may import it (docs/design.md)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from workbench.errors import ConfigError
-from workbench.models.graph import GIN
-from workbench.models.node import MLP, NodeGNN
-from workbench.storable import storable
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models.graph import GIN
+from fgl_workbench.models.node import MLP, NodeGNN
+from fgl_workbench.storable import storable
 
 NODE_ARCHS = ("gcn", "sage", "gat", "mlp")
 GRAPH_ARCHS = ("gin",)

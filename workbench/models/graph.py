@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GINConv, global_mean_pool
 
-from workbench.models.functional import dropout as fast_dropout
+from fgl_workbench.models.functional import dropout as fast_dropout
 
 
 class GIN(nn.Module):

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
-from workbench.models.functional import dropout as fast_dropout
+from fgl_workbench.models.functional import dropout as fast_dropout
 
 
 class NodeGNN(nn.Module):

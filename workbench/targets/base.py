@@ -13,15 +13,15 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 from torch import nn
 
-from accountants import PrivacyLedger
-from workbench.data.datasets import Level
-from workbench.data.federation import Federation
-from workbench.errors import ConfigError
-from workbench.models import ModelSpec
-from workbench.query import ClientDeployments, QueryAPI
-from workbench.registry import Registry, component
-from workbench.targets.training import TrainingRecipe
-from workbench.transcript import Transcript
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import Level
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.query import ClientDeployments, QueryAPI
+from fgl_workbench.registry import Registry, component
+from fgl_workbench.targets.training import TrainingRecipe
+from fgl_workbench.transcript import Transcript
 
 
 @dataclass
@@ -63,12 +63,12 @@ class Target(Protocol):
 
 
 class PlansLedger(Protocol):
-    """A target that can calibrate a defense's noise by ε (``workbench.calibration``) has
-    ``planned_ledger``: the ledger ``fit`` will write for these defenses, before training,
-    built by the same functions as the real one. Counts only training tells (rounds a
-    Poisson-sampled client took part in, DP steps taken) are at their most, so the real ε is
-    at most the planned one; only the defenses' noise may change the planned ledger's ε.
-    Targets without it refuse ``target_epsilon``."""
+    """A target that can calibrate a defense's noise by ε (``fgl_workbench.running.calibration``)
+    has ``planned_ledger``: the ledger ``fit`` will write for these defenses, before training, built
+    by the same functions as the real one. Counts only training tells (rounds a Poisson-sampled
+    client took part in, DP steps taken) are at their most, so the real ε is at most the planned
+    one; only the defenses' noise may change the planned ledger's ε. Targets without it refuse
+    ``target_epsilon``."""
 
     def planned_ledger(
         self, federation: Federation, config: Any, defenses: Sequence[Any]

@@ -29,14 +29,14 @@ import torch.nn.functional as F
 from torch_geometric.data import Data
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-from workbench.data.datasets import Dataset, NodeDataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import Partition
-from workbench.models import ModelSpec
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.centralized import CentralizedConfig, pooled_client
-from workbench.targets.fedavg import FedAvgConfig
-from workbench.targets.training import TrainingRecipe
+from fgl_workbench.data.datasets import Dataset, NodeDataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import Partition
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.centralized import CentralizedConfig, pooled_client
+from fgl_workbench.targets.fedavg import FedAvgConfig
+from fgl_workbench.targets.training import TrainingRecipe
 
 ARCHS = ("gcn", "sage", "mlp")
 SPARSE_BELOW = 0.1  # feature density under which the first layer multiplies sparse rows

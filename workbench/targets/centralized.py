@@ -22,18 +22,18 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from accountants import PrivacyLedger
-from workbench.data.datasets import Dataset, NodeDataset
-from workbench.data.federation import Federation, GraphClient, NodeClient, node_client
-from workbench.data.partition import ClientPart
-from workbench.device import seeded_generator
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.progress import report_round
-from workbench.query import GraphQueryAPI, InductiveQueryAPI, NodeQueryAPI, serve
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.base import TARGETS, TrainedTarget
-from workbench.targets.training import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import Dataset, NodeDataset
+from fgl_workbench.data.federation import Federation, GraphClient, NodeClient, node_client
+from fgl_workbench.data.partition import ClientPart
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.progress import report_round
+from fgl_workbench.query import GraphQueryAPI, InductiveQueryAPI, NodeQueryAPI, serve
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.base import TARGETS, TrainedTarget
+from fgl_workbench.targets.training import (
     Release,
     ReleaseRule,
     TrainingRecipe,
@@ -44,7 +44,7 @@ from workbench.targets.training import (
     train_graph_epochs,
     train_node_epochs,
 )
-from workbench.transcript import Transcript
+from fgl_workbench.transcript import Transcript
 
 
 class CentralizedConfig(BaseModel):

@@ -5,7 +5,8 @@ Three modules, trained in stages so that edges are read only once, through noisy
 1. **Encoder**: an MLP on node features with a linear head for pre-training, trained with
    FedAvg (rows are independent, so DP-SGD's per-node clipping is exact).
 2. **Aggregation perturbation**: each client normalises its nodes' encodings and computes
-   ``hops`` noisy neighbour sums on its own subgraph, once (``defenses.aggregation_perturbation``).
+   ``hops`` noisy neighbour sums on its own subgraph, once
+   (``fgl_workbench.defenses.aggregation_perturbation``).
 3. **Classifier**: one MLP base per hop on the cached aggregates, concatenated, then an MLP
    head, trained with FedAvg (DP-SGD per node again); released at the best validation round
    (the last under DP unless ``release: best_val`` asks, and then ε says what it excludes).
@@ -31,32 +32,41 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from accountants import PrivacyLedger
-from defenses.aggregation_perturbation import APConfig, bound_out_degree, perturbed_hops
-from defenses.aggregation_perturbation import ledger_events as ap_events
-from defenses.base import accounted, with_selection_caveat
-from defenses.calibration import require_noise
-from defenses.dp_sgd import DPSGDConfig, private_optimizer, steps_for, train_rows_epochs_dp
-from defenses.dp_sgd import ledger_event as dp_sgd_event
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation
-from workbench.device import seeded_generator
-from workbench.errors import ConfigError
-from workbench.models.node import MLP
-from workbench.progress import report_round
-from workbench.query import TableQueryAPI
-from workbench.seeding import derive_seed, seed_everything
-from workbench.storable import storable
-from workbench.targets.base import TARGETS, TrainedTarget
-from workbench.targets.fedavg import average_states
-from workbench.targets.training import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.defenses.aggregation_perturbation import (
+    APConfig,
+    bound_out_degree,
+    perturbed_hops,
+)
+from fgl_workbench.defenses.aggregation_perturbation import ledger_events as ap_events
+from fgl_workbench.defenses.base import accounted, with_selection_caveat
+from fgl_workbench.defenses.calibration import require_noise
+from fgl_workbench.defenses.dp_sgd import (
+    DPSGDConfig,
+    private_optimizer,
+    steps_for,
+    train_rows_epochs_dp,
+)
+from fgl_workbench.defenses.dp_sgd import ledger_event as dp_sgd_event
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models.node import MLP
+from fgl_workbench.progress import report_round
+from fgl_workbench.query import TableQueryAPI
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.storable import storable
+from fgl_workbench.targets.base import TARGETS, TrainedTarget
+from fgl_workbench.targets.fedavg import average_states
+from fgl_workbench.targets.training import (
     Release,
     ReleaseRule,
     TrainingRecipe,
     release_rule,
     utility_scores,
 )
-from workbench.transcript import SERVER, KeepPayloads, Transcript, client
+from fgl_workbench.transcript import SERVER, KeepPayloads, Transcript, client
 
 ENCODER_WEIGHTS, CLASSIFIER_WEIGHTS = "gap_encoder_weights", "gap_classifier_weights"
 

@@ -15,8 +15,8 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from workbench.data.datasets import GraphDataset
-from workbench.data.federation import GraphClient, NodeClient
+from fgl_workbench.data.datasets import GraphDataset
+from fgl_workbench.data.federation import GraphClient, NodeClient
 
 
 @dataclass(frozen=True)

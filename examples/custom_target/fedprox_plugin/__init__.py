@@ -16,10 +16,10 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from workbench.data.federation import Federation, NodeClient
-from workbench.errors import ConfigError
-from workbench.targets import TrainedTarget
-from workbench.targets.fedavg import FedAvgConfig, NodeFedAvg
+from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.targets import TrainedTarget
+from fgl_workbench.targets.fedavg import FedAvgConfig, NodeFedAvg
 
 
 class FedProxConfig(FedAvgConfig):

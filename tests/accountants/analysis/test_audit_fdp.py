@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from accountants.analysis import audit
+from fgl_workbench.accountants.analysis import audit
 
 DELTA = 1e-5
 CONFIDENCE = 0.95

@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
-from accountants.analysis import audit
+from fgl_workbench.accountants.analysis import audit
 
 M = 1000
 TRIALS = 200

@@ -1,7 +1,7 @@
 import numpy as np
 
-from accountants.analysis import conversion
-from accountants.analysis.orders import EXTENDED_ORDERS, OPACUS_ORDERS, resolve_orders
+from fgl_workbench.accountants.analysis import conversion
+from fgl_workbench.accountants.analysis.orders import EXTENDED_ORDERS, OPACUS_ORDERS, resolve_orders
 
 
 def test_opacus_grid_is_reproduced_exactly():

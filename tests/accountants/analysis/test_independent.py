@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from accountants.analysis.independent import held_out_test, point_epsilon, point_mu
+from fgl_workbench.accountants.analysis.independent import held_out_test, point_epsilon, point_mu
 
 
 def gdp_max_tpr(mu: float):

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from opacus.accountants.analysis import rdp as opacus_rdp
 from scipy.integrate import quad
 
-from accountants.analysis import rdp
-from accountants.analysis.orders import EXTENDED_ORDERS, OPACUS_ORDERS
+from fgl_workbench.accountants.analysis import rdp
+from fgl_workbench.accountants.analysis.orders import EXTENDED_ORDERS, OPACUS_ORDERS
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_rdp_matches_opacus_on_its_orders(random_grid):
 
 
 def test_epsilon_matches_opacus(random_grid):
-    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+    from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian, epsilon
 
     q, sigma, steps, delta = random_grid
     for a, b, c, d in zip(q, sigma, steps, delta, strict=True):
@@ -60,7 +60,7 @@ def test_epsilon_matches_opacus(random_grid):
 
 def test_opacus_published_value():
     """Opacus's own test: σ = 1.5, q = 0.04, 90 epochs of 1/q steps, δ = 1e-5 → ε ≈ 7.3291."""
-    from accountants import PrivacyLedger, SubsampledGaussian, epsilon
+    from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian, epsilon
 
     ledger = PrivacyLedger((SubsampledGaussian(0.04, 1.5, int(90 / 0.04)),))
     report = epsilon(ledger, 1e-5, orders="opacus", refine=False)

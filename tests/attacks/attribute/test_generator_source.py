@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from workbench.runner import run_suite
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
-from workbench.threat import ClientView
+from fgl_workbench.adversary.threat import ClientView
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
 
 GENERATORS = {"epochs": 5, "steps": 5, "max_nodes": 20, "channels": [2, 2]}
 TARGET = {"name": "cefgc", "params": {"generator": GENERATORS, "epochs": 5, "label_channel": True}}

@@ -5,17 +5,22 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.attribute.inference import AttributeInferenceConfig, known_values
-from attacks.metrics import attribute_metrics
-from workbench.challenges import attribute_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import ConfigError
-from workbench.suite import parse_suite
-from workbench.targets import TARGETS
-from workbench.threat import QuerierView, attribute_knowledge, insider_view, querier_view
+from fgl_workbench.adversary.threat import (
+    QuerierView,
+    attribute_knowledge,
+    insider_view,
+    querier_view,
+)
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.attribute.inference import AttributeInferenceConfig, known_values
+from fgl_workbench.attacks.challenges import attribute_challenge
+from fgl_workbench.attacks.metrics import attribute_metrics
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.targets import TARGETS
 
 
 @pytest.fixture(scope="module")

@@ -7,17 +7,20 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.attribute.label_distribution import LabelDistributionConfig, last_round_updates
-from attacks.metrics import distribution_metrics
-from workbench.challenges import label_distribution_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import NotApplicableError
-from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, server_view
-from workbench.transcript import CIPHERTEXT, Message
+from fgl_workbench.adversary.threat import background_knowledge, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.attribute.label_distribution import (
+    LabelDistributionConfig,
+    last_round_updates,
+)
+from fgl_workbench.attacks.challenges import label_distribution_challenge
+from fgl_workbench.attacks.metrics import distribution_metrics
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import CIPHERTEXT, Message
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +100,8 @@ def test_distribution_metrics():
 
 
 def test_the_output_layer_read_includes_the_class_rows_of_the_weight():
-    from attacks.attribute.label_distribution import output_bias, update_features
-    from workbench.models import ModelConfig, ModelSpec
+    from fgl_workbench.attacks.attribute.label_distribution import output_bias, update_features
+    from fgl_workbench.models import ModelConfig, ModelSpec
 
     model = ModelSpec(ModelConfig(), 10, 7, "node").build()
     old = {k: v.clone() for k, v in model.state_dict().items()}
@@ -110,9 +113,9 @@ def test_the_output_layer_read_includes_the_class_rows_of_the_weight():
 
 
 def test_the_adaptive_simulation_clips_and_noises_as_the_recipe_says():
-    from attacks.attribute.label_distribution import defended_upload
-    from defenses import applied
-    from defenses.dp_fedavg import update_vector
+    from fgl_workbench.attacks.attribute.label_distribution import defended_upload
+    from fgl_workbench.defenses import applied
+    from fgl_workbench.defenses.dp_fedavg import update_vector
 
     reference = {"w": torch.zeros(4), "b": torch.zeros(2)}
     state = {"w": torch.full((4,), 3.0), "b": torch.full((2,), 3.0)}

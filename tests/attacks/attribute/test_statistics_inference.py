@@ -5,16 +5,16 @@ counts are each client's label histogram; statistics that carry nothing give the
 import numpy as np
 import pytest
 
-from attacks import ATTACKS, AttackInput
-from attacks.attribute.inference import known_values
-from attacks.attribute.statistics_inference import StatisticsAttributeConfig
-from attacks.attribute.uploaded_distribution import UploadedDistributionConfig
-from attacks.metrics import attribute_metrics, distribution_metrics, value_fractions
-from workbench.challenges import attribute_challenge, label_distribution_challenge
-from workbench.class_statistics import ClassStatistics
-from workbench.errors import NotApplicableError
-from workbench.threat import ServerView, attribute_knowledge, background_knowledge
-from workbench.transcript import CLASS_STATISTICS, RELIABILITY, SERVER, Transcript, client
+from fgl_workbench.adversary.threat import ServerView, attribute_knowledge, background_knowledge
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.attribute.inference import known_values
+from fgl_workbench.attacks.attribute.statistics_inference import StatisticsAttributeConfig
+from fgl_workbench.attacks.attribute.uploaded_distribution import UploadedDistributionConfig
+from fgl_workbench.attacks.challenges import attribute_challenge, label_distribution_challenge
+from fgl_workbench.attacks.metrics import attribute_metrics, distribution_metrics, value_fractions
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.class_statistics import ClassStatistics
+from fgl_workbench.transcript import CLASS_STATISTICS, RELIABILITY, SERVER, Transcript, client
 
 
 def _attribute(setting, attribute, view=None):

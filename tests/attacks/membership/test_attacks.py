@@ -5,16 +5,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attacks import ATTACKS, AttackInput
-from attacks.membership.reference import ReferencePool
-from attacks.metrics import auc_interval, membership_metrics
-from workbench.challenges import Challenge, membership_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import ClientPart, make_partition
-from workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
-from workbench.errors import NotApplicableError
-from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, querier_view, server_view
+from fgl_workbench.adversary.threat import background_knowledge, querier_view, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import Challenge, membership_challenge
+from fgl_workbench.attacks.membership.reference import ReferencePool
+from fgl_workbench.attacks.metrics import auc_interval, membership_metrics
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import ClientPart, make_partition
+from fgl_workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets import TARGETS
 
 REFS = 8
 CASES = [
@@ -189,7 +189,7 @@ def test_server_attack_without_uploaded_weights_is_not_applicable(small_csbm, ta
 def test_label_aware_shadow_features_tell_a_confident_wrong_answer_from_a_right_one():
     import torch
 
-    from attacks.membership.shadow import attack_features
+    from fgl_workbench.attacks.membership.shadow import attack_features
 
     logits = torch.tensor([[5.0, 0.0, 0.0], [5.0, 0.0, 0.0]])
     blind = attack_features(logits, None)

@@ -3,13 +3,13 @@ computed once per challenge, at node and at graph level."""
 
 import pytest
 
-import attacks.membership.family as membership_family
-from attacks import ATTACKS, AttackInput
-from attacks.families import FAMILIES
-from attacks.metrics import chance_line
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets import TARGETS
+import fgl_workbench.attacks.membership.family as membership_family
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.families import FAMILIES
+from fgl_workbench.attacks.metrics import chance_line
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.targets import TARGETS
 
 CHANCE = ("chance_auc", "chance_auc_ci_low", "chance_auc_ci_high")
 

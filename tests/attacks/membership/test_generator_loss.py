@@ -8,16 +8,16 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from attacks import ATTACKS, AttackInput, Candidates
-from attacks.membership.generator_loss import GeneratorLossConfig
-from attacks.membership.generator_shadow import GeneratorShadowConfig
-from workbench.challenges import Challenge, others_records
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import GraphClient
-from workbench.errors import NotApplicableError
-from workbench.targets.cefgc.generator import GeneratorConfig, train_generator
-from workbench.threat import BackgroundKnowledge, ClientView
-from workbench.transcript import GENERATIVE_MODEL, Message
+from fgl_workbench.adversary.threat import BackgroundKnowledge, ClientView
+from fgl_workbench.attacks import ATTACKS, AttackInput, Candidates
+from fgl_workbench.attacks.challenges import Challenge, others_records
+from fgl_workbench.attacks.membership.generator_loss import GeneratorLossConfig
+from fgl_workbench.attacks.membership.generator_shadow import GeneratorShadowConfig
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import GraphClient
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.cefgc.generator import GeneratorConfig, train_generator
+from fgl_workbench.transcript import GENERATIVE_MODEL, Message
 
 CFG = GeneratorConfig(epochs=150, max_nodes=20, channels=(2, 2), batch_size=8, lr=5e-3)
 

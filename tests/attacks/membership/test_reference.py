@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.membership import reference
-from attacks.membership.reference import (
+from fgl_workbench.adversary.threat import background_knowledge, querier_view, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import membership_challenge
+from fgl_workbench.attacks.membership import reference
+from fgl_workbench.attacks.membership.reference import (
     ReferenceConfig,
     ReferencePool,
     federation_of,
@@ -14,15 +16,13 @@ from attacks.membership.reference import (
     induced_subgraph,
     reference_outputs,
 )
-from attacks.membership.shadow import ShadowAttack, ShadowConfig
-from workbench.challenges import membership_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.query import NodeQueryAPI, Personalised
-from workbench.targets import TARGETS
-from workbench.targets.batched import schedule_of
-from workbench.threat import background_knowledge, querier_view, server_view
+from fgl_workbench.attacks.membership.shadow import ShadowAttack, ShadowConfig
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.query import NodeQueryAPI, Personalised
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.batched import schedule_of
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_graph_references_train_as_before_their_clients_held_test_graphs(small_g
     """Holding the non-members as test graphs changes what a personalised reference answers
     them with, not what any reference trains: the released weights are the ones a client
     holding only its members trains."""
-    from workbench.data.partition import ClientPart, Partition
+    from fgl_workbench.data.partition import ClientPart, Partition
 
     fed = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, 0))
     trained = TARGETS.get("fedavg").fit(fed, {"rounds": 2, "local_epochs": 1}, [], seed=0)
@@ -128,8 +128,8 @@ def test_bad_job_count_is_a_clear_error():
 
 
 def test_subset_keeps_graphs_aligned_with_ids(small_graphs):
-    from attacks.base import Candidates
-    from attacks.membership.reference import subset
+    from fgl_workbench.adversary.candidates import Candidates
+    from fgl_workbench.attacks.membership.reference import subset
 
     ids = np.array([5, 2, 9])
     recs = Candidates(
@@ -312,7 +312,7 @@ def local_modules_cell(small_graphs):
 def test_references_of_a_graph_level_personalised_target_route_each_graph_to_its_owner(
     local_modules_cell,
 ):
-    from workbench.query import GraphOwnerRoutedQueryAPI, GraphQueryAPI
+    from fgl_workbench.query import GraphOwnerRoutedQueryAPI, GraphQueryAPI
 
     fed, trained = local_modules_cell
     assert schedule_of(trained.recipe) is None
@@ -329,7 +329,7 @@ def test_references_of_a_graph_level_personalised_target_route_each_graph_to_its
 
 
 def test_membership_attacks_run_against_a_graph_level_personalised_target(local_modules_cell):
-    from workbench.errors import NotApplicableError
+    from fgl_workbench.errors import NotApplicableError
 
     fed, trained = local_modules_cell
     inp = cell_input(local_modules_cell, ReferencePool(jobs=1, seed=3))

@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from attacks import ATTACKS, AttackInput
-from attacks.membership.statistics_tracing import StatisticsTracingConfig
-from defenses.base import applied
-from workbench.challenges import membership_challenge, others_records
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import NotApplicableError
-from workbench.runner import run_suite
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
-from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, client_view, server_view
+from fgl_workbench.adversary.threat import background_knowledge, client_view, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import membership_challenge, others_records
+from fgl_workbench.attacks.membership.statistics_tracing import StatisticsTracingConfig
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses.base import applied
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
+from fgl_workbench.targets import TARGETS
 
 FAST = {
     "surrogate": {"iterations": 60},

@@ -4,18 +4,23 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.membership.reference import ReferencePool
-from attacks.membership.threshold import ThresholdConfig, signal_scores
-from attacks.metrics import membership_metrics
-from workbench.challenges import Challenge, membership_challenge
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation, NodeClient, build_federation
-from workbench.data.partition import ClientPart, Partition, make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import NotApplicableError
-from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, client_view, querier_view, server_view
+from fgl_workbench.adversary.threat import (
+    background_knowledge,
+    client_view,
+    querier_view,
+    server_view,
+)
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import Challenge, membership_challenge
+from fgl_workbench.attacks.membership.reference import ReferencePool
+from fgl_workbench.attacks.membership.threshold import ThresholdConfig, signal_scores
+from fgl_workbench.attacks.metrics import membership_metrics
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation, NodeClient, build_federation
+from fgl_workbench.data.partition import ClientPart, Partition, make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets import TARGETS
 
 ATTACK = ATTACKS.get("mia-threshold")
 

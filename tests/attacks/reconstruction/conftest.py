@@ -1,10 +1,10 @@
 import pytest
 
-from workbench.challenges import link_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.targets import TARGETS
+from fgl_workbench.attacks.challenges import link_challenge
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.targets import TARGETS
 
 
 @pytest.fixture(scope="session")

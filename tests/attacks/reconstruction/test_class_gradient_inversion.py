@@ -6,20 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.metrics import reconstruction_metrics, singleton_metrics
-from attacks.reconstruction.class_gradient_inversion import (
+from fgl_workbench.adversary.threat import client_data_knowledge, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import client_data_challenge
+from fgl_workbench.attacks.metrics import reconstruction_metrics, singleton_metrics
+from fgl_workbench.attacks.reconstruction.class_gradient_inversion import (
     ClassGradientInversionConfig,
     rank_one_rows,
 )
-from workbench.challenges import client_data_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import NotApplicableError
-from workbench.targets import TARGETS
-from workbench.targets.fedgc.condensation import class_gradients, random_gcn, receptive_field
-from workbench.threat import client_data_knowledge, server_view
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.fedgc.condensation import class_gradients, random_gcn, receptive_field
 
 
 def test_one_isolated_node_is_recovered_exactly():

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.metrics import reconstruction_metrics
-from attacks.reconstruction.feature_inversion import FeatureInversionConfig
-from workbench.challenges import feature_challenge
-from workbench.threat import InsiderView, feature_knowledge, insider_view
+from fgl_workbench.adversary.threat import InsiderView, feature_knowledge, insider_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import feature_challenge
+from fgl_workbench.attacks.metrics import reconstruction_metrics
+from fgl_workbench.attacks.reconstruction.feature_inversion import FeatureInversionConfig
 
 
 def _invert(setting, view=None, **params):

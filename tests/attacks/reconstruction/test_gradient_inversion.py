@@ -5,17 +5,21 @@ server never holds what it reconstructs."""
 import numpy as np
 import pytest
 
-from attacks import ATTACKS, AttackInput
-from attacks.metrics import label_reconstruction_metrics, reconstruction_metrics, value_fractions
-from attacks.reconstruction.gradient_inversion import GradientInversionConfig
-from defenses import applied
-from workbench.challenges import client_data_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import ConfigError, NotApplicableError
-from workbench.threat import ServerView, client_data_knowledge, server_view
-from workbench.transcript import CIPHERTEXT, Message
+from fgl_workbench.adversary.threat import ServerView, client_data_knowledge, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import client_data_challenge
+from fgl_workbench.attacks.metrics import (
+    label_reconstruction_metrics,
+    reconstruction_metrics,
+    value_fractions,
+)
+from fgl_workbench.attacks.reconstruction.gradient_inversion import GradientInversionConfig
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.transcript import CIPHERTEXT, Message
 
 FEDAVG = {
     "rounds": 5,
@@ -35,7 +39,7 @@ def federation():
 
 
 def _train(federation, defenses=()):
-    from workbench.targets import TARGETS
+    from fgl_workbench.targets import TARGETS
 
     fedavg = TARGETS.get("fedavg")
     config = fedavg.Config(**FEDAVG, model=MODEL)

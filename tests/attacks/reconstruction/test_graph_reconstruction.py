@@ -4,10 +4,11 @@ away; embeddings that carry nothing give chance."""
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.metrics import link_metrics
-from attacks.reconstruction.graph_reconstruction import GraphReconstructionConfig
-from workbench.threat import ServedView, link_knowledge, served_view
+from fgl_workbench.adversary.threat import ServedView, served_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.metrics import link_metrics
+from fgl_workbench.attacks.reconstruction.family import link_knowledge
+from fgl_workbench.attacks.reconstruction.graph_reconstruction import GraphReconstructionConfig
 
 
 def _auc(setting, view=None, **params):

@@ -6,16 +6,21 @@ import pytest
 import torch
 from scipy.spatial import distance
 
-from attacks import ATTACKS, AttackInput
-from attacks.base import NodePairs
-from attacks.families import FAMILIES
-from attacks.reconstruction.link_stealing import DISTANCES, LinkStealingConfig, pair_distance
-from workbench.challenges import link_challenge
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import NotApplicableError
-from workbench.seeding import public_seed
-from workbench.threat import ServedView, link_knowledge, served_view
+from fgl_workbench.adversary.candidates import NodePairs
+from fgl_workbench.adversary.threat import ServedView, served_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import link_challenge
+from fgl_workbench.attacks.families import FAMILIES
+from fgl_workbench.attacks.reconstruction.family import link_knowledge
+from fgl_workbench.attacks.reconstruction.link_stealing import (
+    DISTANCES,
+    LinkStealingConfig,
+    pair_distance,
+)
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.seeding import public_seed
 
 
 @pytest.mark.parametrize("metric", DISTANCES)
@@ -34,7 +39,7 @@ def _run(setting, view=None, **params):
     out = attack.run(
         AttackInput(view, knowledge, challenge.candidates), LinkStealingConfig(**params), 0
     )
-    from attacks.metrics import link_metrics
+    from fgl_workbench.attacks.metrics import link_metrics
 
     return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]
 
@@ -176,7 +181,7 @@ def _half_and_half(n_pairs: int = 300, seed: int = 0):
     features: each signal alone reveals half the edges, both together all of them."""
     from torch_geometric.data import Data
 
-    from workbench.threat import BackgroundKnowledge
+    from fgl_workbench.adversary.threat import BackgroundKnowledge
 
     rng = np.random.default_rng(seed)
     n = 2 * n_pairs
@@ -236,7 +241,7 @@ def test_combined_signal_needs_posteriors():
 def test_uniform_negatives_leave_the_other_pairs_as_they_were(setting, monkeypatch):
     """He et al.'s negatives are drawn last: without them the challenge's other pairs, their
     order, orientation and truth are the same, so figures scored on those do not move."""
-    import workbench.challenges as challenges
+    import fgl_workbench.attacks.challenges as challenges
 
     federation = setting[0]
     full = link_challenge(federation, 3)

@@ -3,12 +3,13 @@ edge, and nothing at all against a model that does not pass messages."""
 
 import numpy as np
 
-from attacks import ATTACKS, AttackInput
-from attacks.metrics import link_metrics
-from attacks.reconstruction.link_teller import LinkTellerConfig
-from workbench.models import ModelConfig
-from workbench.targets import TARGETS
-from workbench.threat import link_knowledge, served_view
+from fgl_workbench.adversary.threat import served_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.metrics import link_metrics
+from fgl_workbench.attacks.reconstruction.family import link_knowledge
+from fgl_workbench.attacks.reconstruction.link_teller import LinkTellerConfig
+from fgl_workbench.models import ModelConfig
+from fgl_workbench.targets import TARGETS
 
 
 def _metrics(federation, trained, challenge):

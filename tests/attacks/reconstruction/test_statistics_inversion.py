@@ -5,14 +5,18 @@ that carry nothing give the prior."""
 import numpy as np
 import pytest
 
-from attacks import ATTACKS, AttackInput
-from attacks.metrics import label_reconstruction_metrics, reconstruction_metrics, value_fractions
-from attacks.reconstruction.statistics_inversion import StatisticsInversionConfig
-from workbench.challenges import client_data_challenge
-from workbench.class_statistics import ClassStatistics
-from workbench.errors import NotApplicableError
-from workbench.threat import ServerView, client_data_knowledge
-from workbench.transcript import CIPHERTEXT, CLASS_STATISTICS, SERVER, Transcript, client
+from fgl_workbench.adversary.threat import ServerView, client_data_knowledge
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.challenges import client_data_challenge
+from fgl_workbench.attacks.metrics import (
+    label_reconstruction_metrics,
+    reconstruction_metrics,
+    value_fractions,
+)
+from fgl_workbench.attacks.reconstruction.statistics_inversion import StatisticsInversionConfig
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.targets.class_statistics import ClassStatistics
+from fgl_workbench.transcript import CIPHERTEXT, CLASS_STATISTICS, SERVER, Transcript, client
 
 
 def _score(setting, view=None, k=0):

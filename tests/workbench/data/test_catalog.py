@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch_geometric.datasets as pyg_datasets
 
-from workbench.data.catalog import DATASETS, load_dataset
-from workbench.errors import ConfigError, DatasetNotFoundError
+from fgl_workbench.data.catalog import DATASETS, load_dataset
+from fgl_workbench.errors import ConfigError, DatasetNotFoundError
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_catalog_has_the_issue_datasets():
 
 
 def test_graph_mixture_pads_features_and_separates_labels(data_root: Path):
-    from workbench.data.partition import make_partition
+    from fgl_workbench.data.partition import make_partition
 
     mix = load_dataset("graph-mixture", {"members": ["MUTAG", "PTC_MR"]}, root=data_root)
     assert mix.num_items == 188 + 344 and mix.num_classes == 4

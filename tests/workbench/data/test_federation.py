@@ -1,8 +1,8 @@
 import numpy as np
 import torch
 
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
 
 
 def test_node_clients_hold_their_induced_subgraph(cora):

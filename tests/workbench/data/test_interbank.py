@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.data.catalog import load_dataset
-from workbench.data.interbank import InterbankParams, interbank
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.interbank import InterbankParams, interbank
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.errors import ConfigError
 
 SMALL = InterbankParams(num_banks=4, num_accounts=400, num_transactions=2000, patterns=30)
 

@@ -3,11 +3,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import workbench.data  # noqa: F401
-from workbench.data.datasets import GraphDataset
-from workbench.data.node_partitioners import grouped_by_label_histogram
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError, PartitionError
+import fgl_workbench.data  # noqa: F401
+from fgl_workbench.data.datasets import GraphDataset
+from fgl_workbench.data.node_partitioners import grouped_by_label_histogram
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.errors import ConfigError, PartitionError
 
 NODE_METHODS = ["louvain", "leiden", "metis", "label-dirichlet", "louvain-plus", "metis-plus"]
 

@@ -7,8 +7,8 @@ import shutil
 import pytest
 import torch
 
-from workbench.data.catalog import load_dataset
-from workbench.data.safe_load import UnsafeDataError
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.safe_load import UnsafeDataError
 
 
 class Marker:

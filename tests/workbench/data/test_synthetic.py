@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
+from fgl_workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
 
 
 def test_csbm_is_deterministic_by_seed():

@@ -6,19 +6,19 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.membership.reference import (
+from fgl_workbench.attacks.membership.reference import (
     ReferencePool,
     TrainJob,
     federation_of,
     inclusion_matrix,
     train_job,
 )
-from defenses import applied
-from workbench.data.catalog import load_dataset
-from workbench.models import ModelConfig, ModelSpec
-from workbench.seeding import derive_seed
-from workbench.targets.batched import train_batched
-from workbench.targets.training import TrainingRecipe
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.defenses import applied
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.seeding import derive_seed
+from fgl_workbench.targets.batched import train_batched
+from fgl_workbench.targets.training import TrainingRecipe
 
 K = 3
 
@@ -108,7 +108,7 @@ def test_recipes_it_cannot_reproduce_are_left_alone(dataset, change):
 def test_the_pool_trains_batched_and_its_models_match(dataset):
     r = recipe("fedavg", "gcn")
     spec = ModelSpec(ModelConfig(arch="gcn", hidden=16), dataset.num_features, 4, "node")
-    from attacks.base import Candidates
+    from fgl_workbench.adversary.candidates import Candidates
 
     ids = np.arange(dataset.num_items)
     records = Candidates("node", ids, dataset.labels)
@@ -126,8 +126,8 @@ def test_the_pool_trains_batched_and_its_models_match(dataset):
 def test_a_gap_recipe_is_left_to_the_one_at_a_time_path(dataset):
     """GAP's released spec has no ``ModelConfig``: the check must not read one (LiRA against
     a GAP target crashed here)."""
-    from workbench.targets.batched import batchable
-    from workbench.targets.gap import GAPSpec
+    from fgl_workbench.targets.batched import batchable
+    from fgl_workbench.targets.gap import GAPSpec
 
     r = TrainingRecipe("gap", {"encoder_rounds": 2, "rounds": 3}, 4, 60)
     spec = GAPSpec(40, 4, 16, 64, 2, 0.0)

@@ -4,12 +4,12 @@ import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.targets import TARGETS
-from workbench.targets.centralized import pooled_client, training_graph
-from workbench.targets.training import graph_logits
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.centralized import pooled_client, training_graph
+from fgl_workbench.targets.training import graph_logits
 
 
 def test_pooled_graph_keeps_cut_edges_and_every_split(small_csbm):

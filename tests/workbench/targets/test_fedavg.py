@@ -2,11 +2,11 @@ import numpy as np
 import pytest
 import torch
 
-from defenses import AppliedDefense
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.targets import TARGETS
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import AppliedDefense
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.targets import TARGETS
 
 FEDAVG = TARGETS.get("fedavg")
 
@@ -78,7 +78,7 @@ def test_wrong_architecture_for_level_is_a_config_error(small_graphs):
 
 
 def test_utility_scores_weight_clients_by_size_and_pool_auc():
-    from workbench.targets.training import utility_scores
+    from fgl_workbench.targets.training import utility_scores
 
     big = (np.array([0, 0, 1, 1]), torch.tensor([[2.0, 0], [2, 0], [0, 2], [2, 0]]))
     small = (np.array([1]), torch.tensor([[0.0, 3]]))
@@ -90,7 +90,7 @@ def test_utility_scores_weight_clients_by_size_and_pool_auc():
 
 
 def test_eval_dropout_switch_keeps_dropout_on_when_scoring(small_csbm):
-    from workbench.targets.training import node_logits
+    from fgl_workbench.targets.training import node_logits
 
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, seed=0))
     trained = FEDAVG.fit(fed, {"rounds": 2}, [], 0)
@@ -123,7 +123,7 @@ def test_recipe_retrains_the_released_model(small_csbm):
 
 
 def test_recipe_identity_is_unchanged_without_defenses():
-    from workbench.targets.training import TrainingRecipe
+    from fgl_workbench.targets.training import TrainingRecipe
 
     plain = TrainingRecipe("fedavg", {"rounds": 3}, 2, 10)
     assert (
@@ -137,8 +137,8 @@ def test_recipe_identity_is_unchanged_without_defenses():
 def test_dp_releases_the_last_round_unless_asked(small_csbm):
     """Choosing the best-validation round uses validation records outside the accountant: under
     DP the last round is released, and asking for selection puts a caveat on every ε."""
-    from accountants import epsilons_by_adversary
-    from defenses import applied
+    from fgl_workbench.accountants import epsilons_by_adversary
+    from fgl_workbench.defenses import applied
 
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 3, 0))
     dp = applied("dp-fedavg", {"noise_multiplier": 5.0})
@@ -165,7 +165,7 @@ def fine_tuned_run(small_csbm):
 def test_fine_tuning_deploys_each_clients_own_model_no_worse_on_its_validation(fine_tuned_run):
     """A client keeps the global weights unless fine-tuning beats them on its validation
     nodes; on these label-skewed parts most clients gain, and so does test accuracy."""
-    from workbench.targets.fine_tuning import val_accuracy
+    from fgl_workbench.targets.fine_tuning import val_accuracy
 
     fed, trained = fine_tuned_run
     models, start = trained.client_models, trained.global_model.state_dict()
@@ -184,7 +184,7 @@ def test_fine_tuning_deploys_each_clients_own_model_no_worse_on_its_validation(f
 
 
 def test_fine_tuned_deployments_answer_for_their_own_clients_nodes(fine_tuned_run):
-    from workbench.query import NodeQueryAPI
+    from fgl_workbench.query import NodeQueryAPI
 
     fed, trained = fine_tuned_run
     owner = fed.partition.owner(fed.dataset.num_items)
@@ -202,7 +202,7 @@ def test_fine_tuning_recipe_retrains_the_personalised_models(fine_tuned_run):
 def test_fine_tuning_is_refused_where_the_deployment_would_escape_its_defense(
     small_csbm, small_graphs
 ):
-    from defenses import applied
+    from fgl_workbench.defenses import applied
 
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, seed=0))
     cfg = {"rounds": 1, "fine_tune": FINE_TUNE}
@@ -241,7 +241,7 @@ def test_local_models_are_scored_as_openfgl_does_and_change_nothing_released(
     download the new average) are scored on their own validation data, and the best round's
     on their own test data is reported as local_*; the released model, its scores and the
     recipe are those of the run without it."""
-    from workbench.targets.training import score_graph_personalised, score_personalised
+    from fgl_workbench.targets.training import score_graph_personalised, score_personalised
 
     data = small_csbm if level == "node" else small_graphs
     fed = build_federation(
@@ -275,7 +275,7 @@ def local_modules_run(small_graphs):
 
 
 def test_local_modules_are_neither_uploaded_nor_averaged(local_modules_run):
-    from workbench.transcript import MODEL_WEIGHTS
+    from fgl_workbench.transcript import MODEL_WEIGHTS
 
     fed, trained = local_modules_run
     weights = [m for m in trained.transcript.messages if m.kind == MODEL_WEIGHTS]
@@ -299,8 +299,8 @@ def test_local_modules_are_neither_uploaded_nor_averaged(local_modules_run):
 
 
 def test_local_modules_deploy_and_score_each_clients_own_model(local_modules_run):
-    from workbench.query import GraphOwnerRoutedQueryAPI, GraphQueryAPI
-    from workbench.targets.training import score_graph_personalised
+    from fgl_workbench.query import GraphOwnerRoutedQueryAPI, GraphQueryAPI
+    from fgl_workbench.targets.training import score_graph_personalised
 
     fed, trained = local_modules_run
     expected = score_graph_personalised(trained.client_models, fed.clients)
@@ -343,8 +343,8 @@ def test_dp_fedavg_draws_its_clients_where_the_audit_does(small_csbm, monkeypatc
     runs ``client_update`` and ``server_aggregate`` from the defense module, the code the
     canary audit plays: a break there changes the target, so the audit's catching it speaks
     for the target (a break written into the target's own loop is not played)."""
-    from defenses import applied, dp_fedavg
-    from workbench.transcript import MODEL_WEIGHTS, SERVER
+    from fgl_workbench.defenses import applied, dp_fedavg
+    from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER
 
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 4, 0))
     dp = applied("dp-fedavg", {"noise_multiplier": 5.0})

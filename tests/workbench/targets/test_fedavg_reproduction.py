@@ -4,10 +4,10 @@ Acceptance band from the method notes: within ±3 points of the paper. Slow: ~1 
 import numpy as np
 import pytest
 
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.seeding import derive_seed
-from workbench.targets import TARGETS
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.seeding import derive_seed
+from fgl_workbench.targets import TARGETS
 
 CONFIG = {
     "model": {"arch": "gcn", "hidden": 64, "layers": 2, "dropout": 0.5},
@@ -22,7 +22,7 @@ CONFIG = {
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "paper"), [("Cora", 0.736), ("CiteSeer", 0.689)])
 def test_fedavg_10_clients_matches_fedtad_table2(data_root, name, paper):
-    from workbench.data.catalog import load_dataset
+    from fgl_workbench.data.catalog import load_dataset
 
     ds = load_dataset(name, root=data_root)
     accs = []

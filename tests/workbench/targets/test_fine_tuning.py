@@ -7,8 +7,8 @@ from pydantic import ValidationError
 from torch import nn
 from torch_geometric.data import Data
 
-from workbench.models import ModelConfig, ModelSpec
-from workbench.targets.fine_tuning import StageConfig, Trained, fine_tuned
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.targets.fine_tuning import StageConfig, Trained, fine_tuned
 
 
 def test_a_stage_shorter_than_its_scoring_interval_is_refused():

@@ -2,14 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from accountants import Gaussian, PrivacyLedger, SubsampledGaussian, epsilon
-from attacks import ATTACKS
-from defenses import applied
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.query import TableQueryAPI
-from workbench.targets import TARGETS
+from fgl_workbench.accountants import Gaussian, PrivacyLedger, SubsampledGaussian, epsilon
+from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.query import TableQueryAPI
+from fgl_workbench.targets import TARGETS
 
 CFG = {"encoder_rounds": 10, "rounds": 20, "local_epochs": 3}
 

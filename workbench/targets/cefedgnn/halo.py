@@ -14,8 +14,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import degree
 
-from workbench.data.datasets import NodeDataset
-from workbench.data.partition import ClientPart
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.partition import ClientPart
 
 NO_LABEL = -1
 

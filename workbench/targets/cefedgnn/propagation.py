@@ -21,8 +21,8 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from workbench.models.functional import dropout
-from workbench.targets.cefedgnn.halo import HaloClient
+from fgl_workbench.models.functional import dropout
+from fgl_workbench.targets.cefedgnn.halo import HaloClient
 
 
 @dataclass

@@ -29,28 +29,28 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch_geometric.data import Data
 
-from accountants import (
+from fgl_workbench.accountants import (
     Gaussian,
     MetricGaussian,
     NoGuarantee,
     PrivacyLedger,
     Scope,
 )
-from defenses.base import with_selection_caveat
-from defenses.metric_dp import METRIC_SCOPE, MetricReleases, normalise, perturb
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation
-from workbench.device import seeded_generator
-from workbench.errors import ConfigError, NotApplicableError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.progress import report_round
-from workbench.query import AnswerTable, NodeQueryAPI
-from workbench.seeding import derive_seed, seed_everything
-from workbench.storable import storable
-from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
-from workbench.targets.cefedgnn.halo import HaloClient, halo_client
-from workbench.targets.cefedgnn.propagation import Estimators, estimated_logits
-from workbench.targets.cefedgnn.tasks import (
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.defenses.base import with_selection_caveat
+from fgl_workbench.defenses.metric_dp import METRIC_SCOPE, MetricReleases, normalise, perturb
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.progress import report_round
+from fgl_workbench.query import AnswerTable, NodeQueryAPI
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.storable import storable
+from fgl_workbench.targets.base import TARGETS, TrainedTarget, check_node_target
+from fgl_workbench.targets.cefedgnn.halo import HaloClient, halo_client
+from fgl_workbench.targets.cefedgnn.propagation import Estimators, estimated_logits
+from fgl_workbench.targets.cefedgnn.tasks import (
     EdgeHead,
     EdgeModel,
     Halo,
@@ -60,14 +60,14 @@ from workbench.targets.cefedgnn.tasks import (
     edge_predictions,
     edge_scores,
 )
-from workbench.targets.training import (
+from fgl_workbench.targets.training import (
     Release,
     ReleaseRule,
     TrainingRecipe,
     release_rule,
     utility_scores,
 )
-from workbench.transcript import (
+from fgl_workbench.transcript import (
     EMBEDDINGS,
     GRADIENTS,
     MODEL_WEIGHTS,

@@ -21,10 +21,10 @@ import torch.nn.functional as F
 from sklearn.metrics import f1_score
 from torch import nn
 
-from workbench.data.datasets import EdgeTask
-from workbench.targets.cefedgnn.halo import HaloClient
-from workbench.targets.cefedgnn.propagation import Estimators, estimated_logits
-from workbench.targets.training import utility_scores
+from fgl_workbench.data.datasets import EdgeTask
+from fgl_workbench.targets.cefedgnn.halo import HaloClient
+from fgl_workbench.targets.cefedgnn.propagation import Estimators, estimated_logits
+from fgl_workbench.targets.training import utility_scores
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from workbench.targets.cefgc.score_network import pair_mask
+from fgl_workbench.targets.cefgc.score_network import pair_mask
 
 # the paper's noise levels (EDP-GNN's ego/com_small configuration)
 SIGMAS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.6)

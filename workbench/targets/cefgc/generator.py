@@ -13,9 +13,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch_geometric.data import Data
 from torch_geometric.utils import dense_to_sparse, to_dense_adj
 
-from defenses.dp_sgd import DPSGDConfig, dp_steps, private_optimizer, stacked, steps_for
-from workbench.targets.cefgc.diffusion import SIGMAS, dsm_loss, langevin_sample
-from workbench.targets.cefgc.score_network import EDPScoreNetwork
+from fgl_workbench.defenses.dp_sgd import (
+    DPSGDConfig,
+    dp_steps,
+    private_optimizer,
+    stacked,
+    steps_for,
+)
+from fgl_workbench.targets.cefgc.diffusion import SIGMAS, dsm_loss, langevin_sample
+from fgl_workbench.targets.cefgc.score_network import EDPScoreNetwork
 
 ALL_CLASSES = -1  # the key of CeFGC*'s one generator among a client's generators
 SAMPLING_BATCH = 32  # templates of similar size sampled together

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from defenses.secure_aggregation import AggregationServer, Ciphertext, KeyHolder
+from fgl_workbench.defenses.secure_aggregation import AggregationServer, Ciphertext, KeyHolder
 
 # what the + variants' extra exchange sends (on top of the generators themselves and the
 # public context, key holder → server)

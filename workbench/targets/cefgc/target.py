@@ -29,20 +29,25 @@ from torch import nn
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
-from accountants import PrivacyLedger
-from defenses.calibration import require_noise
-from defenses.dp_sgd import DPSGDConfig, private_optimizer, steps_for, train_graph_epochs_dp
-from defenses.dp_sgd import ledger_event as dp_sgd_event
-from defenses.secure_aggregation import KeyHolder, SecureAggConfig, Session
-from workbench.data.datasets import GraphDataset
-from workbench.data.federation import Federation, GraphClient
-from workbench.device import seeded_generator
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.query import GraphQueryAPI
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.base import TARGETS, TrainedTarget
-from workbench.targets.cefgc.generator import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import GraphDataset
+from fgl_workbench.data.federation import Federation, GraphClient
+from fgl_workbench.defenses.calibration import require_noise
+from fgl_workbench.defenses.dp_sgd import (
+    DPSGDConfig,
+    private_optimizer,
+    steps_for,
+    train_graph_epochs_dp,
+)
+from fgl_workbench.defenses.dp_sgd import ledger_event as dp_sgd_event
+from fgl_workbench.defenses.secure_aggregation import KeyHolder, SecureAggConfig, Session
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.query import GraphQueryAPI
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.base import TARGETS, TrainedTarget
+from fgl_workbench.targets.cefgc.generator import (
     GeneratorConfig,
     blank_generator,
     client_generators,
@@ -51,7 +56,7 @@ from workbench.targets.cefgc.generator import (
     sample_graphs,
     trainable,
 )
-from workbench.targets.cefgc.pairing import (
+from fgl_workbench.targets.cefgc.pairing import (
     PAIRING,
     SIMILARITIES,
     encrypted_gram,
@@ -60,14 +65,14 @@ from workbench.targets.cefgc.pairing import (
     paired_sums,
     partners,
 )
-from workbench.targets.fedavg import average_states
-from workbench.targets.training import (
+from fgl_workbench.targets.fedavg import average_states
+from fgl_workbench.targets.training import (
     TrainingRecipe,
     graph_logits,
     score_graph_clients,
     source_aucs,
 )
-from workbench.transcript import (
+from fgl_workbench.transcript import (
     GENERATIVE_MODEL,
     MODEL_WEIGHTS,
     PUBLIC_KEY,

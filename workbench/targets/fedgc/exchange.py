@@ -10,8 +10,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import k_hop_subgraph
 
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import NodeClient
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import NodeClient
 
 NO_LABEL = -1  # a received neighbour's label: never sent, never used
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation, NodeClient
-from workbench.models import ModelConfig
-from workbench.targets.fedavg import FedAvgConfig, NodeFedAvg
-from workbench.targets.training import node_logits
-from workbench.transcript import KeepPayloads, Transcript
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.models import ModelConfig
+from fgl_workbench.targets.fedavg import FedAvgConfig, NodeFedAvg
+from fgl_workbench.targets.training import node_logits
+from fgl_workbench.transcript import KeepPayloads, Transcript
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,18 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from accountants import PrivacyLedger
-from defenses.information_bottleneck import bottleneck_clients
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation, NodeClient
-from workbench.device import seeded_generator
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.progress import report_round
-from workbench.query import NodeQueryAPI
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
-from workbench.targets.fedgc.condensation import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.defenses.information_bottleneck import bottleneck_clients
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.progress import report_round
+from fgl_workbench.query import NodeQueryAPI
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.base import TARGETS, TrainedTarget, check_node_target
+from fgl_workbench.targets.fedgc.condensation import (
     Distance,
     EdgeGenerator,
     Weighting,
@@ -47,15 +47,15 @@ from workbench.targets.fedgc.condensation import (
     random_gcn,
     receptive_field,
 )
-from workbench.targets.fedgc.exchange import extended_client
-from workbench.targets.fedgc.self_training import self_train
-from workbench.targets.training import (
+from fgl_workbench.targets.fedgc.exchange import extended_client
+from fgl_workbench.targets.fedgc.self_training import self_train
+from fgl_workbench.targets.training import (
     Release,
     TrainingRecipe,
     score_node_clients,
     score_personalised,
 )
-from workbench.transcript import (
+from fgl_workbench.transcript import (
     CLASS_COUNTS,
     CONDENSED_GRAPH,
     GRADIENTS,

@@ -15,14 +15,14 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from accountants import PrivacyLedger
-from workbench.data.federation import Federation
-from workbench.device import seeded_generator
-from workbench.models import ModelSpec
-from workbench.seeding import derive_seed
-from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
-from workbench.targets.fedavg import FedAvgConfig, NodeFedAvg
-from workbench.targets.fedtad.distillation import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.seeding import derive_seed
+from fgl_workbench.targets.base import TARGETS, TrainedTarget, check_node_target
+from fgl_workbench.targets.fedavg import FedAvgConfig, NodeFedAvg
+from fgl_workbench.targets.fedtad.distillation import (
     ConditionalGenerator,
     Divergence,
     divergence_loss,
@@ -31,12 +31,12 @@ from workbench.targets.fedtad.distillation import (
     pseudo_labels,
     semantic_loss,
 )
-from workbench.targets.fedtad.reliability import (
+from fgl_workbench.targets.fedtad.reliability import (
     Variant,
     class_reliability,
     reliability_weights,
 )
-from workbench.transcript import RELIABILITY, SERVER, KeepPayloads, Transcript, client
+from fgl_workbench.transcript import RELIABILITY, SERVER, KeepPayloads, Transcript, client
 
 
 class FedTADConfig(FedAvgConfig):

@@ -1,5 +1,5 @@
 """O-pFGL's client side after the download, the losses its two stages train on
-(``workbench.targets.fine_tuning.train_stage`` runs them): stage 1 trains the shared initial
+(``fgl_workbench.targets.fine_tuning.train_stage`` runs them): stage 1 trains the shared initial
 model on the surrogate graph (Eq. 13); stage 2 fine-tunes it on the client's own graph with
 cross-entropy on its labelled nodes plus the node-adaptive distillation from the frozen
 stage-1 teacher over all its nodes (Eq. 14-15): (1/n) Σ_v λ_v · KL(softmax(z^T_v) ‖
@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
 
-from workbench.targets.fine_tuning import supervised_loss
-from workbench.targets.opfgl.surrogate import SurrogateGraph
+from fgl_workbench.targets.fine_tuning import supervised_loss
+from fgl_workbench.targets.opfgl.surrogate import SurrogateGraph
 
 
 def surrogate_loss(graph: SurrogateGraph) -> Callable[[nn.Module], torch.Tensor]:

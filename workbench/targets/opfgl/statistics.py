@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from workbench.class_statistics import ClassStatistics
+from fgl_workbench.targets.class_statistics import ClassStatistics
 
 Denominator = Literal["unbiased", "official"]
 

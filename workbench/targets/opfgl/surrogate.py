@@ -20,9 +20,9 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
-from workbench.errors import ConfigError
-from workbench.targets.fedgc.condensation import EdgeGenerator, normalised_dense
-from workbench.targets.opfgl.statistics import Pooled
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.targets.fedgc.condensation import EdgeGenerator, normalised_dense
+from fgl_workbench.targets.opfgl.statistics import Pooled
 
 
 class SurrogateConfig(BaseModel):

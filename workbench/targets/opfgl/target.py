@@ -32,29 +32,34 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch_geometric.data import Data
 from torch_geometric.utils import degree, subgraph
 
-from accountants import PrivacyLedger
-from defenses.masked_aggregation import MaskedAggConfig, dropouts, secure_sum
-from defenses.secure_aggregation import SecureAggConfig, Session
-from defenses.statistics_noise import StatisticsNoiseConfig, clipped_rows, ledger_event, noise
-from workbench.class_statistics import propagate
-from workbench.data.datasets import NodeDataset
-from workbench.data.federation import Federation, NodeClient
-from workbench.device import seeded_generator
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.query import OwnerRoutedQueryAPI
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets.base import TARGETS, TrainedTarget, check_node_target
-from workbench.targets.fine_tuning import StageConfig, supervised_loss, train_stage
-from workbench.targets.opfgl.expansion import (
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.defenses.masked_aggregation import MaskedAggConfig, dropouts, secure_sum
+from fgl_workbench.defenses.secure_aggregation import SecureAggConfig, Session
+from fgl_workbench.defenses.statistics_noise import (
+    StatisticsNoiseConfig,
+    clipped_rows,
+    ledger_event,
+    noise,
+)
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.query import OwnerRoutedQueryAPI
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.base import TARGETS, TrainedTarget, check_node_target
+from fgl_workbench.targets.class_statistics import propagate
+from fgl_workbench.targets.fine_tuning import StageConfig, supervised_loss, train_stage
+from fgl_workbench.targets.opfgl.expansion import (
     ExpansionConfig,
     class_homophily,
     distillation_weights,
     label_propagation,
     reliable_nodes,
 )
-from workbench.targets.opfgl.stages import fine_tuning_loss, surrogate_loss
-from workbench.targets.opfgl.statistics import (
+from fgl_workbench.targets.opfgl.stages import fine_tuning_loss, surrogate_loss
+from fgl_workbench.targets.opfgl.statistics import (
     Denominator,
     Sums,
     class_sums,
@@ -62,9 +67,9 @@ from workbench.targets.opfgl.statistics import (
     pooled_direct,
     statistics_from_sums,
 )
-from workbench.targets.opfgl.surrogate import SurrogateConfig, SurrogateGraph, build_surrogate
-from workbench.targets.training import TrainingRecipe, node_logits, score_personalised
-from workbench.transcript import (
+from fgl_workbench.targets.opfgl.surrogate import SurrogateConfig, SurrogateGraph, build_surrogate
+from fgl_workbench.targets.training import TrainingRecipe, node_logits, score_personalised
+from fgl_workbench.transcript import (
     CIPHERTEXT,
     CLASS_STATISTICS,
     PUBLIC_KEY,

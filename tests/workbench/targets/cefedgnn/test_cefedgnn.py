@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from accountants import (
+from fgl_workbench.accountants import (
     Gaussian,
     MetricGaussian,
     PrivacyLedger,
@@ -17,16 +17,16 @@ from accountants import (
     epsilons_by_adversary,
     metric_epsilons_by_adversary,
 )
-from defenses import applied
-from workbench.data.federation import build_federation
-from workbench.data.partition import ClientPart, Partition, make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.seeding import derive_seed, seed_everything
-from workbench.targets import TARGETS
-from workbench.targets.cefedgnn.target import noisy_mean
-from workbench.transcript import EMBEDDINGS, SERVER
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import ClientPart, Partition, make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.cefedgnn.target import noisy_mean
+from fgl_workbench.transcript import EMBEDDINGS, SERVER
 
 FAST = {
     "rounds": 10,

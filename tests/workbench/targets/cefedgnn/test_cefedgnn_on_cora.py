@@ -5,9 +5,9 @@ must stay under ε(ρ), and the server's attacks on the exchanged embeddings."""
 
 import math
 
-from workbench.runner import run_suite
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
 
 SUITE = {
     "name": "ce-fedgnn-cora",

@@ -1,9 +1,9 @@
 import numpy as np
 import torch
 
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.targets.cefedgnn.halo import NO_LABEL, halo_client
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.targets.cefedgnn.halo import NO_LABEL, halo_client
 
 
 def test_a_client_keeps_its_cross_edges_and_sees_no_remote_features():

@@ -3,11 +3,11 @@ import pytest
 import torch
 from torch_geometric.utils import degree as node_degree
 
-from workbench.data.partition import ClientPart, make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.models import ModelConfig, ModelSpec
-from workbench.targets.cefedgnn.halo import halo_client
-from workbench.targets.cefedgnn.propagation import Estimators, coefficients, estimated_logits
+from fgl_workbench.data.partition import ClientPart, make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.targets.cefedgnn.halo import halo_client
+from fgl_workbench.targets.cefedgnn.propagation import Estimators, coefficients, estimated_logits
 
 EMPTY = np.zeros(0, dtype=np.int64)
 

@@ -6,17 +6,23 @@ import numpy as np
 import pytest
 import torch
 
-from defenses import applied
-from workbench.data.federation import build_federation
-from workbench.data.interbank import InterbankParams, interbank
-from workbench.data.partition import make_partition
-from workbench.errors import NotApplicableError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.targets import TARGETS
-from workbench.targets.cefedgnn.halo import halo_client
-from workbench.targets.cefedgnn.propagation import Estimators
-from workbench.targets.cefedgnn.tasks import EdgeHead, EdgeModel, Halo, client_edges, edge_logits
-from workbench.transcript import EMBEDDINGS, SERVER
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.interbank import InterbankParams, interbank
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.cefedgnn.halo import halo_client
+from fgl_workbench.targets.cefedgnn.propagation import Estimators
+from fgl_workbench.targets.cefedgnn.tasks import (
+    EdgeHead,
+    EdgeModel,
+    Halo,
+    client_edges,
+    edge_logits,
+)
+from fgl_workbench.transcript import EMBEDDINGS, SERVER
 
 PARAMS = InterbankParams(num_banks=4, num_accounts=600, num_transactions=4000, patterns=60)
 FAST = {"rounds": 12, "local_steps": 8, "batch_size": 128, "lr": 0.1, "model": {"hidden": 16}}

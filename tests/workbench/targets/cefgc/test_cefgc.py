@@ -11,21 +11,22 @@ import numpy as np
 import pytest
 import torch
 
-from accountants import PrivacyLedger, SubsampledGaussian, epsilon
-from attacks.generators import opened_payloads, undo_pairing
-from defenses.base import applied
-from defenses.dp_sgd import DPSGDConfig
-from defenses.secure_aggregation import Ciphertext
-from workbench.data.catalog import load_dataset
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.runner import run_suite
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
-from workbench.targets import TARGETS
-from workbench.targets.cefgc.diffusion import dsm_loss
-from workbench.targets.cefgc.generator import (
+from fgl_workbench.accountants import PrivacyLedger, SubsampledGaussian, epsilon
+from fgl_workbench.adversary.threat import client_view
+from fgl_workbench.attacks.generators import opened_payloads, undo_pairing
+from fgl_workbench.data.catalog import load_dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses.base import applied
+from fgl_workbench.defenses.dp_sgd import DPSGDConfig
+from fgl_workbench.defenses.secure_aggregation import Ciphertext
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.cefgc.diffusion import dsm_loss
+from fgl_workbench.targets.cefgc.generator import (
     ALL_CLASSES,
     GeneratorConfig,
     class_scale,
@@ -34,10 +35,9 @@ from workbench.targets.cefgc.generator import (
     train_generator,
     trainable,
 )
-from workbench.targets.cefgc.pairing import flatten
-from workbench.targets.cefgc.target import CeFGCConfig, synthesise
-from workbench.threat import client_view
-from workbench.transcript import GENERATIVE_MODEL, MODEL_WEIGHTS, SERVER, payload_nbytes
+from fgl_workbench.targets.cefgc.pairing import flatten
+from fgl_workbench.targets.cefgc.target import CeFGCConfig, synthesise
+from fgl_workbench.transcript import GENERATIVE_MODEL, MODEL_WEIGHTS, SERVER, payload_nbytes
 
 TOY = {
     "generator": {"epochs": 2, "steps": 5, "max_nodes": 28, "channels": [2, 2]},
@@ -207,7 +207,7 @@ def test_removing_a_real_graph_changes_no_more_synthetic_graphs_than_the_group(f
 
 
 def test_copy_plan_gives_the_ratio_in_expectation_over_every_source():
-    from workbench.targets.cefgc.target import copy_plan, max_copies
+    from fgl_workbench.targets.cefgc.target import copy_plan, max_copies
 
     plan = copy_plan(4000, 3, 2.5, torch.Generator().manual_seed(0))
     counts = np.array([len(p) for p in plan])

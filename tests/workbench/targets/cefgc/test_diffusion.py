@@ -5,8 +5,8 @@ of a known graph back to it, and a score network that learns."""
 import pytest
 import torch
 
-from workbench.targets.cefgc.diffusion import SIGMAS, dsm_loss, langevin_sample, symmetric_noise
-from workbench.targets.cefgc.score_network import EDPScoreNetwork, pair_mask
+from fgl_workbench.targets.cefgc.diffusion import SIGMAS, dsm_loss, langevin_sample, symmetric_noise
+from fgl_workbench.targets.cefgc.score_network import EDPScoreNetwork, pair_mask
 
 
 def test_noise_is_symmetric_standard_and_only_on_real_pairs():

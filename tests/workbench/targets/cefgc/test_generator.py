@@ -4,7 +4,7 @@ its batch is padded, and each synthetic graph keeps its own template's shape."""
 import torch
 from torch_geometric.data import Data
 
-from workbench.targets.cefgc.generator import (
+from fgl_workbench.targets.cefgc.generator import (
     GeneratorConfig,
     blank_generator,
     dense,

@@ -3,7 +3,7 @@ equivariant to relabelling the nodes, and conditioned on the noise level."""
 
 import torch
 
-from workbench.targets.cefgc.score_network import EDPScoreNetwork
+from fgl_workbench.targets.cefgc.score_network import EDPScoreNetwork
 
 
 def _batch(seed: int = 0):

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from workbench.targets.fedgc.condensation import (
+from fgl_workbench.targets.fedgc.condensation import (
     EdgeGenerator,
     aggregate_class_gradients,
     class_coefficients,

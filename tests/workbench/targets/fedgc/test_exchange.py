@@ -1,10 +1,10 @@
 import torch
 from torch_geometric.utils import k_hop_subgraph
 
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.targets.fedgc.exchange import NO_LABEL, extended_client
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.targets.fedgc.exchange import NO_LABEL, extended_client
 
 
 def test_a_client_grows_by_its_neighbourhood_without_labels_or_masks():

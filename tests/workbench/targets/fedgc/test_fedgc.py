@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.attribute.uploaded_distribution import UploadedDistributionConfig
-from defenses import applied
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import ConfigError
-from workbench.progress import listening_to_rounds
-from workbench.targets import TARGETS
-from workbench.targets.fedgc import target as fedgc_target
-from workbench.threat import background_knowledge, server_view
-from workbench.transcript import (
+from fgl_workbench.adversary.threat import background_knowledge, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.attribute.uploaded_distribution import UploadedDistributionConfig
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.progress import listening_to_rounds
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.fedgc import target as fedgc_target
+from fgl_workbench.transcript import (
     CLASS_COUNTS,
     CONDENSED_GRAPH,
     GRADIENTS,

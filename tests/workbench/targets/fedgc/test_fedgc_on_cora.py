@@ -3,9 +3,9 @@ label-Dirichlet clients with the neighbour exchange, the released condensed grap
 above chance, the server reads every client's label histogram exactly off its counts and
 inverts a client's per-class gradients, and the paper's shadow attack runs on G'."""
 
-from workbench.runner import run_suite
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
 
 SUITE = {
     "name": "fedgc-cora",

@@ -1,13 +1,13 @@
 import pytest
 import torch
 
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.models import ModelConfig
-from workbench.targets.fedgc.exchange import NO_LABEL, extended_client
-from workbench.targets.fedgc.self_training import self_train
-from workbench.transcript import MODEL_WEIGHTS, SERVER
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.models import ModelConfig
+from fgl_workbench.targets.fedgc.exchange import NO_LABEL, extended_client
+from fgl_workbench.targets.fedgc.self_training import self_train
+from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.targets.fedtad.distillation import (
+from fgl_workbench.targets.fedtad.distillation import (
     ConditionalGenerator,
     divergence_loss,
     diversity_loss,

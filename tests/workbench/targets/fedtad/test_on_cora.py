@@ -3,9 +3,9 @@ clients, then the server's attacks on it. The reliability vectors each client up
 round 1 give its label histogram away (closer than the auxiliary prior), and membership in the
 uploaded models is scored per client."""
 
-from workbench.runner import run_suite
-from workbench.store import ResultsStore
-from workbench.suite import parse_suite
+from fgl_workbench.running.runner import run_suite
+from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import ResultsStore
 
 SUITE = {
     "name": "fedtad-cora",

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.targets.fedtad.reliability import (
+from fgl_workbench.targets.fedtad.reliability import (
     class_reliability,
     node_reliability,
     reliability_weights,

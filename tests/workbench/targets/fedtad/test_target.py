@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import ATTACKS, AttackInput
-from attacks.attribute.uploaded_distribution import UploadedDistributionConfig
-from attacks.reconstruction.gradient_inversion import observed_round
-from defenses import applied
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.data.synthetic import CSBMParams, csbm
-from workbench.errors import ConfigError
-from workbench.query import NodeQueryAPI
-from workbench.targets import TARGETS
-from workbench.threat import background_knowledge, server_view
-from workbench.transcript import RELIABILITY
+from fgl_workbench.adversary.threat import background_knowledge, server_view
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.attribute.uploaded_distribution import UploadedDistributionConfig
+from fgl_workbench.attacks.reconstruction.gradient_inversion import observed_round
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.defenses import applied
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.query import NodeQueryAPI
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import RELIABILITY
 
 SHORT = {"rounds": 3, "outer_steps": 1, "student_steps": 2, "pseudo_nodes": 30}
 
@@ -76,7 +76,7 @@ def test_under_gaussian_upload_the_reliabilities_leave_noised_and_are_counted(fe
     """The reliability vector is computed from a client's labels, features and edges: under
     gaussian-upload it is clipped and noised like the updates, and the ledger counts it (one
     upload more than the rounds)."""
-    from accountants import Gaussian, epsilon
+    from fgl_workbench.accountants import Gaussian, epsilon
 
     fedtad = TARGETS.get("fedtad")
     upload = applied("gaussian-upload", {"clip": 1.0, "noise_multiplier": 2.0})

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from workbench.targets.opfgl.expansion import (
+from fgl_workbench.targets.opfgl.expansion import (
     ExpansionConfig,
     class_homophily,
     distillation_weights,

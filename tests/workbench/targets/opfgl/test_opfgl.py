@@ -8,19 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from accountants import epsilons_by_adversary
-from defenses.base import applied
-from defenses.masked_aggregation import KEY_SHARES, SURVIVORS, UNMASK_SHARES
-from defenses.secure_aggregation import Ciphertext
-from workbench.data.federation import build_federation
-from workbench.data.partition import make_partition
-from workbench.errors import ConfigError
-from workbench.models import ModelConfig, ModelSpec
-from workbench.targets import TARGETS
-from workbench.targets.fine_tuning import StageConfig, train_stage
-from workbench.targets.opfgl.stages import fine_tuning_loss
-from workbench.targets.opfgl.target import OPFGLConfig, prepare, training_graph
-from workbench.transcript import (
+from fgl_workbench.accountants import epsilons_by_adversary
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.partition import make_partition
+from fgl_workbench.defenses.base import applied
+from fgl_workbench.defenses.masked_aggregation import KEY_SHARES, SURVIVORS, UNMASK_SHARES
+from fgl_workbench.defenses.secure_aggregation import Ciphertext
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.targets.fine_tuning import StageConfig, train_stage
+from fgl_workbench.targets.opfgl.stages import fine_tuning_loss
+from fgl_workbench.targets.opfgl.target import OPFGLConfig, prepare, training_graph
+from fgl_workbench.transcript import (
     CIPHERTEXT,
     CLASS_STATISTICS,
     MASKED_STATISTICS,

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.targets.opfgl.statistics import (
+from fgl_workbench.targets.opfgl.statistics import (
     class_sums,
     pooled,
     pooled_direct,

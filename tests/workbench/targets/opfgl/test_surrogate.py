@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.errors import ConfigError
-from workbench.targets.fedgc.condensation import EdgeGenerator
-from workbench.targets.opfgl.statistics import Pooled
-from workbench.targets.opfgl.surrogate import (
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.targets.fedgc.condensation import EdgeGenerator
+from fgl_workbench.targets.opfgl.statistics import Pooled
+from fgl_workbench.targets.opfgl.surrogate import (
     SurrogateConfig,
     build_surrogate,
     links,

@@ -1,0 +1,426 @@
+"""Evaluation challenges: the records an attack is asked about, and (kept apart) the truth
+used to score it. Only ``Challenge.candidates`` is handed to an attack."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fgl_workbench.adversary.candidates import Candidates, NodePairs
+from fgl_workbench.attacks.attributes import attribute_values
+from fgl_workbench.attacks.metrics import value_fractions
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.defenses.metric_dp import MetricReleases
+from fgl_workbench.errors import ConfigError, NotApplicableError
+
+
+@dataclass(frozen=True)
+class Challenge:
+    candidates: Candidates
+    is_member: np.ndarray  # ground truth, for scoring only
+    owner: np.ndarray  # client holding each candidate, for per-client scoring only
+
+
+def others_records(challenge: Challenge, k: int) -> Challenge:
+    """The challenge without client ``k``'s records: a curious client knows its own, so it
+    is asked only about the other clients' members and non-members."""
+    keep = challenge.owner != k
+    c = challenge.candidates
+    graphs = tuple(g for g, kept in zip(c.graphs, keep, strict=True) if kept) if c.graphs else ()
+    return Challenge(
+        Candidates(c.level, c.ids[keep], c.labels[keep], graphs),
+        challenge.is_member[keep],
+        challenge.owner[keep],
+    )
+
+
+def membership_challenge(federation: Federation, seed: int) -> Challenge:
+    """Members are the clients' training nodes (or graphs); non-members their test ones. A
+    published split's training set is class-balanced while its test set follows the data, so
+    there the non-members are a class-matched draw (``class_matched``): otherwise the label
+    alone tells them apart (AUC 0.63 on Cora). Drawn splits are stratified per class already.
+    The order is shuffled so position carries no information."""
+    part = federation.partition
+    ds = federation.dataset
+    rng = np.random.default_rng(seed)
+    members = np.concatenate([c.train for c in part.clients])
+    nonmembers = np.concatenate([c.test for c in part.clients])
+    if part.published_split:
+        nonmembers = class_matched(nonmembers, ds.labels, ds.labels[members], rng)
+    ids = np.concatenate([members, nonmembers])
+    truth = np.concatenate([np.ones(members.size, bool), np.zeros(nonmembers.size, bool)])
+    order = rng.permutation(ids.size)
+    ids, truth = ids[order], truth[order]
+    owner = part.owner(ds.num_items)[ids]
+    graphs = () if isinstance(ds, NodeDataset) else tuple(ds.graphs[i] for i in ids.tolist())
+    return Challenge(Candidates(ds.level, ids, ds.labels[ids], graphs), truth, owner)
+
+
+def class_matched(
+    ids: np.ndarray, labels: np.ndarray, member_labels: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """The largest random subset of ``ids`` whose class histogram is proportional to the
+    members': of each class c, ⌊m_c · n_j / m_j⌋ drawn, where j is the class with the fewest
+    ids per member (m: members, n: ids per class). Classes without members are left out."""
+    classes, wanted = np.unique(member_labels, return_counts=True)
+    pools = [ids[labels[ids] == c] for c in classes]
+    have = np.array([pool.size for pool in pools])
+    j = int(np.argmin(have / wanted))
+    if have[j] == 0:
+        raise NotApplicableError(
+            f"membership challenge: class {classes[j]} has {wanted[j]} members but no test "
+            "records to match them with"
+        )
+    counts = wanted * have[j] // wanted[j]
+    picked = [rng.choice(pool, k, replace=False) for pool, k in zip(pools, counts, strict=True)]
+    return np.sort(np.concatenate(picked))
+
+
+def public_facts(federation: Federation, challenge: Challenge) -> np.ndarray:
+    """What is known of each challenge record without knowing who trained on it, one column
+    each (logarithms): its class's share of the dataset, the size of the client holding it,
+    and its degree in the population graph, or at graph level its graph's size (nodes) and
+    mean degree. A distinguisher fitted on these alone draws the challenge's chance line.
+    Class and client enter as one number each rather than one-hot, so that the distinguisher
+    has three or four parameters and little fitting noise to read as signal; the usual
+    confound, a class-balanced training set against test records that follow the data, is
+    monotone in the class's share."""
+    ds = federation.dataset
+    ids = challenge.candidates.ids
+    share = np.bincount(ds.labels, minlength=ds.num_classes) / ds.num_items
+    sizes = np.array([c.ids.size for c in federation.partition.clients])
+    columns = [np.log(share[challenge.candidates.labels]), np.log(sizes[challenge.owner])]
+    if isinstance(ds, NodeDataset):
+        degree = np.bincount(ds.data.edge_index[0].numpy(force=True), minlength=ds.num_items)
+        columns.append(np.log1p(degree[ids]))
+    else:
+        nodes = np.array([ds.graphs[i].num_nodes for i in ids.tolist()], dtype=float)
+        edges = np.array([ds.graphs[i].edge_index.shape[1] for i in ids.tolist()], dtype=float)
+        columns += [np.log1p(nodes), np.log1p(edges / np.maximum(nodes, 1))]
+    return np.stack(columns, axis=1)
+
+
+def design_strata(challenge: Challenge) -> np.ndarray:
+    """Each record's (class, client) group: the cells a drawn split is stratified in, whose
+    balance the chance line's folds keep."""
+    return challenge.candidates.labels * (int(challenge.owner.max()) + 1) + challenge.owner
+
+
+@dataclass(frozen=True)
+class ClientDataChallenge:
+    """One client's training data, which a reconstruction attack tries to recover: the
+    features and labels of its training nodes, in the client's local order (scoring only)."""
+
+    client_id: int
+    features: np.ndarray
+    labels: np.ndarray
+
+
+def client_data_challenge(federation: Federation, k: int) -> ClientDataChallenge:
+    clients = federation.clients
+    if not 0 <= k < len(clients):
+        raise ConfigError(
+            f"attacks.params.client: expected a client index in [0, {len(clients) - 1}] (got {k})"
+        )
+    c = clients[k]
+    if not isinstance(c, NodeClient):
+        raise NotApplicableError("reconstructing a client's training nodes needs node-level data")
+    mask = c.data.train_mask
+    return ClientDataChallenge(
+        k, c.data.x[mask].numpy(force=True), c.data.y[mask].numpy(force=True)
+    )
+
+
+@dataclass(frozen=True)
+class FeatureChallenge:
+    """Client nodes whose features an inversion attack reconstructs, and (scoring only)
+    those features and every population node's, against which its nearest neighbours lie."""
+
+    nodes: np.ndarray
+    features: np.ndarray
+    population: np.ndarray
+
+
+def feature_challenge(
+    federation: Federation, seed: int, max_nodes: int = 200, among: np.ndarray | None = None
+) -> FeatureChallenge:
+    """A random sample of at most ``max_nodes`` of the clients' nodes (of those ``among``,
+    e.g. the nodes whose embeddings were exchanged, if given)."""
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset):
+        raise NotApplicableError("feature inversion needs a node-level dataset")
+    held = np.flatnonzero(held_owner(federation, among) >= 0)
+    rng = np.random.default_rng(seed)
+    nodes = np.sort(rng.choice(held, min(max_nodes, held.size), replace=False))
+    x = ds.data.x.numpy(force=True)
+    return FeatureChallenge(nodes, x[nodes], x)
+
+
+def held_owner(federation: Federation, among: np.ndarray | None) -> np.ndarray:
+    """Each node's client, -1 for nodes no client holds or (with ``among``) not among those."""
+    owner = federation.partition.owner(federation.dataset.num_items)
+    if among is None:
+        return owner
+    return np.where(np.isin(np.arange(owner.size), among), owner, -1)
+
+
+@dataclass(frozen=True)
+class LinkChallenge:
+    """Node pairs to judge, of three kinds. ``intra``: pairs inside one client, half of them
+    edges of that client's private subgraph, half non-adjacent pairs of the same client (the
+    hard negatives). ``cut``: pairs across clients, half edges the partition cut (held by no
+    client), half non-adjacent. ``uniform``: non-adjacent pairs of client nodes drawn uniformly
+    (mostly across clients, easy to tell apart), as many as the intra edges: He et al.'s
+    protocol (USENIX Security 2021) scores the intra edges against these. ``known_*`` are the
+    adversary's stated partial knowledge (a share of the intra-client edges and as many
+    same-client non-edges), disjoint from the pairs it is asked about."""
+
+    candidates: NodePairs
+    is_edge: np.ndarray  # ground truth, for scoring only
+    kind: np.ndarray  # "intra", "cut" or "uniform" per pair, for scoring only
+    known_edges: np.ndarray  # [2, K]
+    known_non_edges: np.ndarray  # [2, K]
+
+
+def link_challenge(
+    federation: Federation,
+    seed: int,
+    known_fraction: float = 0.2,
+    max_pairs: int = 2000,
+    among: np.ndarray | None = None,
+) -> LinkChallenge:
+    """Positives: the population graph's edges between client nodes (``max_pairs`` at most
+    of each kind); negatives: as many random non-adjacent pairs of the same kind, and as many
+    uniform ones as intra edges. With ``among``, both endpoints of every pair (known ones
+    included) are among those nodes."""
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset):
+        raise NotApplicableError("link inference needs a node-level dataset")
+    rng = np.random.default_rng(seed)
+    n = ds.num_items
+    owner = held_owner(federation, among)
+    src, dst = ds.data.edge_index.numpy(force=True)
+    keep = (src < dst) & (owner[src] >= 0) & (owner[dst] >= 0)
+    edges = np.unique(np.stack([src[keep], dst[keep]]), axis=1)
+    edges = edges[:, rng.permutation(edges.shape[1])]
+    cut = owner[edges[0]] != owner[edges[1]]
+    intra = edges[:, ~cut]
+    known = int(known_fraction * intra.shape[1])
+    known_edges, intra = intra[:, :known], intra[:, known:][:, :max_pairs]
+    cut_edges = edges[:, cut][:, :max_pairs]
+    adjacent = set((edges[0] * n + edges[1]).tolist())
+    taken: set[int] = set()
+    non_intra = _non_edges(owner, intra.shape[1], True, adjacent, taken, rng)
+    non_cut = _non_edges(owner, cut_edges.shape[1], False, adjacent, taken, rng)
+    known_non = _non_edges(owner, known, True, adjacent, taken, rng)
+    pairs = np.concatenate([intra, cut_edges, non_intra, non_cut], axis=1)
+    is_edge = np.concatenate(
+        [
+            np.ones(intra.shape[1] + cut_edges.shape[1], bool),
+            np.zeros(pairs.shape[1] - intra.shape[1] - cut_edges.shape[1], bool),
+        ]
+    )
+    is_cut = np.concatenate(
+        [
+            np.zeros(intra.shape[1], bool),
+            np.ones(cut_edges.shape[1], bool),
+            np.zeros(non_intra.shape[1], bool),
+            np.ones(non_cut.shape[1], bool),
+        ]
+    )
+    order = rng.permutation(pairs.shape[1])
+    pairs, is_edge, is_cut = pairs[:, order], is_edge[order], is_cut[order]
+    _random_ends(pairs, rng)
+    kind = np.where(is_cut, "cut", "intra").astype(object)  # no width to truncate "uniform"
+    # drawn last, so the other pairs (and every figure scored on them) stay as they were
+    uniform = _random_ends(_non_edges(owner, intra.shape[1], None, adjacent, taken, rng), rng)
+    at = np.sort(rng.choice(pairs.shape[1] + uniform.shape[1], uniform.shape[1], replace=False))
+    before = at - np.arange(at.size)  # np.insert counts positions in the array it inserts into
+    pairs = np.insert(pairs, before, uniform, axis=1)
+    is_edge = np.insert(is_edge, before, False)
+    kind = np.insert(kind, before, "uniform")
+    return LinkChallenge(NodePairs(pairs[0], pairs[1]), is_edge, kind, known_edges, known_non)
+
+
+def _random_ends(pairs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each pair's endpoints swapped with probability 1/2, in place: endpoint order carries
+    no information."""
+    flip = rng.random(pairs.shape[1]) < 0.5
+    pairs[:, flip] = pairs[::-1, flip]
+    return pairs
+
+
+def _non_edges(
+    owner: np.ndarray,
+    count: int,
+    same_client: bool | None,
+    adjacent: set[int],
+    taken: set[int],
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """``count`` distinct non-adjacent pairs (u < v) of client nodes, inside one client,
+    across two, or (``same_client=None``) either, both ends uniform; ``taken`` keeps the
+    draws of one challenge disjoint."""
+    n = owner.size
+    nodes = np.flatnonzero(owner >= 0)
+    by_client = {k: np.flatnonzero(owner == k) for k in np.unique(owner[nodes])}
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        u = rng.choice(nodes, size=2 * (count - len(out)) + 16)
+        if same_client:
+            v = np.array([rng.choice(by_client[owner[x]]) for x in u])
+        else:
+            v = rng.choice(nodes, size=u.size)
+        for a, b in zip(np.minimum(u, v).tolist(), np.maximum(u, v).tolist(), strict=True):
+            key = a * n + b
+            if a == b or key in adjacent or key in taken:
+                continue
+            if same_client is not None and (owner[a] == owner[b]) != same_client:
+                continue
+            taken.add(key)
+            out.append((a, b))
+            if len(out) == count:
+                break
+    return np.array(out, dtype=np.int64).T.reshape(2, count)
+
+
+@dataclass(frozen=True)
+class DistributionChallenge:
+    """Each client's training label distribution, to be inferred from what it uploads. The
+    adversary is told only which clients exist."""
+
+    clients: np.ndarray  # client ids: the candidates
+    truth: np.ndarray  # [clients, classes] label fractions, for scoring only
+
+
+def label_distribution_challenge(federation: Federation) -> DistributionChallenge:
+    ds = federation.dataset
+    rows = []
+    for c in federation.partition.clients:
+        rows.append(value_fractions(ds.labels[c.train], ds.num_classes))
+    ids = np.array([c.client_id for c in federation.partition.clients])
+    return DistributionChallenge(ids, np.stack(rows))
+
+
+@dataclass(frozen=True)
+class AttributeChallenge:
+    """Client nodes whose hidden attribute (the label, or one binary feature column) the
+    adversary infers. ``hidden`` says which feature column the adversary must not be given
+    (None for the label)."""
+
+    nodes: np.ndarray  # the candidates
+    truth: np.ndarray  # attribute value per node, for scoring only
+    hidden: int | None
+    num_values: int
+
+
+def attribute_challenge(
+    federation: Federation,
+    attribute: str,
+    seed: int,
+    max_nodes: int = 2000,
+    among: np.ndarray | None = None,
+) -> AttributeChallenge:
+    """``attribute``: ``label`` or ``feature:J`` (column J, binarised at its median when it
+    is not already 0/1); the nodes asked about are clients' nodes (``among`` those, if
+    given)."""
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset):
+        raise NotApplicableError("attribute inference needs a node-level dataset")
+    nodes = np.flatnonzero(held_owner(federation, among) >= 0)
+    rng = np.random.default_rng(seed)
+    nodes = np.sort(rng.permutation(nodes)[:max_nodes])
+    if attribute == "label":
+        return AttributeChallenge(nodes, ds.labels[nodes], None, ds.num_classes)
+    column = int(attribute.split(":", 1)[1])
+    if column >= ds.num_features:
+        raise ConfigError(
+            f"attacks[].params.attribute: feature column {column} does not exist "
+            f"({ds.name} has {ds.num_features} features, 0 to {ds.num_features - 1})"
+        )
+    values = attribute_values(ds.data.x[:, column].numpy(force=True))
+    return AttributeChallenge(nodes, values[nodes], column, 2)
+
+
+@dataclass(frozen=True)
+class ReidentificationChallenge:
+    """The metric-DP distinguishing game (CE-FedGNN's guarantee, audited) on the target's real
+    releases: for disjoint pairs of released nodes whose clean vectors lie within ρ at every
+    release, the challenger secretly picks one node of each pair (``chosen``: 1 for the
+    second) and shows the noisy vectors the target actually released for it. The adversary
+    knows both candidates' clean vectors (the strongest adversary the guarantee speaks of);
+    ``chosen`` is for scoring only."""
+
+    pairs: NodePairs  # global node ids
+    first: np.ndarray  # [pairs, releases, dim] clean vectors of the first candidate
+    second: np.ndarray
+    releases: np.ndarray  # [pairs, releases, dim] what was released for the chosen one
+    chosen: np.ndarray  # ground truth, for scoring only
+    rho: float
+    distance: np.ndarray  # each pair's distance (≤ ρ), for scoring only
+
+
+def reidentification_challenge(
+    released: MetricReleases, rho: float, trials: int, seed: int
+) -> ReidentificationChallenge:
+    """Nodes in random order, each paired with the farthest unpaired node within ρ of it
+    (the hardest pair the guarantee covers); every node is in one pair at most, so no noise
+    draw is shown twice. (Where a node's later clean vectors depend on earlier releases, as
+    CE-FedGNN's estimators do, the trials are not strictly independent.)"""
+    rng = np.random.default_rng(seed)
+    n = released.nodes.size
+    used = np.zeros(n, dtype=bool)
+    pairs: list[tuple[int, int, float]] = []
+    order = rng.permutation(n)
+    for start in range(0, n, 1024):
+        if len(pairs) == trials:
+            break
+        rows = order[start : start + 1024]
+        dist = released.distances(rows)
+        for i, j in enumerate(rows.tolist()):
+            if used[j] or len(pairs) == trials:
+                continue
+            within = (dist[i] <= rho) & ~used
+            within[j] = False
+            if within.any():
+                k = int(np.flatnonzero(within)[np.argmax(dist[i][within])])
+                used[[j, k]] = True
+                pairs.append((j, k, float(dist[i, k])))
+    if len(pairs) < 20:
+        raise NotApplicableError(
+            f"reidentification audit: only {len(pairs)} disjoint pairs of released nodes lie "
+            f"within ρ = {rho:.4f}"
+        )
+    u, v, d = (np.array(x) for x in zip(*pairs, strict=True))
+    chosen = rng.random(u.size) < 0.5
+    shown = released.noisy[np.where(chosen, v, u)]
+    nodes = NodePairs(released.nodes[u], released.nodes[v])
+    return ReidentificationChallenge(
+        nodes, released.clean[u], released.clean[v], shown, chosen, rho, d
+    )
+
+
+@dataclass(frozen=True)
+class SourceChallenge:
+    """The generators a client received (in the order received), each one's source dataset
+    (the sender's member of a ``graph-mixture``) held for scoring only."""
+
+    generators: np.ndarray  # positions in the received order: the candidates
+    truth: np.ndarray  # source index per generator
+    num_sources: int
+
+
+def source_challenge(federation: Federation, senders: Sequence[int]) -> SourceChallenge:
+    ds = federation.dataset
+    names = getattr(ds, "source_names", ())
+    if len(names) < 2:
+        raise NotApplicableError("source inference needs a mixture of datasets (graph-mixture)")
+    source = ds.source
+    truth = []
+    for j in senders:
+        ids = federation.partition.clients[j].train
+        truth.append(int(np.bincount(source[ids], minlength=len(names)).argmax()))
+    return SourceChallenge(np.arange(len(senders)), np.array(truth, dtype=np.int64), len(names))

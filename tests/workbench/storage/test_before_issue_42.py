@@ -1,0 +1,29 @@
+"""A results folder written before the one namespace still reads: ``before_issue_42/folder``
+was written by commit 8f63608 (``workbench.api.run_suite`` on ``suite.json``'s suite, with the
+top-level ``workbench``/``defenses`` packages), and ``attacked_metrics.json`` holds what that
+commit's ``api.attack`` then stored for ``suite.json``'s attacks. Its snapshots name their
+types by the old modules (``workbench.models:ModelSpec``, ``defenses.metric_dp:...``)."""
+
+import json
+import shutil
+from pathlib import Path
+
+from fgl_workbench.interface import api
+from fgl_workbench.storage.store import ResultsStore
+
+HERE = Path(__file__).with_name("before_issue_42")
+
+
+def test_attacks_on_a_folder_written_before_the_rename_give_the_numbers_they_gave_then(
+    tmp_path, assert_same
+):
+    folder = tmp_path / "folder"
+    shutil.copytree(HERE / "folder", folder)
+    attacks = json.loads((HERE / "suite.json").read_text())["attacks"]
+    assert api.attack(folder, attacks) == (3, 0)
+    expected = json.loads((HERE / "attacked_metrics.json").read_text())
+    found = {
+        f"{r.cell_id}/{r.attack_key}": [r.status, r.metrics] for r in ResultsStore(folder).attacks()
+    }
+    assert found.keys() == expected.keys()
+    assert_same(found, expected)

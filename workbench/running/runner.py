@@ -1,0 +1,156 @@
+"""Runs a suite's cells and writes each result to the store as soon as it exists.
+
+A cell is (dataset, partition, target, seed); its attacks run against the trained target.
+Cells whose row and every attack row are already stored are skipped, so an interrupted suite
+resumes where it stopped; the same seed gives the same numbers, so resumed and uninterrupted
+runs agree. This module plans (what is pending) and hands the cells to an executor
+(``fgl_workbench.running.executors``); ``fgl_workbench.running.cell`` runs each one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.device import on_device, resolve_device
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.progress import Progress
+from fgl_workbench.registry import reading_untrusted
+from fgl_workbench.running.cell import CellJob, attack_cell, auditable, cell_dataset, partition_cell
+from fgl_workbench.running.executors import EXECUTORS, Executor, run_jobs
+from fgl_workbench.running.suite import AttackEntry, Suite, expand
+from fgl_workbench.storage.snapshot import restore
+from fgl_workbench.storage.store import ResultsStore, writing
+
+__all__ = ["EXECUTORS", "Executor", "RunSummary", "attack_stored", "run_suite"]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    out_dir: Path
+    cells_total: int
+    cells_run: int
+    cells_skipped: int
+
+
+def run_suite(
+    suite: Suite,
+    out_dir: str | Path,
+    data_root: str | None = None,
+    quiet: bool = False,
+    jobs: int = 1,
+    executor: Executor = "serial",
+    address: str = "local",
+) -> RunSummary:
+    """Runs every pending cell on the suite's device. ``serial``: cells one after another,
+    ``jobs`` worker processes training each cell's shadow and reference models.
+    ``process``: ``jobs`` processes (this one and ``jobs − 1`` workers) each running whole
+    cells (references in-process).
+    ``ray``: every cell a Ray task on the instance at ``address`` (``local`` starts one with
+    ``jobs`` CPUs). The numbers depend on none of these."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs: expected a whole number >= 1 (got {jobs})")
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
+    device = str(resolve_device(suite.device, "device"))
+    with writing(out_dir):
+        store = ResultsStore(out_dir)
+        streams = store.streams(suite.reproducible)
+        store.set_meta("suite_name", suite.name)
+        store.set_meta("suite_json", suite.model_dump_json())
+        same_device(store, device, "device")
+        store.set_meta("device", device)
+        cells = expand(suite)
+        root = data_root or suite.data_root
+        # the serial executor's cells use the --jobs workers for their reference models
+        reference_jobs = jobs if executor == "serial" else 1
+        todo: list[CellJob] = []
+        for cell in cells:
+            pending = [a for a in cell.attacks if a.key not in store.done_attacks(cell.cell_id)]
+            unaudited = auditable(cell) and not store.has_audit(cell.cell_id)
+            if not store.has_cell(cell.cell_id) or pending or unaudited:
+                job = CellJob(cell, pending, root, suite.delta, streams, device, reference_jobs)
+                todo.append(job)
+        store.close()
+        with Progress(len(todo), suite.name, quiet) as progress:
+            run_jobs(executor, todo, out_dir, progress, jobs, address)
+        return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
+
+
+def attack_stored(
+    out_dir: str | Path,
+    attacks: list[AttackEntry],
+    data_root: str | None = None,
+    jobs: int = 1,
+    quiet: bool = True,
+    device: str | None = None,
+) -> tuple[int, int]:
+    """Runs ``attacks`` against every trained target a results folder stored, without
+    retraining: the cell's federation is rebuilt from its seed, the target read back from
+    its snapshot (``weights_only``). Attacks stored already are skipped. Returns (cells
+    attacked, cells without a snapshot)."""
+    with writing(out_dir, create=False), reading_untrusted(f"the results folder {out_dir}"):
+        return _attack_stored(out_dir, attacks, data_root, jobs, quiet, device)
+
+
+def _attack_stored(
+    out_dir: str | Path,
+    attacks: list[AttackEntry],
+    data_root: str | None,
+    jobs: int,
+    quiet: bool,
+    device: str | None,
+) -> tuple[int, int]:
+    store = ResultsStore(out_dir, create=False)
+    try:
+        raw = store.meta("suite_json")
+        if raw is None:
+            raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
+        suite = Suite.model_validate_json(raw)
+        stored = store.meta("device")
+        where = resolve_device(device or stored or "auto", "--device")
+        same_device(store, str(where), "--device")
+        streams = store.streams()
+        cells = {c.cell_id: c for c in expand(suite)}
+        attacked = missing = 0
+        for row in store.cells():
+            cell, path = cells.get(row.cell_id), store.target_path(row.cell_id)
+            if cell is None or not path.exists():
+                missing += 1
+                continue
+            pending = [a for a in attacks if a.key not in store.done_attacks(cell.cell_id)]
+            if not pending:
+                continue
+            dataset = cell_dataset(cell, data_root, where)
+            if not quiet:
+                print(f"attacking {cell.label}: {', '.join(a.key for a in pending)}")
+            with on_device(where):
+                partitioned = partition_cell(cell, dataset, streams)
+                federation = build_federation(dataset, partitioned.partition)
+                trained = restore(path, federation)
+                attack_cell(
+                    cell,
+                    pending,
+                    trained,
+                    federation,
+                    store,
+                    streams,
+                    suite.delta,
+                    jobs,
+                    lambda stage: None,
+                )
+            attacked += 1
+        return attacked, missing
+    finally:
+        store.close()
+
+
+def same_device(store: ResultsStore, device: str, field: str) -> None:
+    """A folder's cells come from one device: a GPU's numbers differ from the CPU's, so a
+    resumed suite (or added attacks) on another device would mix them in one table."""
+    stored = store.meta("device")
+    if stored is not None and stored != device and store.cells():
+        raise ConfigError(
+            f"{field}: this results folder's cells ran on {stored}, not {device} (numbers "
+            f"differ between devices); resume with --device {stored}, or use another --out"
+        )

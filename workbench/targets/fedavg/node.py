@@ -1,0 +1,50 @@
+"""FedAvg at node level: each client trains on its own subgraph, weighted by its nodes."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.defenses.dp_sgd import (
+    DPSGDConfig,
+)
+from fgl_workbench.query import (
+    NodeQueryAPI,
+)
+from fgl_workbench.targets.fedavg.config import FedAvgConfig
+from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
+from fgl_workbench.targets.training import (
+    score_node_clients,
+    score_personalised,
+    train_node_epochs,
+)
+
+
+class NodeFedAvg(FedAvgLoop):
+    level = "node"
+
+    @staticmethod
+    def weight(c: NodeClient) -> float:
+        return float(c.num_nodes)
+
+    @staticmethod
+    def num_train(c: NodeClient) -> int:
+        return int(c.data.train_mask.sum())
+
+    @staticmethod
+    def train_local(model: nn.Module, c: NodeClient, opt, cfg: FedAvgConfig, gen, dp_sgd) -> int:
+        train_node_epochs(model, c.data, opt, cfg.local_epochs)
+        return 0
+
+    @staticmethod
+    def dp_steps_per_round(cfg: FedAvgConfig, dp_sgd: DPSGDConfig | None) -> int:
+        return 0  # DP-SGD is refused at node level
+
+    score = staticmethod(score_node_clients)
+    score_each = staticmethod(score_personalised)
+
+    @staticmethod
+    def query_api(model: nn.Module, federation: Federation) -> NodeQueryAPI:
+        assert isinstance(federation.dataset, NodeDataset)
+        return NodeQueryAPI(model, federation.dataset.data)
