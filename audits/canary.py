@@ -258,9 +258,8 @@ def canary_directions(
     """(canaries' directions [m, dimension], null directions [NULLS, dimension], whether the
     canaries are independent). Where the vector has room, each canary and each null
     direction is its own coordinate, drawn at random: nothing then couples the canaries
-    (no canary's contribution shows in another's evidence), and a mechanism that spares some
-    coordinates its noise is seen there. Otherwise random unit vectors, nearly orthogonal:
-    one-run bounds only."""
+    (no canary's contribution shows in another's evidence), so the held-out many-runs test
+    applies. Otherwise random unit vectors, nearly orthogonal: one-run bounds only."""
     if m + NULLS > dimension:
         return directions(m, dimension, generator), directions(NULLS, dimension, generator), False
     coordinates = torch.randperm(dimension, generator=generator)[: m + NULLS]

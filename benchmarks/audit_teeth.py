@@ -2,11 +2,12 @@
 ``fgl_workbench.audits.demonstration``, how often the correct mechanism holds over repeated
 cheap games (the audit's validity: at least 95 % is required), how often noise σ/3 is caught
 over 20 seeds at the setting's canary count, the fewest canaries (of 500, 1000, ..., 16000)
-at which noise σ/2, and sampling at twice the accounted rate, are caught, and the table of
-docs/accounting.md (claimed ε, bound on the correct mechanism, the bound under each break,
-ceiling, canaries, seconds).
+at which noise σ/2, and sampling at twice the accounted rate, are caught in 4 of 5 seeds, and
+the table of docs/accounting.md (claimed ε, bound on the correct mechanism, the bound under
+each break, ceiling, canaries, seconds).
 
     python benchmarks/audit_teeth.py [--repetitions 200] [--skip-table] [--group-only]
+        [--catch-only]  (only where σ/2 and 2q are caught)
 """
 
 from __future__ import annotations
@@ -46,14 +47,23 @@ def third_noise_caught(name: str, seeds: int = 20) -> int:
     return caught
 
 
+SEEDS = 5  # a break counts as caught at m when at least 4 of these seeds catch it
+
+
 def caught_at(name: str, broken: Callable[[], AbstractContextManager[None]]) -> str:
-    """The fewest canaries of ``COUNTS`` that catch the break, with the seconds that took."""
+    """The fewest canaries of ``COUNTS`` at which at least 4 of ``SEEDS`` games catch the
+    break, with how many did and the seconds a game took."""
     for m in COUNTS:
         start = time.perf_counter()
-        with broken():
-            caught = not all(a.holds for a in demonstrate(name, canaries=m))
-        if caught:
-            return f"{m} ({time.perf_counter() - start:.1f} s)"
+        caught = 0
+        for seed in range(SEEDS):
+            with broken():
+                caught += not all(a.holds for a in demonstrate(name, canaries=m, seed=seed))
+            if caught + SEEDS - 1 - seed < SEEDS - 1:  # 4 of 5 out of reach
+                break
+        if caught >= SEEDS - 1:
+            each = (time.perf_counter() - start) / SEEDS
+            return f"{m} ({caught}/{SEEDS} seeds, {each:.1f} s)"
     return f"not at {COUNTS[-1]}"
 
 
@@ -92,6 +102,7 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=200)
     parser.add_argument("--skip-table", action="store_true")
     parser.add_argument("--group-only", action="store_true", help="only the group of 2's rows")
+    parser.add_argument("--catch-only", action="store_true", help="only σ/2's and 2q's columns")
     args = parser.parse_args()
     if args.group_only:
         group_breaks()
@@ -103,20 +114,23 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, make in CASES.items():
         breaks = make().breaks
-        held, each = validity(name, args.repetitions)
+        holds = "not measured | —"
+        if not args.catch_only:
+            held, each = validity(name, args.repetitions)
+            holds = f"{held}/{args.repetitions} ({held / args.repetitions:.1%}) | {each:.2f}"
         # where σ/3 is not played (a loose group bound), σ/2 and 2q leave ε under the claim
         # too (``group_breaks``)
-        third = f"{third_noise_caught(name)}/20 ({make().canaries})" if THIRD in breaks else "n/a"
+        played = THIRD in breaks and not args.catch_only
+        third = f"{third_noise_caught(name)}/20 ({make().canaries})" if played else "n/a"
         half = caught_at(name, lambda: scaled_noise(0.5)) if THIRD in breaks else "n/a"
         sampled = SAMPLING in breaks and THIRD in breaks
         rate = caught_at(name, lambda: faster_sampling(2.0)) if sampled else "n/a"
         print(
-            f"| {name} | {held}/{args.repetitions} ({held / args.repetitions:.1%}) | "
-            f"{each:.2f} | {third} | {half} | {rate} |",
+            f"| {name} | {holds} | {third} | {half} | {rate} |",
             flush=True,
         )
     group_breaks()
-    if not args.skip_table:
+    if not args.skip_table and not args.catch_only:
         print()
         table()
 

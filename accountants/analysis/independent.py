@@ -4,9 +4,12 @@ run are m independent repetitions of the same neighbouring pair, and the classic
 analysis applies to them (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021/2023): a decision
 rule is chosen on one half of the canaries, and the other half bounds that one rule's TPR and
 FPR with Clopper–Pearson intervals. Unlike the one-run bounds (``audit``), which must hold
-however the canaries depend on each other, this reads the mechanism's trade-off curve itself
-and certifies most of its ε; it is valid only where the canaries' (score, inclusion) pairs
-are independent given the inclusions, which the caller must guarantee.
+however the canaries depend on each other and so cannot reject a claim until the mechanism
+exceeds it about twofold, this compares a point of the mechanism's own trade-off curve with
+the claim's; it is valid only where the canaries' (score, inclusion) pairs are independent
+given the inclusions, which the caller must guarantee. The rule is chosen to reject the
+claim, not to bound ε: on a mechanism within its claim it often settles on a cut most
+canaries pass, and its ε and μ bounds are then near 0.
 
 The rule's (FPR, TPR) point, at its interval ends, is tested against a claimed trade-off
 curve (``max_tpr``: the highest TPR the claim allows at each FPR), and turned into lower
