@@ -80,7 +80,8 @@ def group_breaks() -> None:
     steps = case.ledger.events[0].steps
     claimed = epsilon(case.ledger, DELTA).epsilon
     print(f"\n{GROUP}: claimed ε {claimed:.3f}")
-    for label, noise, rate in (("σ/2", 0.5, 1.0), ("σ/3", 1 / 3, 1.0), ("rate 2q", 1.0, 2.0)):
+    cases = (("correct", 1.0, 1.0), ("σ/2", 0.5, 1.0), ("σ/3", 1 / 3, 1.0), ("rate 2q", 1.0, 2.0))
+    for label, noise, rate in cases:
         q = min(1.0, rate * cfg.sample_rate)
         pld = from_mixture_gaussian_mechanism(
             standard_deviation=cfg.noise_multiplier * noise,
