@@ -85,9 +85,9 @@ def run_isolated(
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="fglwb-plugin-") as scratch, sandbox.undumpable():
         readable = sandbox.readable_paths() if how != TRUSTED else None
-        start = (name, readable, Path(scratch))
+        device = torch.get_default_device()  # the cell's: the view's tensors live there
+        start = (name, readable, Path(scratch), device)
         with ProcessPoolExecutor(1, context, _start, start) as worker:
-            device = torch.get_default_device()  # the cell's: the view's tensors live there
             job = worker.submit(_run, name, sent, config.model_dump(), seed, pool_seed, device)
             return job.result(), how
 
@@ -95,11 +95,14 @@ def run_isolated(
 _refused: list[sandbox.SandboxError] = []  # the worker's fence failed: its job says why
 
 
-def _start(name: str, readable: list[Path] | None, scratch: Path) -> None:
-    """The worker's first step, before it receives the view: the plug-in is loaded, then the
-    worker fences itself (``readable`` None: trusted, unfenced) with ``scratch`` as its
-    only writable folder and temporary directory."""
+def _start(name: str, readable: list[Path] | None, scratch: Path, device: torch.device) -> None:
+    """The worker's first step, before it receives the view: the plug-in is loaded and a GPU
+    initialised (the driver opens its device files now), then the worker fences itself
+    (``readable`` None: trusted, unfenced) with ``scratch`` as its only writable folder and
+    temporary directory."""
     ATTACKS.get(name)
+    if device.type == "cuda":
+        torch.zeros(1, device=device)  # a context on the GPU: its device files open now
     tempfile.tempdir = str(scratch)
     if readable is not None:
         try:
