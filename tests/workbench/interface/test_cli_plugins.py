@@ -5,8 +5,10 @@ from pathlib import Path
 
 import yaml
 
+from fgl_workbench.interface import api
 from fgl_workbench.interface.cli import main
 from fgl_workbench.running import sandbox
+from fgl_workbench.running.isolated import TRUSTED
 from fgl_workbench.storage.store import TRUSTED_MARK
 
 RUNNING = Path(__file__).resolve().parents[1] / "running"  # snoop_attack.py, a plug-in
@@ -33,6 +35,7 @@ def test_without_a_sandbox_run_and_attack_need_trust_plugins(tmp_path, monkeypat
     report = (Path(out) / "report.html").read_text()
     assert f"snoop_attack:Snoop [{TRUSTED_MARK}]" in report
     assert "could read everything the user can" in report
+    assert list(api.results(out)["fence"]) == [TRUSTED]  # export's column
     capsys.readouterr()
     assert main(["attack", out, "--attack", "snoop_attack:Snoop"]) == 2
     assert "--trust-plugins" in capsys.readouterr().err

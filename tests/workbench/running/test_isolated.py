@@ -11,10 +11,12 @@ from snoop_attack import OUT_VARIABLE, REACHES, reachable_secrets
 from test_runner import RAW
 
 from fgl_workbench.errors import ConfigError
+from fgl_workbench.reports.report import report_content
 from fgl_workbench.running import sandbox
 from fgl_workbench.running.isolated import TRUSTED, isolated
 from fgl_workbench.running.runner import run_suite
 from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import SANDBOXED_MARK
 
 PLUGIN = "snoop_attack:Snoop"
 
@@ -62,6 +64,7 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_pat
     assert metrics["auc_ci_low"] <= 0.5 <= metrics["auc_ci_high"]
     assert {k: metrics[f"attack_denied_{k}"] for k in REACHES} == dict.fromkeys(REACHES, 1.0)
     assert (out / "run.key").is_file()  # it was there to be read
+    assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
 
 
 def test_without_a_sandbox_a_plugin_is_refused_unless_trusted(tmp_path, monkeypatch):
