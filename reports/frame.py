@@ -42,7 +42,15 @@ CELL_COLUMNS = [
     "defenses",
     "seed",
 ]
-ATTACK_COLUMNS = ["attack", "attack_label", "attack_key", "attack_params", "status", "reason"]
+ATTACK_COLUMNS = [
+    "attack",
+    "attack_label",
+    "attack_key",
+    "attack_params",
+    "status",
+    "reason",
+    "fence",
+]
 
 
 def results_frame(out: str | Path) -> pd.DataFrame:
@@ -111,6 +119,7 @@ def _attack_columns(a: AttackRow) -> dict[str, Any]:
         "attack_params": json.dumps(a.params, sort_keys=True),
         "status": a.status,
         "reason": a.reason,
+        "fence": a.fence,
     }
     return out | attack_numbers(a)
 

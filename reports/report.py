@@ -65,12 +65,15 @@ from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, t
 from fgl_workbench.reports.verdict import adversary_of, verdicts
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
+    SANDBOXED_MARK,
     STORE_FILE,
+    TRUSTED_MARK,
     AttackRow,
     CellRow,
     ResultsStore,
     inside,
     metric_figure,
+    plugin_mark,
     written,
 )
 
@@ -242,8 +245,26 @@ def _intro(
         compared
         + f"{len(cells)} trained cell(s) in {len(configurations(cells))} configuration(s), "
         f"{len(attacks)} attack result(s); ε is reported at δ = {delta:g}. "
-        "Everything shown is read from the results store. " + streams
+        "Everything shown is read from the results store. " + streams + _plugins(attacks)
     )
+
+
+def _plugins(attacks: list[AttackRow]) -> str:
+    """The sentence that explains the marks on plug-in rows, where there are any."""
+    marks = {plugin_mark(a.fence) for a in attacks if a.fence is not None}
+    text = ""
+    if SANDBOXED_MARK in marks:
+        text += (
+            f" Rows marked [{SANDBOXED_MARK}] come from third-party attacks run in a worker the "
+            "kernel fenced off (Landlock) from the results folder, the data root and the runner."
+        )
+    if TRUSTED_MARK in marks:
+        text += (
+            f" Rows marked [{TRUSTED_MARK}] come from third-party attacks run without a fence "
+            "(--trust-plugins): they could read everything the user can, ground truth "
+            "included, so their numbers are only as honest as the plug-in."
+        )
+    return text
 
 
 def _verdicts(

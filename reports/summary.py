@@ -179,10 +179,11 @@ def reading(interval: tuple[float, float]) -> str:
 
 
 def family_of(attack_label: str) -> str:
-    """The family of an attack, from its label (``mia-threshold(hops=2)``)."""
+    """The family of an attack, from its label (``mia-threshold(hops=2)``, a plug-in's with
+    its mark after a space)."""
     from fgl_workbench.attacks import ATTACKS
 
-    name = attack_label.split("(", 1)[0]
+    name = attack_label.split("(", 1)[0].split(" ", 1)[0]
     return ATTACKS.get(name).family if ATTACKS.known(name) else "membership"
 
 

@@ -81,6 +81,7 @@ def test_a_module_reference_in_a_suite_loads_and_runs(plugin_module, tmp_path):
         **SUITE,
         "targets": [{"name": "my_plugins:Echo", "params": {"rounds": 2}}],
         "attacks": [{"name": "my_plugins:Constant"}],
+        "trust_plugins": True,  # sandboxed where the kernel can; runs on kernels that cannot
     }
     run_suite(parse_suite(raw), tmp_path, quiet=True)
     (row,) = ResultsStore(tmp_path).attacks()

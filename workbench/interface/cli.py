@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
+    _trust_argument(att)
     _device_argument(att)
     _mlflow_arguments(att)
     exp = sub.add_parser(
@@ -119,6 +120,15 @@ def _mlflow_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _trust_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trust-plugins",
+        action="store_true",
+        help="run plug-in attacks even where the kernel cannot sandbox them (no Landlock): "
+        "they can then read what you can; the report marks their rows",
+    )
+
+
 def _suite_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments ``run`` and ``audit`` share: the suite, where results go, how to run."""
     p.add_argument("suite")
@@ -131,6 +141,7 @@ def _suite_arguments(p: argparse.ArgumentParser) -> None:
         help="keep the clients' CKKS secret key in the snapshots (curious-client attacks "
         "offline); the folder then holds it",
     )
+    _trust_argument(p)
     p.add_argument(
         "--jobs",
         type=int,
@@ -172,7 +183,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         how = {"quiet": args.quiet, "jobs": args.jobs, "executor": args.executor}
         how |= {"address": args.address, "keep_client_secrets": args.keep_client_secrets}
-        how |= {"device": args.device}
+        how |= {"device": args.device, "trust_plugins": args.trust_plugins}
         if args.command == "run":
             summary = api.run_suite(args.suite, args.out, args.data_root, **how)
         else:
@@ -204,7 +215,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise WorkbenchError(f"--params {text!r}: not JSON ({exc})") from None
             attacks.append({"name": name, "params": params})
         done, missing = api.attack(
-            args.out, attacks, args.data_root, jobs=args.jobs, device=args.device
+            args.out,
+            attacks,
+            args.data_root,
+            jobs=args.jobs,
+            device=args.device,
+            trust_plugins=args.trust_plugins,
         )
         print(f"{done} cell(s) attacked, {missing} without a stored target")
         path = api.build_report(args.out)

@@ -285,11 +285,12 @@ def run_attack(
     start = time.perf_counter()
     seed = inputs.seeds("attack", entry.key)
     seed_everything(seed)
+    fence = None  # built in: runs in this process
     try:
         family = FAMILIES[attack.family].inputs(attack, cfg, inputs)
         inp = AttackInput(family.view, family.knowledge, family.candidates, family.references)
         if isolated(entry.name):
-            out = run_isolated(entry.name, inp, cfg, seed)
+            out, fence = run_isolated(entry.name, inp, cfg, seed, cell.trust_plugins)
         else:
             out = attack.run(inp, cfg, seed)
     except NotApplicableError as exc:
@@ -303,6 +304,7 @@ def run_attack(
             None,
             None,
             time.perf_counter() - start,
+            fence,
         )
         return row, row_hash
     seconds = time.perf_counter() - start
@@ -313,6 +315,15 @@ def run_attack(
         None if curve is None else store.save_roc(cell.cell_id, entry.key, curve.fpr, curve.tpr)
     )
     row = AttackRow(
-        cell.cell_id, entry.key, entry.name, entry.params, "ok", None, metrics, artifact, seconds
+        cell.cell_id,
+        entry.key,
+        entry.name,
+        entry.params,
+        "ok",
+        None,
+        metrics,
+        artifact,
+        seconds,
+        fence,
     )
     return row, row_hash

@@ -1,27 +1,38 @@
-"""Third-party attacks run in a worker process of their own.
+"""Third-party attacks run in a fenced worker process of their own.
 
 A plug-in attack is code the workbench did not write. In the runner's process it could walk
 up the stack or through the garbage collector to the trained target, the federation and the
 scorers' ground truth; in a spawned worker it holds exactly what was sent: the pickled view,
 knowledge and candidates, its config and seed. Reference models are trained afresh in the
-worker from the same stream. (A worker still runs as the user: it can read files the user
-can. Run plug-ins you trust with data you would show them.)"""
+worker from the same stream.
+
+On disk the worker is fenced by the kernel (``fgl_workbench.running.sandbox``, Landlock):
+before it receives the view it can no longer open the results folder, ``run.key``,
+snapshots, the data root or the runner's ``/proc`` entries. Where the kernel cannot fence
+it, a plug-in runs only when the user trusts it (``--trust-plugins``), and its row says so.
+The plug-in's import-time code is not fenced: the registry imports it in the runner."""
 
 from __future__ import annotations
 
 import multiprocessing
 import pickle
+import tempfile
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 from pydantic import BaseModel
 
 from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
 from fgl_workbench.attacks.membership.reference import ReferencePool
-from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.registry import BUILT_IN
+from fgl_workbench.running import sandbox
 from fgl_workbench.seeding import seed_everything
+
+TRUSTED = "trusted without sandbox"
 
 
 def isolated(name: str) -> bool:
@@ -32,8 +43,37 @@ def isolated(name: str) -> bool:
     return ATTACKS.origin(name) != BUILT_IN or not own
 
 
-def run_isolated(name: str, inp: AttackInput, config: BaseModel, seed: int) -> AttackOutput:
-    """``ATTACKS.get(name).run(inp, config, seed)`` in a spawned worker process."""
+def fence(trusted: bool) -> str:
+    """How a plug-in runs here, as its row records it: the kernel's fence, or trusted
+    without one. Refused (one line) where there is no fence and the user did not say
+    ``--trust-plugins``."""
+    mechanism = sandbox.mechanism()
+    if mechanism is not None:
+        return f"sandboxed ({mechanism})"
+    if trusted:
+        return TRUSTED
+    raise ConfigError(
+        "plug-in attacks: this kernel cannot sandbox them (no Landlock); pass "
+        "--trust-plugins (suite: trust_plugins: true) to run them unfenced"
+    )
+
+
+def admit(names: Iterable[str], trusted: bool, protected: Iterable[Path]) -> None:
+    """Checked before a run starts: the suite's plug-ins can be fenced (or are trusted), and
+    no ``protected`` folder (results folder, data root) lies inside what a fenced plug-in
+    may read."""
+    if not any(isolated(name) for name in names):
+        return
+    if fence(trusted) != TRUSTED:
+        sandbox.check_fenced_off(sandbox.readable_paths(), protected)
+
+
+def run_isolated(
+    name: str, inp: AttackInput, config: BaseModel, seed: int, trusted: bool
+) -> tuple[AttackOutput, str]:
+    """``ATTACKS.get(name).run(inp, config, seed)`` in a spawned worker process, fenced where
+    the kernel can; returns its output and how it was fenced (``fence``)."""
+    how = fence(trusted)
     pool_seed = None if inp.references is None else inp.references.seed
     sent = replace(inp, references=None)
     try:
@@ -43,10 +83,32 @@ def run_isolated(name: str, inp: AttackInput, config: BaseModel, seed: int) -> A
             f"{name}: its view cannot be sent to a plug-in's worker process ({exc})"
         ) from None
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as worker:
+    with tempfile.TemporaryDirectory(prefix="fglwb-plugin-") as scratch, sandbox.undumpable():
+        readable = sandbox.readable_paths() if how != TRUSTED else None
         device = torch.get_default_device()  # the cell's: the view's tensors live there
-        job = worker.submit(_run, name, sent, config.model_dump(), seed, pool_seed, device)
-        return job.result()
+        start = (name, readable, Path(scratch), device)
+        with ProcessPoolExecutor(1, context, _start, start) as worker:
+            job = worker.submit(_run, name, sent, config.model_dump(), seed, pool_seed, device)
+            return job.result(), how
+
+
+_refused: list[sandbox.SandboxError] = []  # the worker's fence failed: its job says why
+
+
+def _start(name: str, readable: list[Path] | None, scratch: Path, device: torch.device) -> None:
+    """The worker's first step, before it receives the view: the plug-in is loaded and a GPU
+    initialised (the driver opens its device files now), then the worker fences itself
+    (``readable`` None: trusted, unfenced) with ``scratch`` as its only writable folder and
+    temporary directory."""
+    ATTACKS.get(name)
+    if device.type == "cuda":
+        torch.zeros(1, device=device)  # a context on the GPU: its device files open now
+    tempfile.tempdir = str(scratch)
+    if readable is not None:
+        try:
+            sandbox.enter(readable, [scratch, *map(Path, sandbox.DEVICES_RW)])
+        except sandbox.SandboxError as exc:
+            _refused.append(exc)
 
 
 def _run(
@@ -57,6 +119,8 @@ def _run(
     pool_seed: int | None,
     device: torch.device,
 ) -> AttackOutput:
+    if _refused:  # reported to the runner as one line; the plug-in never runs unfenced
+        raise _refused[0]
     torch.set_default_device(device)
     attack = ATTACKS.get(name)
     seed_everything(seed)

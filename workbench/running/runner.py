@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fgl_workbench.data import catalog
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.device import on_device, resolve_device
 from fgl_workbench.errors import ConfigError
@@ -18,6 +19,7 @@ from fgl_workbench.progress import Progress
 from fgl_workbench.registry import reading_untrusted
 from fgl_workbench.running.cell import CellJob, attack_cell, auditable, cell_dataset, partition_cell
 from fgl_workbench.running.executors import EXECUTORS, Executor, run_jobs
+from fgl_workbench.running.isolated import admit
 from fgl_workbench.running.suite import AttackEntry, Suite, expand
 from fgl_workbench.storage.snapshot import restore
 from fgl_workbench.storage.store import ResultsStore, writing
@@ -53,6 +55,8 @@ def run_suite(
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
     device = str(resolve_device(suite.device, "device"))
+    root = data_root or suite.data_root
+    admit([a.name for a in suite.attacks], suite.trust_plugins, guarded(out_dir, root))
     with writing(out_dir):
         store = ResultsStore(out_dir)
         streams = store.streams(suite.reproducible)
@@ -61,7 +65,6 @@ def run_suite(
         same_device(store, device, "device")
         store.set_meta("device", device)
         cells = expand(suite)
-        root = data_root or suite.data_root
         # the serial executor's cells use the --jobs workers for their reference models
         reference_jobs = jobs if executor == "serial" else 1
         todo: list[CellJob] = []
@@ -84,13 +87,15 @@ def attack_stored(
     jobs: int = 1,
     quiet: bool = True,
     device: str | None = None,
+    trust_plugins: bool = False,
 ) -> tuple[int, int]:
     """Runs ``attacks`` against every trained target a results folder stored, without
     retraining: the cell's federation is rebuilt from its seed, the target read back from
-    its snapshot (``weights_only``). Attacks stored already are skipped. Returns (cells
-    attacked, cells without a snapshot)."""
+    its snapshot (``weights_only``). Attacks stored already are skipped; plug-ins run unfenced
+    only with ``trust_plugins``. Returns (cells attacked, cells without a snapshot)."""
+    admit([a.name for a in attacks], trust_plugins, guarded(out_dir, data_root))
     with writing(out_dir, create=False), reading_untrusted(f"the results folder {out_dir}"):
-        return _attack_stored(out_dir, attacks, data_root, jobs, quiet, device)
+        return _attack_stored(out_dir, attacks, data_root, jobs, quiet, device, trust_plugins)
 
 
 def _attack_stored(
@@ -100,13 +105,15 @@ def _attack_stored(
     jobs: int,
     quiet: bool,
     device: str | None,
+    trust_plugins: bool,
 ) -> tuple[int, int]:
     store = ResultsStore(out_dir, create=False)
     try:
         raw = store.meta("suite_json")
         if raw is None:
             raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
-        suite = Suite.model_validate_json(raw)
+        # the stored suite's trust was the run's; these attacks are trusted by this call
+        suite = Suite.model_validate_json(raw).model_copy(update={"trust_plugins": trust_plugins})
         stored = store.meta("device")
         where = resolve_device(device or stored or "auto", "--device")
         same_device(store, str(where), "--device")
@@ -143,6 +150,11 @@ def _attack_stored(
         return attacked, missing
     finally:
         store.close()
+
+
+def guarded(out_dir: str | Path, root: str | None) -> list[Path]:
+    """What a plug-in attack must not read: the results folder, the data root, the cache."""
+    return [Path(out_dir), catalog.data_root(root), catalog.cache_root()]
 
 
 def same_device(store: ResultsStore, device: str, field: str) -> None:

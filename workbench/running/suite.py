@@ -137,6 +137,11 @@ class Suite(_Strict):
         description="where cells run: auto (a GPU when one is visible), cpu, cuda or cuda:N; "
         "`--device` overrides it. CKKS always runs on the CPU",
     )
+    trust_plugins: bool = Field(
+        False,
+        description="run plug-in attacks even where the kernel cannot sandbox them (no "
+        "Landlock): they can then read what the user can; their rows are marked",
+    )
     reproducible: bool = Field(
         False,
         description="derive every stream (partition, training, DP noise, challenges, attacks) "
@@ -154,6 +159,7 @@ class Cell:
     attacks: tuple[AttackEntry, ...]
     canaries: int = 0  # the canary audit's size; 0: no audit (not part of the cell's id)
     keep_secrets: bool = False  # snapshots keep the clients' secret key (not part of the id)
+    trust_plugins: bool = False  # plug-ins may run unfenced (not part of the id)
 
     def config(self) -> dict[str, Any]:
         return {
@@ -434,6 +440,7 @@ def expand(suite: Suite) -> list[Cell]:
             for t in suite.targets:
                 for s in suite.seeds:
                     canaries = suite.audit.canaries if suite.audit else 0
-                    keep = suite.keep_client_secrets
-                    cells.append(Cell(d, p, t, s, tuple(suite.attacks), canaries, keep))
+                    keep, trust = suite.keep_client_secrets, suite.trust_plugins
+                    attacks = tuple(suite.attacks)
+                    cells.append(Cell(d, p, t, s, attacks, canaries, keep, trust))
     return cells

@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS attacks (
     artifact TEXT,
     seconds REAL NOT NULL,
     created REAL NOT NULL,
+    fence TEXT,
     PRIMARY KEY (cell_id, attack_key)
 );
 CREATE TABLE IF NOT EXISTS epsilons (
@@ -122,6 +123,7 @@ AUDIT_COLUMNS = (
 
 # columns added after folders were written with their tables: read as NULL there
 ADDED = {
+    "attacks": {"fence": "TEXT"},
     "epsilons": {"epsilon_pld": "REAL"},
     "audits": {
         "ceiling": "REAL",
@@ -198,10 +200,22 @@ class AttackRow:
     metrics: dict[str, Any] | None
     artifact: str | None
     seconds: float
+    # a plug-in's fence: "sandboxed (<mechanism>)" or "trusted without sandbox"; None: built in
+    fence: str | None = None
 
     @property
     def label(self) -> str:
-        return attack_label(self.attack, self.params)
+        """The attack with its parameters; a plug-in's row marked as such (``plugin_mark``)."""
+        mark = "" if self.fence is None else f" [{plugin_mark(self.fence)}]"
+        return attack_label(self.attack, self.params) + mark
+
+
+TRUSTED_MARK, SANDBOXED_MARK = "plug-in, not sandboxed", "plug-in, sandboxed"
+
+
+def plugin_mark(fence: str) -> str:
+    """How a report marks a plug-in's row: fenced by the kernel, or trusted without."""
+    return SANDBOXED_MARK if fence.startswith("sandboxed") else TRUSTED_MARK
 
 
 def attack_label(name: str, params: dict[str, Any]) -> str:
@@ -383,9 +397,12 @@ class ResultsStore:
             )
 
     def put_attack(self, row: AttackRow, config_hash: str) -> None:
+        self._add_columns("attacks")
         with self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO attacks VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO attacks (cell_id, attack_key, attack, config_hash, "
+                "params_json, status, reason, metrics_json, artifact, seconds, created, fence) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     row.cell_id,
                     row.attack_key,
@@ -398,6 +415,7 @@ class ResultsStore:
                     row.artifact,
                     row.seconds,
                     time.time(),
+                    row.fence,
                 ),
             )
 
@@ -461,7 +479,8 @@ class ResultsStore:
     def attacks(self) -> list[AttackRow]:
         q = (
             "SELECT cell_id, attack_key, attack, params_json, status, reason, metrics_json, "
-            "artifact, seconds FROM attacks ORDER BY cell_id, attack_key"
+            f"artifact, seconds, {self._read('attacks', ['fence'])} FROM attacks "
+            "ORDER BY cell_id, attack_key"
         )
         return [
             AttackRow(
@@ -474,6 +493,7 @@ class ResultsStore:
                 json.loads(r[6]) if r[6] else None,
                 r[7],
                 r[8],
+                r[9],
             )
             for r in self._db.execute(q)
         ]

@@ -1,18 +1,30 @@
-"""A plug-in attack that looks for what it should never reach: every object the garbage
-collector tracks and every frame above it, searched for a trained target or a federation.
-It reports how many it found as its score and as a count."""
+"""Plug-in attacks that look for what they should never reach. ``Snoop`` searches every
+object the garbage collector tracks and every frame above it for a trained target or a
+federation, and reports how many it found as its score and as a count. ``Cheat`` goes to the
+disk: the runner's /proc entries, the results folder (run key, database, snapshot) and the
+data root; with the run key and the stored cell it rebuilds the membership ground truth."""
 
 from __future__ import annotations
 
 import gc
 import inspect
+import json
+import os
+import sqlite3
 import warnings
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from fgl_workbench.attacks.base import AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.data.catalog import data_root
 from fgl_workbench.data.federation import Federation
+from fgl_workbench.running.cell import cell_dataset, partition_cell
+from fgl_workbench.running.suite import Cell, DatasetEntry, PartitionEntry, TargetEntry
+from fgl_workbench.seeding import Streams
 from fgl_workbench.targets.base import TrainedTarget
 
 
@@ -41,3 +53,67 @@ class Snoop:
         found = reachable_secrets()
         scores = np.full(len(inp.candidates.ids), float(found))
         return AttackOutput(scores, details={"counts": {"secrets_reachable": found}})
+
+
+OUT_VARIABLE = "SNOOP_OUT"  # the test says where the results folder is (else /proc/PPID)
+REACHES = ("cmdline", "environ", "mem", "run_key", "results", "snapshot", "data_root")
+
+
+def _reach(out: Path) -> dict[str, Callable[[], object]]:
+    """Each thing a cheating plug-in opens: the runner's /proc entries, the results folder's
+    run key, database and snapshot, and the data root."""
+    parent = f"/proc/{os.getppid()}"
+    return {
+        "cmdline": lambda: Path(parent, "cmdline").read_bytes(),
+        "environ": lambda: Path(parent, "environ").read_bytes(),
+        "mem": lambda: open(Path(parent, "mem"), "rb").close(),  # noqa: SIM115
+        "run_key": lambda: (out / "run.key").read_bytes(),
+        "results": lambda: (out / "results.sqlite").read_bytes()[:16],
+        "snapshot": lambda: next((out / "targets").iterdir()).read_bytes()[:16],
+        "data_root": lambda: os.listdir(data_root()),
+    }
+
+
+def rebuilt_members(out: Path, key: bytes) -> np.ndarray:
+    """The ground truth rebuilt from disk, as the issue's proof did: the stored cell's
+    configuration and the run key give the partition, whose training nodes are the members."""
+    db = sqlite3.connect(f"file:{out / 'results.sqlite'}?mode=ro", uri=True)
+    (config,) = db.execute("SELECT config_json FROM cells").fetchone()
+    db.close()
+    c = json.loads(config)
+    cell = Cell(
+        DatasetEntry(**c["dataset"]),
+        PartitionEntry(**c["partition"]),
+        TargetEntry(**c["target"]),
+        c["seed"],
+        (),
+    )
+    dataset = cell_dataset(cell, None, torch.device("cpu"))
+    partition = partition_cell(cell, dataset, Streams(key)).partition
+    return np.concatenate([client.train for client in partition.clients])
+
+
+class Cheat:
+    """Reads the disk for the ground truth; scores membership from it when it can, at random
+    otherwise. Counts ``denied_<what>`` (1: PermissionError) for each thing it tried."""
+
+    name = "cheat"
+    family = "membership"
+    threat = ThreatModel(sees="the querier's view", knows="the population graph")
+    Config = SnoopConfig
+
+    def run(self, inp: AttackInput, config: SnoopConfig, seed: int) -> AttackOutput:
+        out = Path(os.environ[OUT_VARIABLE])
+        got, counts = {}, {}
+        for what, read in _reach(out).items():
+            try:
+                got[what] = read()
+                counts[f"denied_{what}"] = 0
+            except PermissionError:
+                counts[f"denied_{what}"] = 1
+        ids = np.asarray(inp.candidates.ids)
+        if "run_key" in got and "results" in got:
+            scores = np.isin(ids, rebuilt_members(out, got["run_key"])).astype(float)
+        else:
+            scores = np.random.default_rng(seed).random(ids.size)
+        return AttackOutput(scores, details={"counts": counts})

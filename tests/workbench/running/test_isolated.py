@@ -1,16 +1,22 @@
 """Third-party attacks run in a worker process: a plug-in searching the garbage collector and
 the stack for the trained target or the federation finds them in the runner's process and
-nothing in its worker, and its results are stored like any other attack's."""
+nothing in its worker, and its results are stored like any other attack's. On disk the
+worker is fenced by the kernel; without a fence, plug-ins run only when trusted."""
 
 import json
 import sqlite3
 
-from snoop_attack import reachable_secrets
+import pytest
+from snoop_attack import OUT_VARIABLE, REACHES, reachable_secrets
 from test_runner import RAW
 
-from fgl_workbench.running.isolated import isolated
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.reports.report import report_content
+from fgl_workbench.running import sandbox
+from fgl_workbench.running.isolated import TRUSTED, isolated
 from fgl_workbench.running.runner import run_suite
 from fgl_workbench.running.suite import parse_suite
+from fgl_workbench.storage.store import SANDBOXED_MARK
 
 PLUGIN = "snoop_attack:Snoop"
 
@@ -22,10 +28,66 @@ def test_a_plugin_finds_nothing_of_the_runner_from_its_worker(tmp_path, small_cs
     federation = build_federation(small_csbm, make_partition(small_csbm, "louvain", 2, seed=0))
     assert reachable_secrets() > 0  # in this process the snoop would find the federation
     del federation
-    raw = {**RAW, "seeds": [0], "attacks": [{"name": PLUGIN}]}
+    # trusted: memory isolation holds without a sandbox too (sandboxed where the kernel can)
+    raw = {**RAW, "seeds": [0], "attacks": [{"name": PLUGIN}], "trust_plugins": True}
     run_suite(parse_suite(raw), tmp_path, quiet=True)
     assert isolated(PLUGIN) and not isolated("mia-threshold")
     db = sqlite3.connect(tmp_path / "results.sqlite")
     ((status, metrics),) = db.execute("SELECT status, metrics_json FROM attacks").fetchall()
     assert status == "ok"
     assert json.loads(metrics)["attack_secrets_reachable"] == 0.0
+
+
+CHEAT = "snoop_attack:Cheat"
+# the cheat rebuilds the partition from the run key: a secret one, as in a default run
+SECRET_RAW = {**RAW, "reproducible": False, "seeds": [0], "attacks": [{"name": CHEAT}]}
+NO_SANDBOX = "plug-in attacks: this kernel cannot sandbox them"
+
+
+def cheat_row(out):
+    db = sqlite3.connect(out / "results.sqlite")
+    ((status, metrics, fence),) = db.execute(
+        "SELECT status, metrics_json, fence FROM attacks"
+    ).fetchall()
+    return status, json.loads(metrics), fence
+
+
+@pytest.mark.skipif(sandbox.mechanism() is None, reason="this kernel has no Landlock")
+def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_path, monkeypatch):
+    """The issue's proof: a plug-in that reads the runner's /proc entries, the results
+    folder's run key, database and snapshot and the data root, and rebuilds the ground truth
+    from them (AUC 1.000 unfenced), gets a permission error for each and scores at chance."""
+    out = tmp_path / "out"
+    monkeypatch.setenv(OUT_VARIABLE, str(out))
+    run_suite(parse_suite(SECRET_RAW), out, quiet=True)
+    status, metrics, fence = cheat_row(out)
+    assert status == "ok" and fence.startswith("sandboxed (Landlock ABI")
+    assert metrics["auc_ci_low"] <= 0.5 <= metrics["auc_ci_high"]
+    assert {k: metrics[f"attack_denied_{k}"] for k in REACHES} == dict.fromkeys(REACHES, 1.0)
+    assert (out / "run.key").is_file()  # it was there to be read
+    assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
+
+
+def test_without_a_sandbox_a_plugin_is_refused_unless_trusted(tmp_path, monkeypatch):
+    """No fence (the probe says so): a suite with a plug-in is refused in one line before
+    anything runs; trusted, it runs and its row says it ran unfenced."""
+    monkeypatch.setattr(sandbox, "mechanism", lambda: None)
+    raw = {**RAW, "seeds": [0], "attacks": [{"name": PLUGIN}]}
+    with pytest.raises(ConfigError, match=NO_SANDBOX) as refused:
+        run_suite(parse_suite(raw), tmp_path / "refused", quiet=True)
+    assert "\n" not in str(refused.value) and "--trust-plugins" in str(refused.value)
+    assert not (tmp_path / "refused").exists()
+    run_suite(parse_suite({**raw, "trust_plugins": True}), tmp_path / "trusted", quiet=True)
+    ((fence,),) = sqlite3.connect(tmp_path / "trusted" / "results.sqlite").execute(
+        "SELECT fence FROM attacks"
+    )
+    assert fence == TRUSTED
+
+
+def test_built_in_attacks_need_no_sandbox(tmp_path, monkeypatch):
+    """Built-in attacks run in the runner: no fence needed, none recorded."""
+    monkeypatch.setattr(sandbox, "mechanism", lambda: None)
+    raw = {**RAW, "seeds": [0], "attacks": [{"name": "mia-threshold"}]}
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    ((fence,),) = sqlite3.connect(tmp_path / "results.sqlite").execute("SELECT fence FROM attacks")
+    assert fence is None
