@@ -57,9 +57,9 @@ class Registry(Generic[T]):
         turns a loaded object into a component (instantiating a class) or raises
         ``PluginError`` saying what is missing."""
         self.kind = kind
+        self.group = group
         self._items: dict[str, T] = {}
         self._origins: dict[str, str] = {}
-        self._group = group
         self._check = check
         self._plugins_loaded = group is None
 
@@ -120,20 +120,20 @@ class Registry(Generic[T]):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        for ep in entry_points(group=self._group):
+        for ep in entry_points(group=self.group):
             if ep.name in self._items:
                 raise PluginError(
-                    f"entry point '{ep.name} = {ep.value}' ({self._group}): a {self.kind} of "
+                    f"entry point '{ep.name} = {ep.value}' ({self.group}): a {self.kind} of "
                     "that name exists already"
                 )
             try:
                 loaded = ep.load()
             except Exception as exc:  # any import failure of a third-party package
                 raise PluginError(
-                    f"entry point '{ep.name} = {ep.value}' ({self._group}) failed to load: {exc}"
+                    f"entry point '{ep.name} = {ep.value}' ({self.group}) failed to load: {exc}"
                 ) from exc
             dist = f" [{ep.dist.name} {ep.dist.version}]" if ep.dist is not None else ""
-            self._adopt(ep.name, loaded, f"entry point {self._group}: {ep.value}{dist}")
+            self._adopt(ep.name, loaded, f"entry point {self.group}: {ep.value}{dist}")
 
     def _adopt(self, name: str, loaded: Any, origin: str) -> None:
         assert self._check is not None

@@ -10,7 +10,9 @@ On disk the worker is fenced by the kernel (``fgl_workbench.running.sandbox``, L
 before it receives the view it can no longer open the results folder, ``run.key``,
 snapshots, the data root or the runner's ``/proc`` entries. Where the kernel cannot fence
 it, a plug-in runs only when the user trusts it (``--trust-plugins``), and its row says so.
-The plug-in's import-time code is not fenced: the registry imports it in the runner."""
+The worker imports the plug-ins only once fenced, so their import-time code is fenced there;
+the registry also imports them in the runner (to check a suite), where that code runs
+unfenced, as any installed package's does: install plug-ins you would run."""
 
 from __future__ import annotations
 
@@ -62,10 +64,12 @@ def admit(names: Iterable[str], trusted: bool, protected: Iterable[Path]) -> Non
     """Checked before a run starts: the suite's plug-ins can be fenced (or are trusted), and
     no ``protected`` folder (results folder, data root) lies inside what a fenced plug-in
     may read."""
+    names = list(names)
     if not any(isolated(name) for name in names):
         return
     if fence(trusted) != TRUSTED:
-        sandbox.check_fenced_off(sandbox.readable_paths(), protected)
+        readable = sandbox.readable_paths() + sandbox.plugin_paths(ATTACKS.group, names)
+        sandbox.check_fenced_off(readable, protected)
 
 
 def run_isolated(
@@ -84,7 +88,9 @@ def run_isolated(
         ) from None
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="fglwb-plugin-") as scratch, sandbox.undumpable():
-        readable = sandbox.readable_paths() if how != TRUSTED else None
+        readable = None
+        if how != TRUSTED:  # the plug-ins' own code too: the worker imports them fenced
+            readable = sandbox.readable_paths() + sandbox.plugin_paths(ATTACKS.group, [name])
         device = torch.get_default_device()  # the cell's: the view's tensors live there
         start = (name, readable, Path(scratch), device)
         with ProcessPoolExecutor(1, context, _start, start) as worker:
@@ -96,11 +102,10 @@ _refused: list[sandbox.SandboxError] = []  # the worker's fence failed: its job 
 
 
 def _start(name: str, readable: list[Path] | None, scratch: Path, device: torch.device) -> None:
-    """The worker's first step, before it receives the view: the plug-in is loaded and a GPU
-    initialised (the driver opens its device files now), then the worker fences itself
-    (``readable`` None: trusted, unfenced) with ``scratch`` as its only writable folder and
-    temporary directory."""
-    ATTACKS.get(name)
+    """The worker's first step, before it receives the view: a GPU initialised (the driver
+    opens its device files now), then the worker fences itself (``readable`` None: trusted,
+    unfenced) with ``scratch`` as its only writable folder and temporary directory, and only
+    then imports the plug-ins, so that their import-time code runs fenced too."""
     if device.type == "cuda":
         torch.zeros(1, device=device)  # a context on the GPU: its device files open now
     tempfile.tempdir = str(scratch)
@@ -109,6 +114,8 @@ def _start(name: str, readable: list[Path] | None, scratch: Path, device: torch.
             sandbox.enter(readable, [scratch, *map(Path, sandbox.DEVICES_RW)])
         except sandbox.SandboxError as exc:
             _refused.append(exc)
+            return
+    ATTACKS.get(name)
 
 
 def _run(

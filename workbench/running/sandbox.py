@@ -15,11 +15,13 @@ refuses plug-ins unless the user trusts them."""
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from fgl_workbench.errors import WorkbenchError
@@ -96,6 +98,25 @@ def readable_paths() -> list[Path]:
         if name.split(".")[0] == "fgl_workbench" and getattr(module, "__file__", None)
     }
     return [Path(p) for p in sorted(prefixes | libraries | own | set(SYSTEM_READ))]
+
+
+def plugin_paths(group: str, names: Iterable[str] = ()) -> list[Path]:
+    """Where plug-ins keep their code, so that a worker fenced before it imports them can
+    still read them: every entry point registered under ``group`` and every ``module:Class``
+    among ``names``, each by its top-level package or module, found without running it (an
+    editable install's folder included)."""
+    modules = {ep.module for ep in entry_points(group=group)}
+    modules |= {name.split(":")[0] for name in names if ":" in name}
+    found = set()
+    for module in modules:
+        spec = importlib.util.find_spec(module.split(".")[0])  # top level: runs nothing
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            found.update(Path(p) for p in spec.submodule_search_locations)
+        elif spec.origin:
+            found.add(Path(spec.origin))
+    return sorted(found)
 
 
 def check_fenced_off(readable: Iterable[Path], protected: Iterable[Path]) -> None:

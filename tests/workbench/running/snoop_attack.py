@@ -74,6 +74,22 @@ def _reach(out: Path) -> dict[str, Callable[[], object]]:
     }
 
 
+def _read_at_import() -> str:
+    """What this module's import-time code made of the run key where it was imported: a
+    plug-in's worker imports it once fenced, so there it must be "denied"."""
+    out = os.environ.get(OUT_VARIABLE)
+    try:
+        (Path(out) / "run.key").read_bytes() if out else None
+    except PermissionError:
+        return "denied"
+    except OSError:
+        return "absent"
+    return "read" if out else "absent"
+
+
+AT_IMPORT = _read_at_import()
+
+
 def rebuilt_members(out: Path, key: bytes) -> np.ndarray:
     """The ground truth rebuilt from disk, as the issue's proof did: the stored cell's
     configuration and the run key give the partition, whose training nodes are the members."""
@@ -111,6 +127,7 @@ class Cheat:
                 counts[f"denied_{what}"] = 0
             except PermissionError:
                 counts[f"denied_{what}"] = 1
+        counts["denied_at_import"] = int(AT_IMPORT == "denied")
         ids = np.asarray(inp.candidates.ids)
         if "run_key" in got and "results" in got:
             scores = np.isin(ids, rebuilt_members(out, got["run_key"])).astype(float)

@@ -56,7 +56,8 @@ def cheat_row(out):
 def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_path, monkeypatch):
     """The issue's proof: a plug-in that reads the runner's /proc entries, the results
     folder's run key, database and snapshot and the data root, and rebuilds the ground truth
-    from them (AUC 1.000 unfenced), gets a permission error for each and scores at chance."""
+    from them (AUC 1.000 unfenced), gets a permission error for each and scores at chance;
+    its module's import-time code, run again in the worker, is fenced as well."""
     out = tmp_path / "out"
     monkeypatch.setenv(OUT_VARIABLE, str(out))
     run_suite(parse_suite(SECRET_RAW), out, quiet=True)
@@ -64,6 +65,7 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_pat
     assert status == "ok" and fence.startswith("sandboxed (Landlock ABI")
     assert metrics["auc_ci_low"] <= 0.5 <= metrics["auc_ci_high"]
     assert {k: metrics[f"attack_denied_{k}"] for k in REACHES} == dict.fromkeys(REACHES, 1.0)
+    assert metrics["attack_denied_at_import"] == 1.0  # its import-time code ran fenced too
     assert (out / "run.key").is_file()  # it was there to be read
     assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
 
