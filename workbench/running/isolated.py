@@ -17,10 +17,10 @@ unfenced, as any installed package's does: install plug-ins you would run."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import tempfile
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
 from fgl_workbench.attacks.membership.reference import ReferencePool
 from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.registry import BUILT_IN
-from fgl_workbench.running import sandbox
+from fgl_workbench.running import returned, sandbox
 from fgl_workbench.seeding import seed_everything
 
 TRUSTED = "trusted without sandbox"
@@ -76,12 +76,15 @@ def run_isolated(
     name: str, inp: AttackInput, config: BaseModel, seed: int, trusted: bool
 ) -> tuple[AttackOutput, str]:
     """``ATTACKS.get(name).run(inp, config, seed)`` in a spawned worker process, fenced where
-    the kernel can; returns its output and how it was fenced (``fence``)."""
+    the kernel can; returns its output and how it was fenced (``fence``). The worker gets
+    its input as one pickle (runner to worker only) and hands back data alone
+    (``fgl_workbench.running.returned``): nothing it sends is unpickled here."""
     how = fence(trusted)
     pool_seed = None if inp.references is None else inp.references.seed
-    sent = replace(inp, references=None)
-    try:
-        pickle.dumps(sent)
+    try:  # plain pickle: tensors travel as bytes, not as shared memory the worker reaches back
+        payload = pickle.dumps(
+            (replace(inp, references=None), config.model_dump(), seed, pool_seed)
+        )
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         raise NotApplicableError(
             f"{name}: its view cannot be sent to a plug-in's worker process ({exc})"
@@ -92,45 +95,64 @@ def run_isolated(
         if how != TRUSTED:  # the plug-ins' own code too: the worker imports them fenced
             readable = sandbox.readable_paths() + sandbox.plugin_paths(ATTACKS.group, [name])
         device = torch.get_default_device()  # the cell's: the view's tensors live there
-        start = (name, readable, Path(scratch), device)
-        with ProcessPoolExecutor(1, context, _start, start) as worker:
-            job = worker.submit(_run, name, sent, config.model_dump(), seed, pool_seed, device)
-            return job.result(), how
+        start = (name, readable, scratch, device, _kept_environment(), payload)
+        worker = context.Process(target=_worker, args=start)
+        worker.start()
+        worker.join()
+        return returned.read_output(Path(scratch), name), how
 
 
-_refused: list[sandbox.SandboxError] = []  # the worker's fence failed: its job says why
+# what a plug-in's worker keeps of the runner's environment (no tokens, no paths it set),
+# besides the CUDA_* settings and the names the user lists in PLUGIN_ENVIRONMENT
+PLUGIN_ENVIRONMENT = "FGLWB_PLUGIN_ENV"
+KEPT_ENVIRONMENT = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
 
 
-def _start(name: str, readable: list[Path] | None, scratch: Path, device: torch.device) -> None:
-    """The worker's first step, before it receives the view: a GPU initialised (the driver
-    opens its device files now), then the worker fences itself (``readable`` None: trusted,
-    unfenced) with ``scratch`` as its only writable folder and temporary directory, and only
-    then imports the plug-ins, so that their import-time code runs fenced too."""
-    if device.type == "cuda":
-        torch.zeros(1, device=device)  # a context on the GPU: its device files open now
-    tempfile.tempdir = str(scratch)
-    if readable is not None:
-        try:
-            sandbox.enter(readable, [scratch, *map(Path, sandbox.DEVICES_RW)])
-        except sandbox.SandboxError as exc:
-            _refused.append(exc)
-            return
-    ATTACKS.get(name)
+def _kept_environment() -> dict[str, str]:
+    """The runner's environment as a plug-in's worker gets it."""
+    listed = {n.strip() for n in os.environ.get(PLUGIN_ENVIRONMENT, "").split(",") if n.strip()}
+    keep = set(KEPT_ENVIRONMENT) | listed
+    return {k: v for k, v in os.environ.items() if k in keep or k.startswith("CUDA")}
 
 
-def _run(
+def _worker(
     name: str,
-    inp: AttackInput,
-    params: dict,
-    seed: int,
-    pool_seed: int | None,
+    readable: list[Path] | None,
+    scratch: str,
     device: torch.device,
-) -> AttackOutput:
-    if _refused:  # reported to the runner as one line; the plug-in never runs unfenced
-        raise _refused[0]
-    torch.set_default_device(device)
-    attack = ATTACKS.get(name)
-    seed_everything(seed)
-    with ReferencePool(1, pool_seed or 0) as pool:
-        given = inp if pool_seed is None else replace(inp, references=pool)
-        return attack.run(given, attack.Config(**params), seed)
+    environment: dict[str, str],
+    payload: bytes,
+) -> None:
+    """The worker's whole life: a GPU initialised (the driver opens its device files now),
+    the environment replaced by ``environment`` (``_kept_environment``), the fence
+    (``readable`` None: trusted, unfenced) with ``scratch`` as its only writable folder, and
+    only then the plug-ins
+    imported, so their import-time code runs fenced too; its output or its failure is
+    written into ``scratch`` as data."""
+    folder = Path(scratch)
+    try:
+        if device.type == "cuda":
+            torch.zeros(1, device=device)  # a context on the GPU: its device files open now
+        os.environ.clear()
+        os.environ.update(environment, TMPDIR=scratch)
+        tempfile.tempdir = scratch
+        if readable is not None:
+            sandbox.enter(readable, [folder, *map(Path, sandbox.DEVICES_RW)])
+        inp, params, seed, pool_seed = pickle.loads(payload)
+        torch.set_default_device(device)
+        attack = ATTACKS.get(name)
+        seed_everything(seed)
+        with ReferencePool(1, pool_seed or 0) as pool:
+            given = inp if pool_seed is None else replace(inp, references=pool)
+            out = attack.run(given, attack.Config(**params), seed)
+        returned.write_output(out, folder)
+    except Exception as exc:  # every failure goes back as one line, never as an object
+        returned.write_failure(exc, folder)

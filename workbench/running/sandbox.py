@@ -34,7 +34,9 @@ PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
-SCOPE_SIGNAL = 1 << 1  # ABI 6: no signals to processes outside the sandbox
+# ABI 6: no connecting to abstract unix sockets, nor signalling, outside the sandbox
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4: every TCP bind and connect denied
 
 # filesystem rights, by the ABI version that introduced them
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -134,15 +136,19 @@ def check_fenced_off(readable: Iterable[Path], protected: Iterable[Path]) -> Non
 
 def enter(readable: Iterable[Path], writable: Iterable[Path]) -> None:
     """Fences this process for good: from now on it reads only ``readable`` and writes only
-    ``writable`` (and what it had open), signals no process outside, and holds no
+    ``writable`` (and what it had open), binds and connects no TCP socket (ABI ≥ 4), reaches
+    no abstract unix socket and signals no process outside (ABI ≥ 6), and holds no
     capabilities. Raises ``SandboxError`` where the kernel refuses."""
     abi = landlock_abi()
     if not abi:
         raise SandboxError("this kernel has no Landlock: the plug-in's worker cannot be fenced")
     handled = handled_rights(abi)
     last_capability = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
-    attr = _RulesetAttr(handled, 0, SCOPE_SIGNAL if abi >= 6 else 0)
-    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else ctypes.sizeof(ctypes.c_uint64)
+    network = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    attr = _RulesetAttr(handled, network, scoped)
+    # the struct as long as the kernel's ABI knows it: access_fs, then access_net, then scoped
+    size = ctypes.sizeof(ctypes.c_uint64) * (3 if abi >= 6 else 2 if abi >= 4 else 1)
     ruleset = _call(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     try:
         for path in readable:

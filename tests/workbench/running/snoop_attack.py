@@ -10,6 +10,7 @@ import gc
 import inspect
 import json
 import os
+import socket
 import sqlite3
 import warnings
 from collections.abc import Callable
@@ -57,6 +58,9 @@ class Snoop:
 
 OUT_VARIABLE = "SNOOP_OUT"  # the test says where the results folder is (else /proc/PPID)
 REACHES = ("cmdline", "environ", "mem", "run_key", "results", "snapshot", "data_root")
+# where the test listens, as a runner-side accomplice would: a TCP port, an abstract socket
+PORT_VARIABLE, SOCKET_VARIABLE = "SNOOP_PORT", "SNOOP_SOCKET"
+CALLS = ("tcp", "abstract_socket")
 
 
 def _reach(out: Path) -> dict[str, Callable[[], object]]:
@@ -71,7 +75,15 @@ def _reach(out: Path) -> dict[str, Callable[[], object]]:
         "results": lambda: (out / "results.sqlite").read_bytes()[:16],
         "snapshot": lambda: next((out / "targets").iterdir()).read_bytes()[:16],
         "data_root": lambda: os.listdir(data_root()),
+        "tcp": lambda: _connect(socket.AF_INET, ("127.0.0.1", int(os.environ[PORT_VARIABLE]))),
+        "abstract_socket": lambda: _connect(socket.AF_UNIX, "\0" + os.environ[SOCKET_VARIABLE]),
     }
+
+
+def _connect(family: int, address: object) -> None:
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(address)
 
 
 def _read_at_import() -> str:
@@ -134,3 +146,30 @@ class Cheat:
         else:
             scores = np.random.default_rng(seed).random(ids.size)
         return AttackOutput(scores, details={"counts": counts})
+
+
+MARKER_VARIABLE = "SNOOP_MARKER"  # the test says where the planted object's marker goes
+
+
+class _Planted:
+    """Unpickled, it creates the marker file: code a worker would run in the runner."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+class PickleCheat:
+    """Returns scores that, unpickled in the runner, run code there (the fence left behind)."""
+
+    name = "pickle-cheat"
+    family = "membership"
+    threat = ThreatModel(sees="the querier's view", knows="the population graph")
+    Config = SnoopConfig
+
+    def run(self, inp: AttackInput, config: SnoopConfig, seed: int) -> AttackOutput:
+        planted = np.empty(len(inp.candidates.ids), dtype=object)
+        planted[:] = [_Planted(os.environ[MARKER_VARIABLE])] * planted.size
+        return AttackOutput(planted)

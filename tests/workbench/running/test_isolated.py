@@ -3,17 +3,28 @@ the stack for the trained target or the federation finds them in the runner's pr
 nothing in its worker, and its results are stored like any other attack's. On disk the
 worker is fenced by the kernel; without a fence, plug-ins run only when trusted."""
 
+import contextlib
 import json
+import os
+import socket
 import sqlite3
 
 import pytest
-from snoop_attack import OUT_VARIABLE, REACHES, reachable_secrets
+from snoop_attack import (
+    CALLS,
+    MARKER_VARIABLE,
+    OUT_VARIABLE,
+    PORT_VARIABLE,
+    REACHES,
+    SOCKET_VARIABLE,
+    reachable_secrets,
+)
 from test_runner import RAW
 
-from fgl_workbench.errors import ConfigError
+from fgl_workbench.errors import ConfigError, WorkbenchError
 from fgl_workbench.reports.report import report_content
 from fgl_workbench.running import sandbox
-from fgl_workbench.running.isolated import TRUSTED, isolated
+from fgl_workbench.running.isolated import PLUGIN_ENVIRONMENT, TRUSTED, isolated
 from fgl_workbench.running.runner import run_suite
 from fgl_workbench.running.suite import parse_suite
 from fgl_workbench.storage.store import SANDBOXED_MARK
@@ -44,6 +55,18 @@ SECRET_RAW = {**RAW, "reproducible": False, "seeds": [0], "attacks": [{"name": C
 NO_SANDBOX = "plug-in attacks: this kernel cannot sandbox them"
 
 
+@contextlib.contextmanager
+def accomplice(monkeypatch):
+    """A TCP port and an abstract unix socket listening on this side of the fence."""
+    name = f"fglwb-accomplice-{os.getpid()}"
+    with socket.create_server(("127.0.0.1", 0)) as tcp, socket.socket(socket.AF_UNIX) as unix:
+        unix.bind("\0" + name)
+        unix.listen()
+        monkeypatch.setenv(PORT_VARIABLE, str(tcp.getsockname()[1]))
+        monkeypatch.setenv(SOCKET_VARIABLE, name)
+        yield
+
+
 def cheat_row(out):
     db = sqlite3.connect(out / "results.sqlite")
     ((status, metrics, fence),) = db.execute(
@@ -59,13 +82,17 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_pat
     from them (AUC 1.000 unfenced), gets a permission error for each and scores at chance;
     its module's import-time code, run again in the worker, is fenced as well."""
     out = tmp_path / "out"
-    monkeypatch.setenv(OUT_VARIABLE, str(out))
-    run_suite(parse_suite(SECRET_RAW), out, quiet=True)
+    monkeypatch.setenv(OUT_VARIABLE, str(out))  # where the cheat looks: kept in its worker
+    known = f"{OUT_VARIABLE},FGLWB_DATA,{PORT_VARIABLE},{SOCKET_VARIABLE}"
+    monkeypatch.setenv(PLUGIN_ENVIRONMENT, known)  # the cheat knows where everything is
+    with accomplice(monkeypatch):  # the runner's side listens, as an accomplice would
+        run_suite(parse_suite(SECRET_RAW), out, quiet=True)
     status, metrics, fence = cheat_row(out)
     assert status == "ok" and fence.startswith("sandboxed (Landlock ABI")
     assert metrics["auc_ci_low"] <= 0.5 <= metrics["auc_ci_high"]
     assert {k: metrics[f"attack_denied_{k}"] for k in REACHES} == dict.fromkeys(REACHES, 1.0)
     assert metrics["attack_denied_at_import"] == 1.0  # its import-time code ran fenced too
+    assert {k: metrics[f"attack_denied_{k}"] for k in CALLS} == dict.fromkeys(CALLS, 1.0)
     assert (out / "run.key").is_file()  # it was there to be read
     assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
 
@@ -93,3 +120,19 @@ def test_built_in_attacks_need_no_sandbox(tmp_path, monkeypatch):
     run_suite(parse_suite(raw), tmp_path, quiet=True)
     ((fence,),) = sqlite3.connect(tmp_path / "results.sqlite").execute("SELECT fence FROM attacks")
     assert fence is None
+
+
+@pytest.mark.skipif(sandbox.mechanism() is None, reason="this kernel has no Landlock")
+def test_what_a_plugin_sends_back_runs_no_code_in_the_runner(tmp_path, monkeypatch):
+    """The second review's proof: scores that unpickle as a call ran code in the unfenced
+    runner (and read run.key from there). Now the worker hands back data alone: the row
+    fails in one line and nothing ran."""
+    marker = tmp_path / "ran-in-the-runner"
+    monkeypatch.setenv(MARKER_VARIABLE, str(marker))
+    monkeypatch.setenv(PLUGIN_ENVIRONMENT, MARKER_VARIABLE)
+    raw = {**RAW, "seeds": [0], "attacks": [{"name": "snoop_attack:PickleCheat"}]}
+    try:
+        run_suite(parse_suite(raw), tmp_path / "out", quiet=True)
+    except WorkbenchError as refused:
+        assert "\n" not in str(refused)
+    assert not marker.exists()

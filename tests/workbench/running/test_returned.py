@@ -1,0 +1,103 @@
+"""What a plug-in's worker hands back is read as data: arrays without pickles, JSON, one line
+for a failure; anything else is refused before it can run code in the runner."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fgl_workbench.attacks import AttackOutput
+from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.running.returned import (
+    ARRAYS,
+    FAILED,
+    OUTPUT,
+    ReturnError,
+    read_output,
+    write_failure,
+    write_output,
+)
+from fgl_workbench.running.sandbox import SandboxError
+
+
+class _Planted:
+    """Unpickled, it creates a marker file: what a worker would send to run code here."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_an_output_comes_back_whole(tmp_path):
+    out = AttackOutput(
+        np.arange(4.0),
+        0.5,
+        {"counts": {"releases": 3}, "per_model": {"a": np.ones((2, 3))}, "order": "set"},
+    )
+    write_output(out, tmp_path)
+    back = read_output(tmp_path, "plug")
+    assert np.array_equal(back.scores, out.scores) and back.threshold == 0.5
+    assert back.details["counts"] == {"releases": 3} and back.details["order"] == "set"
+    assert np.array_equal(back.details["per_model"]["a"], np.ones((2, 3)))
+
+
+def test_a_pickled_object_among_the_arrays_is_refused_unrun(tmp_path):
+    marker = tmp_path / "ran"
+    evil = np.empty(1, dtype=object)
+    evil[0] = _Planted(marker)
+    np.savez(tmp_path / ARRAYS, a0=evil)  # numpy pickles object arrays
+    (tmp_path / OUTPUT).write_text(
+        json.dumps({"scores": {"__array__": "a0"}, "threshold": None, "details": {}})
+    )
+    with pytest.raises(ReturnError, match="plug"):
+        read_output(tmp_path, "plug")
+    assert not marker.exists()
+    assert pickle.loads(pickle.dumps(_Planted(marker))) is None and marker.exists()  # armed
+
+
+@pytest.mark.parametrize(
+    "skeleton",
+    [
+        {"scores": [1, 2], "threshold": None, "details": {}},  # scores not an array
+        {"scores": {"__array__": "missing"}, "threshold": None, "details": {}},
+        {"scores": {"__array__": "a0"}, "threshold": "high", "details": {}},
+        {"scores": {"__array__": "a0"}, "threshold": None, "details": [], "more": 1},
+    ],
+)
+def test_anything_but_an_output_is_one_error(tmp_path, skeleton):
+    np.savez(tmp_path / ARRAYS, a0=np.zeros(3))
+    (tmp_path / OUTPUT).write_text(json.dumps(skeleton))
+    with pytest.raises(ReturnError) as refused:
+        read_output(tmp_path, "plug")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_link_in_place_of_the_output_is_not_followed(tmp_path):
+    secret = tmp_path / "run.key"
+    secret.write_text('{"scores": 1}')
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / OUTPUT).symlink_to(secret)
+    with pytest.raises(ReturnError, match="no output.json"):
+        read_output(scratch, "plug")
+
+
+def test_failures_keep_their_meaning_in_one_line(tmp_path):
+    write_failure(NotApplicableError("no edges to score"), tmp_path)
+    with pytest.raises(NotApplicableError, match="no edges"):
+        read_output(tmp_path, "plug")
+    write_failure(SandboxError("kernel said no"), tmp_path)
+    with pytest.raises(SandboxError, match="kernel said no"):
+        read_output(tmp_path, "plug")
+    write_failure(ValueError("bad\nthing"), tmp_path)
+    with pytest.raises(ReturnError, match="plug failed in its worker: ValueError: bad thing"):
+        read_output(tmp_path, "plug")
+    (tmp_path / FAILED).write_text("[1, 2]")
+    with pytest.raises(ReturnError, match="failed in its worker"):
+        read_output(tmp_path, "plug")

@@ -1,0 +1,150 @@
+"""What a plug-in's worker hands back, read as data only.
+
+The worker is fenced, the runner is not: whatever the runner unpickles from the worker could
+run code in it (a result whose scores unpickle as a call to ``eval`` read ``run.key`` in an
+independent review). So nothing comes back through a pickle: the worker writes its
+``AttackOutput`` into its scratch folder as one ``.npz`` of plain arrays (``allow_pickle``
+off) and one JSON skeleton, or one JSON line saying why it failed, and the runner rebuilds
+the output from those, refusing anything else and anything too large."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fgl_workbench.attacks import AttackOutput
+from fgl_workbench.errors import NotApplicableError, WorkbenchError
+from fgl_workbench.running.sandbox import SandboxError
+
+OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
+ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
+MAX_BYTES = 1 << 30  # what a worker may hand back, files and decompressed arrays alike
+MAX_MESSAGE = 500  # characters of a worker's failure message kept
+NUMERIC = "biuf"  # array kinds accepted: bool, integers, floats
+
+
+class ReturnError(WorkbenchError):
+    """A plug-in failed in its worker, or handed back something that is not an output."""
+
+
+# failures that keep their meaning across the fence: the row's "not applicable", a fence the
+# kernel refused
+KINDS: dict[type, str] = {NotApplicableError: "not_applicable", SandboxError: "refused"}
+
+
+def write_output(out: AttackOutput, folder: Path) -> None:
+    """In the worker: ``out`` as data the runner can read without running anything."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def encode(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
+        if isinstance(value, np.ndarray):
+            arrays[f"a{len(arrays)}"] = value
+            return {ARRAY: f"a{len(arrays) - 1}"}
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, dict):
+            return {str(k): encode(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [encode(v) for v in value]
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        raise TypeError(f"an attack's output holds a {type(value).__name__}: not plain data")
+
+    skeleton = {
+        "scores": encode(np.asarray(out.scores)),
+        "threshold": None if out.threshold is None else float(out.threshold),
+        "details": encode(dict(out.details)),
+    }
+    np.savez(folder / ARRAYS, **arrays)
+    (folder / OUTPUT).write_text(json.dumps(skeleton))
+
+
+def write_failure(exc: Exception, folder: Path) -> None:
+    """In the worker: why the plug-in did not run or failed, as a kind and one line."""
+    kind = KINDS.get(type(exc), "error")
+    message = str(exc) if kind != "error" else f"{type(exc).__name__}: {exc}"
+    (folder / FAILED).write_text(json.dumps({"kind": kind, "message": message}))
+
+
+def read_output(folder: Path, name: str) -> AttackOutput:
+    """In the runner: the worker's output, rebuilt from data alone; a ``ReturnError`` (one
+    line) for a failure it reported or anything that is not an attack's output."""
+    failed = folder / FAILED
+    if failed.is_file():
+        report = _loaded_json(failed, name)
+        report = report if isinstance(report, dict) else {}
+        text = " ".join(str(report.get("message")).split())[:MAX_MESSAGE]
+        if report.get("kind") == "not_applicable":
+            raise NotApplicableError(text)
+        if report.get("kind") == "refused":
+            raise SandboxError(text)
+        raise ReturnError(f"{name} failed in its worker: {text}")
+    skeleton = _loaded_json(folder / OUTPUT, name)
+    arrays = _loaded_arrays(folder / ARRAYS, name)
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {ARRAY}:
+            if value[ARRAY] not in arrays:
+                raise ReturnError(f"{name}: its output names an array it did not write")
+            return arrays[value[ARRAY]]
+        if isinstance(value, dict):
+            return {k: decode(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        return value
+
+    if not isinstance(skeleton, dict) or set(skeleton) != {"scores", "threshold", "details"}:
+        raise ReturnError(f"{name}: its output is not scores, threshold and details")
+    scores, details = decode(skeleton["scores"]), decode(skeleton["details"])
+    threshold = skeleton["threshold"]
+    if not isinstance(scores, np.ndarray):
+        raise ReturnError(f"{name}: its scores are not an array")
+    if threshold is not None and not isinstance(threshold, int | float):
+        raise ReturnError(f"{name}: its threshold is not a number")
+    if not isinstance(details, dict):
+        raise ReturnError(f"{name}: its details are not a mapping")
+    return AttackOutput(scores, None if threshold is None else float(threshold), details)
+
+
+def _loaded_json(path: Path, name: str) -> Any:
+    _check_size(path, name)
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ReturnError(
+            f"{name}: its worker handed back no readable {path.name} ({exc})"
+        ) from None
+
+
+def _loaded_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
+    """Every array of the npz, each checked (plain numeric, its size declared before it is
+    decompressed) and read with pickles refused."""
+    _check_size(path, name)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if sum(i.file_size for i in archive.infolist()) > MAX_BYTES:
+                raise ReturnError(f"{name}: its output's arrays exceed {MAX_BYTES} bytes")
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {key: npz[key] for key in npz.files}
+    except ReturnError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ReturnError(f"{name}: its worker handed back unreadable arrays ({exc})") from None
+    for key, array in arrays.items():
+        if array.dtype.kind not in NUMERIC:
+            raise ReturnError(f"{name}: its output's array {key} is {array.dtype}, not numbers")
+    return arrays
+
+
+def _check_size(path: Path, name: str) -> None:
+    if not path.is_file() or path.is_symlink():
+        raise ReturnError(f"{name}: its worker handed back no {path.name}")
+    if path.stat().st_size > MAX_BYTES:
+        raise ReturnError(f"{name}: its worker's {path.name} exceeds {MAX_BYTES} bytes")
