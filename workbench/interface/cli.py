@@ -252,9 +252,37 @@ def _log_mlflow(args: argparse.Namespace, tracking: Any) -> None:
     )
 
 
+def output_file(flag: str, path: str) -> None:
+    """A file the command will write (missing folders above it are made): not a folder,
+    and not below a file."""
+    where = Path(path)
+    if where.is_dir():
+        raise WorkbenchError(f"{flag} {path}: expected a file to write, got a folder")
+    below_file(flag, where.parent)
+
+
+def output_folder(flag: str, path: str) -> None:
+    """A folder the command will write into (made if missing): not a file, nor below one."""
+    where = Path(path)
+    if where.exists() and not where.is_dir():
+        raise WorkbenchError(f"{flag} {path}: expected a folder, got a file")
+    below_file(flag, where)
+
+
+def below_file(flag: str, folder: Path) -> None:
+    """Refuses a folder that cannot be made because a file stands where a folder above is."""
+    for above in [folder, *folder.parents]:
+        if above.exists():
+            if not above.is_dir():
+                raise WorkbenchError(f"{flag}: {above} is a file, not a folder")
+            return
+
+
 def _export(args: argparse.Namespace) -> int:
     from fgl_workbench.reports.frame import export
 
+    if args.output is not None:
+        output_file("--output", args.output)
     path = export(args.out, args.format, args.output)
     print(f"wrote {path}")
     return 0
@@ -270,6 +298,9 @@ def _report(args: argparse.Namespace) -> int:
             "report: several folders are compared in one report; name where it goes with --out"
         )
     out = args.out or args.folders[0]
+    output_folder("--out" if args.out else "DIR", out)
+    if args.tradeoff_png:
+        output_file("--tradeoff-png", args.tradeoff_png)
     path = build_report(out, args.folders)
     with reading_untrusted("the results folder " + ", ".join(args.folders)):
         points = print_measured(args.folders)
@@ -281,6 +312,7 @@ def _report(args: argparse.Namespace) -> int:
             raise WorkbenchError(
                 "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
             )
+        Path(args.tradeoff_png).parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
     print(f"report: {path}")
     return 0
@@ -319,6 +351,7 @@ def dry_run(suite, out: Path) -> int:
     """One line per cell: its label, what sets it apart from same-labelled cells, and whether
     the results folder already holds it; then the counts."""
     import json
+    from collections import Counter
 
     from fgl_workbench.running.suite import expand
     from fgl_workbench.storage.store import STORE_FILE, ResultsStore
@@ -329,7 +362,8 @@ def dry_run(suite, out: Path) -> int:
         store = ResultsStore(out)
         done = {c.cell_id for c in store.cells()}
         store.close()
-    repeated = {c.label for c in cells if sum(d.label == c.label for d in cells) > 1}
+    labels = Counter(c.label for c in cells)
+    repeated = {label for label, count in labels.items() if count > 1}
     for c in cells:
         target = c.config()["target"]
         extra = ""
