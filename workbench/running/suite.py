@@ -211,8 +211,8 @@ def load_suite(path: str | Path) -> Suite:
         )
     try:
         raw = yaml.load(path.read_bytes(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # PyYAML's message spans lines: said in one
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     except (UnicodeDecodeError, ValueError) as exc:  # bytes that are no text; an int too long
         raise ConfigError(f"{path}: not a readable YAML text ({exc})") from None
     return parse_suite(raw, source=str(path))
