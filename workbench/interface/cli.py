@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except WorkbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(
@@ -92,6 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+
+
+def printable(message: str) -> str:
+    """An error as the terminal gets it: control characters (a name typed with a carriage
+    return, an escape sequence read from a folder) escaped, so no input rewrites the line."""
+    return "".join(c if c == "\n" or c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def _device_argument(p: argparse.ArgumentParser) -> None:
