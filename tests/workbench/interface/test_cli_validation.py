@@ -102,3 +102,40 @@ def test_a_million_cell_dry_run_fails_fast(tmp_path, capsys):
     assert main(["run", str(suite), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
     assert time.perf_counter() - start < 2.0
     assert f"over the cap of {MAX_CELLS}" in capsys.readouterr().err
+
+
+def bomb(levels: int) -> str:
+    """One YAML value of 10^(levels + 1) ones in a few hundred bytes: each level's anchor is
+    defined in place and aliased nine more times."""
+    text = "&a0 [" + ", ".join(["1"] * 10) + "]"
+    for i in range(1, levels + 1):
+        text = f"&a{i} [{text}, {', '.join([f'*a{i - 1}'] * 9)}]"
+    return text
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (bytes(range(256)), "is not valid YAML"),
+        (b"sigma: " + b"9" * 5000 + b"\n", "is not a YAML text"),
+        (b"1: 2\nsigma: 1\n", "unknown keys ['1']"),
+        (b"mechanism: {a: 1}\n", "mechanism: expected a number, a range or a list, got a mapping"),
+        (
+            f"mechanism: gaussian\nsigma: {bomb(5)}\n".encode(),
+            "sigma: expected a number, a range or a flat",
+        ),
+        (b"sigma: [" + b"1," * 20_000 + b"1]\n", "flat list of at most 10,000 numbers"),
+        (b"#" * (2 << 20), "over the cap of 1048576 bytes"),
+    ],
+)
+def test_a_hostile_epsilon_grid_file_is_one_line(tmp_path, capsys, content, expected):
+    grid = tmp_path / "grid.yaml"
+    grid.write_bytes(content)
+    assert expected in one_line_error(capsys, ["epsilon", "--grid", str(grid)])
+
+
+def test_a_comma_list_past_the_cap_is_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a grid would be written, were it computed
+    sigmas = ",".join(["1"] * 20_000)
+    err = one_line_error(capsys, ["epsilon", "--mechanism", "gaussian", "--sigma", sigmas])
+    assert "--sigma: 20,000 values; at most 10,000" in err

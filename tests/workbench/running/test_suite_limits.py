@@ -123,3 +123,10 @@ def test_a_huge_value_is_shown_shortened_in_the_error():
     target = {"name": "fedavg", "params": {"rounds": "9" * 5000}}
     msg = refused(suite(targets=[target]))
     assert "targets[0].params.rounds" in msg and len(msg) < 400
+
+
+def test_an_integer_past_pythons_digit_limit_is_one_error(tmp_path):
+    path = tmp_path / "digits.yaml"
+    path.write_text("name: x\nseeds: [" + "9" * 5000 + "]\n")
+    with pytest.raises(ConfigError, match="not a readable YAML text"):
+        load_suite(path)
