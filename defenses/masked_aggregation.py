@@ -88,6 +88,10 @@ class MaskedAggConfig(BaseModel):
         check_threshold(t, parties)
         return t
 
+    def check_clients(self, clients: int) -> None:
+        """A suite's check, before any cell runs: one party per client."""
+        self.threshold_for(clients)
+
 
 def check_threshold(t: int, parties: int) -> None:
     """``n/2 < t <= n``: any two sets of ``t`` answering clients share one, who answers a

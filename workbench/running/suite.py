@@ -501,6 +501,24 @@ def _check_components(suite: Suite | Sections) -> list[str]:
                 f"  datasets[{i}]: '{d.name}' is {level}-level but no partition fits it; "
                 f"add one of: {', '.join(fits)}"
             )
+    return problems + _client_count_problems(suite)
+
+
+def _client_count_problems(suite: Suite) -> list[str]:
+    """A defense config whose validity depends on how many clients take part (it defines
+    ``check_clients``, e.g. SecAgg's threshold t > n/2), checked against every partition's
+    client count now rather than when a cell reaches it."""
+    problems = []
+    for i, t in enumerate(suite.targets):
+        for j, d in enumerate(t.defenses):
+            config = DEFENSES.get(d.name).Config(**d.params)
+            if not hasattr(config, "check_clients"):
+                continue
+            for k, p in enumerate(suite.partitions):
+                try:
+                    config.check_clients(p.num_clients)
+                except ConfigError as exc:
+                    problems.append(f"  targets[{i}].defenses[{j}] with partitions[{k}]: {exc}")
     return problems
 
 

@@ -130,3 +130,14 @@ def test_an_integer_past_pythons_digit_limit_is_one_error(tmp_path):
     path.write_text("name: x\nseeds: [" + "9" * 5000 + "]\n")
     with pytest.raises(ConfigError, match="not a readable YAML text"):
         load_suite(path)
+
+
+def test_a_secagg_threshold_of_half_the_clients_is_refused_when_the_suite_is_read():
+    target = {
+        "name": "opfgl",
+        "defenses": [{"name": "masked-aggregation", "params": {"threshold": 2}}],
+    }
+    partitions = [{"method": "louvain", "num_clients": 3}, {"method": "louvain", "num_clients": 4}]
+    msg = refused(suite(targets=[target], partitions=partitions))
+    assert "targets[0].defenses[0] with partitions[1]: defenses.masked-aggregation.threshold" in msg
+    assert "partitions[0]" not in msg  # 2 of 3 is a majority
