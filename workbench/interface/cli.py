@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "loads torch; checks that each plug-in loads and satisfies its interface)",
     )
     cli_epsilon.add_parser(sub)
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _dispatch(args)
+        refuse_control_characters(argv)
+        return _dispatch(parser.parse_args(argv))
     except WorkbenchError as exc:
         print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 2
@@ -92,6 +94,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+
+
+def refuse_control_characters(argv: list[str]) -> None:
+    """No argument holds a control character (a newline, a carriage return, an escape): none
+    belongs in a name or a path, and each would break or rewrite an error line echoing it."""
+    for position, arg in enumerate(argv, 1):
+        if any(unicodedata.category(c) == "Cc" for c in arg):
+            raise WorkbenchError(
+                f"argument {position} ({arg!r}): control characters are not accepted"
+            )
 
 
 def printable(message: str) -> str:

@@ -139,3 +139,13 @@ def test_a_comma_list_past_the_cap_is_one_line(capsys, tmp_path, monkeypatch):
     sigmas = ",".join(["1"] * 20_000)
     err = one_line_error(capsys, ["epsilon", "--mechanism", "gaussian", "--sigma", sigmas])
     assert "--sigma: 20,000 values; at most 10,000" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["epsilon", "--grid", "\n"], ["attack", "x", "--attack", "\r"], ["report", "a\x1b[2Jb"]],
+)
+def test_an_argument_with_a_control_character_is_one_line(capsys, argv):
+    """Found by the fuzz test: a newline or escape echoed back broke or rewrote the line."""
+    err = one_line_error(capsys, argv)
+    assert "control characters are not accepted" in err and "\x1b" not in err
