@@ -1,5 +1,7 @@
 """Secure aggregation by pairwise masks with dropout recovery, as deployed systems run it:
-SecAgg (Bonawitz et al. 2017) against an honest-but-curious server.
+SecAgg (Bonawitz et al. 2017). The server only relays and adds up; clients do not trust it
+(t > n/2, survivor lists checked, one unmasking answer each), so a server that lies about
+who survived still learns only the survivors' sum.
 
 One aggregation takes four rounds, each message recorded in the transcript with its real bytes:
 
@@ -19,6 +21,11 @@ One aggregation takes four rounds, each message recorded in the transcript with 
    one client, which would unmask that client's input). From ``t`` shares the server rebuilds
    them, removes the survivors' self-masks and the dropped clients' pairwise masks, and
    decodes the survivors' exact sum. Fewer than ``t`` survivors abort with a clear error.
+   Each client answers one request only, and aborts on a list of fewer than ``t`` clients
+   or one without itself; with ``t > n/2`` any two answering ``t``-sets overlap, so no
+   client's seed and key are both rebuilt (the consistency-check round with signatures, which
+   also stops a server that forges survivors' identities, is not modelled: clients here
+   cannot be impersonated).
 
 Contributions are fixed-point numbers (``fraction_bits`` after the binary point, two's
 complement), so the sum is exact, while any one masked vector is uniform on the ring whatever
@@ -65,7 +72,8 @@ class MaskedAggConfig(BaseModel):
         None,
         ge=2,
         description="Shamir threshold t: the fewest clients that must survive to unmask; "
-        "default a majority, n // 2 + 1",
+        "more than half the n clients (so a lying server cannot collect both shares of one "
+        "client from two disjoint groups); default n // 2 + 1",
     )
     dropout: float = Field(
         0.0,
@@ -77,12 +85,27 @@ class MaskedAggConfig(BaseModel):
 
     def threshold_for(self, parties: int) -> int:
         t = self.threshold if self.threshold is not None else parties // 2 + 1
-        if t > parties:
-            raise ConfigError(
-                f"defenses.masked-aggregation.threshold: expected at most the {parties} "
-                f"clients, got {t}"
-            )
+        check_threshold(t, parties)
         return t
+
+    def check_clients(self, clients: int) -> None:
+        """A suite's check, before any cell runs: one party per client."""
+        self.threshold_for(clients)
+
+
+def check_threshold(t: int, parties: int) -> None:
+    """``n/2 < t <= n``: any two sets of ``t`` answering clients share one, who answers a
+    single unmasking request, so a server cannot rebuild both secrets of one client."""
+    if t > parties:
+        raise ConfigError(
+            f"defenses.masked-aggregation.threshold: expected at most the {parties} "
+            f"clients, got {t}"
+        )
+    if 2 * t <= parties:
+        raise ConfigError(
+            f"defenses.masked-aggregation.threshold: expected more than half the {parties} "
+            f"clients (at least {parties // 2 + 1}), got {t}"
+        )
 
 
 class AggregationAborted(ConfigError):
@@ -158,7 +181,9 @@ def public_bytes(key: X25519PrivateKey) -> bytes:
 
 class SecAggClient:
     """One client's side: its keys and seed (from the OS), the shares it holds for others,
-    its masked input and what it reveals for unmasking."""
+    its masked input and what it reveals for unmasking. It trusts the server with nothing:
+    it checks the survivor list and answers one unmasking request only (Bonawitz et al.'s
+    clients against an active server)."""
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -166,6 +191,8 @@ class SecAggClient:
         self._s = X25519PrivateKey.generate()
         self._b = os.urandom(KEY_BYTES)
         self._held: dict[int, tuple[bytes, bytes]] = {}  # u -> (share of s_u, share of b_u)
+        self._threshold = 0  # t, fixed when the shares are split
+        self._answered = False  # an unmasking request was answered
 
     def advertise(self) -> bytes:
         """Round 0: the two public keys (c, then s), 64 bytes."""
@@ -174,6 +201,8 @@ class SecAggClient:
     def share_keys(self, keys: Sequence[bytes], threshold: int) -> dict[int, bytes]:
         """Round 1: each other client's sealed shares of this client's s key and seed b."""
         n = len(keys)
+        check_threshold(threshold, n)
+        self._threshold = threshold
         s_shares = shamir_split(self._s.private_bytes_raw(), n, threshold)
         b_shares = shamir_split(self._b, n, threshold)
         self._held[self.index] = (s_shares[self.index], b_shares[self.index])
@@ -201,12 +230,37 @@ class SecAggClient:
         return out
 
     def unmask(self, survivors: Collection[int]) -> dict[str, dict[str, bytes]]:
-        """Round 3: shares of the survivors' seeds and of the dropped clients' s keys."""
-        alive = set(survivors)
+        """Round 3: shares of the survivors' seeds and of the dropped clients' s keys. Once
+        only, and only for a list of at least t clients naming this one: a server asking
+        twice, or listing a client alive to some and dropped to others, would get both the
+        seed b and the key s of one client, which unmask its input."""
+        alive = self._check_survivors(survivors)
+        self._answered = True
         return {
             "seed": {str(u): b for u, (_, b) in sorted(self._held.items()) if u in alive},
             "key": {str(u): s for u, (s, _) in sorted(self._held.items()) if u not in alive},
         }
+
+    def _check_survivors(self, survivors: Collection[int]) -> set[int]:
+        """The survivor list as a set, or an abort saying why this client will not answer."""
+        alive = set(survivors)
+        why = ""
+        if self._answered:
+            why = "it already answered an unmasking request"
+        elif not alive <= set(self._held):
+            why = f"the list names {sorted(alive - set(self._held))}, not a client of this round"
+        elif self.index not in alive:
+            why = f"the list does not list client {self.index}, which is alive"
+        elif len(alive) < self._threshold:
+            why = (
+                f"{len(alive)} distinct survivors listed, fewer than the threshold "
+                f"t={self._threshold}"
+            )
+        if why:
+            raise AggregationAborted(
+                f"defenses.masked-aggregation: client {self.index} aborted the unmasking: {why}"
+            )
+        return alive
 
     def _seal(self, their_keys: bytes, v: int, plain: bytes) -> bytes:
         nonce = os.urandom(12)

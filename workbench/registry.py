@@ -83,7 +83,7 @@ class Registry(Generic[T]):
             )
         if name not in self:
             raise ConfigError(
-                f"{where}unknown {self.kind} '{name}'{did_you_mean(str(name), self.names())}; "
+                f"{where}unknown {self.kind} {name!r}{did_you_mean(str(name), self.names())}; "
                 f"valid choices: {', '.join(self.names())}"
                 + (" (or a package.module:Class reference)" if self._check else "")
             )

@@ -2,19 +2,26 @@
 on the ring whatever it carries, the sum over survivors is exact with up to n − t dropouts and
 the round aborts beyond, the keys come from the OS, and the transcript carries every byte."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from scipy.stats import kstest
 
 from fgl_workbench.defenses.masked_aggregation import (
+    KEY_BYTES,
     KEY_SHARES,
     UNMASK_SHARES,
     AggregationAborted,
     MaskedAggConfig,
     SecAggClient,
+    agree,
+    decode,
     dropouts,
     encode,
+    prg,
     secure_sum,
     server_sum,
     shamir_join,
@@ -152,3 +159,93 @@ def test_the_transcript_carries_every_byte_and_the_server_redoes_the_sum():
 def test_a_sum_that_could_wrap_is_refused_naming_the_field():
     with pytest.raises(ConfigError, match="fraction_bits"):
         encode(np.array([2.0**40]), CFG, 10)
+
+
+# A server that lies (Bonawitz et al.'s active adversary): it runs rounds 0-2 honestly, then
+# asks for unmasking shares with survivor lists of its choosing.
+
+
+def honest_rounds(n, t, vectors):
+    """Keys, sealed shares and every client's masked input, as the server holds them."""
+    parties = [SecAggClient(k) for k in range(n)]
+    keys = [p.advertise() for p in parties]
+    sealed = {u: p.share_keys(keys, t) for u, p in enumerate(parties)}
+    for v, p in enumerate(parties):
+        p.receive_shares({u: sealed[u][v] for u in range(n) if u != v}, keys)
+    masked = {k: p.masked_input(encode(vectors[k], CFG, n), keys) for k, p in enumerate(parties)}
+    return parties, keys, masked
+
+
+def unmask_one(victim, keys, masked, seed_answers, key_answers, t):
+    """The victim's input from its seed b (answers listing it alive) and its s key (answers
+    listing it dropped): what a server must never get both of."""
+    b = shamir_join({w + 1: a["seed"][str(victim)] for w, a in seed_answers.items()}, t)
+    s = shamir_join({w + 1: a["key"][str(victim)] for w, a in key_answers.items()}, t)
+    s_key = X25519PrivateKey.from_private_bytes(s)
+    out = masked[victim] - prg(b, masked[victim].size)
+    for v, key in enumerate(keys):
+        if v != victim:
+            mask = prg(agree(s_key, key[KEY_BYTES:], b"mask"), out.size)
+            out = out - mask if v > victim else out + mask
+    return decode(out, CFG)
+
+
+def answers(parties, asked, survivors):
+    """Each asked client's answer to one unmasking request, or nothing where it refuses."""
+    out = {}
+    for w in asked:
+        with contextlib.suppress(AggregationAborted):
+            out[w] = parties[w].unmask(survivors)
+    return out
+
+
+def test_a_server_claiming_an_uploaded_client_dropped_cannot_also_get_its_seed():
+    """The issue's attack: client 0 uploaded; the server tells 1, 2, 3 that 0 dropped (its s
+    shares), then asks the same clients again listing 0 alive (its b shares). Today's clients
+    answered both and 0's input came back exactly; now the second request is refused and the
+    two clients that never answered are fewer than t."""
+    n, t, victim = 5, 3, 0
+    vectors = inputs(n, size=50)
+    parties, keys, masked = honest_rounds(n, t, vectors)
+    key_answers = answers(parties, [1, 2, 3], [1, 2, 3, 4])
+    seed_answers = answers(parties, range(n), list(range(n)))
+    assert set(key_answers) == {1, 2, 3}
+    try:
+        got = unmask_one(victim, keys, masked, seed_answers, key_answers, t)
+    except OverflowError:  # fewer than t points: not even a 32-byte secret
+        got = None
+    assert got is None or not np.allclose(got, vectors[victim], atol=1e-3), "input recovered"
+    assert set(seed_answers) == {0, 4}  # 1, 2, 3 refuse a second request: fewer than t
+
+
+def test_a_threshold_of_half_the_clients_or_less_is_refused_naming_the_field():
+    """With t <= n/2 two disjoint halves answer one request each: one half's shares rebuild
+    s, the other's b. Clients require t > n/2, so every pair of t-sets overlaps."""
+    with pytest.raises(ConfigError, match="defenses.masked-aggregation.threshold: expected more"):
+        MaskedAggConfig(threshold=2).threshold_for(4)
+    keys = [SecAggClient(k).advertise() for k in range(4)]
+    with pytest.raises(ConfigError, match="threshold"):
+        SecAggClient(0).share_keys(keys, 2)
+    assert MaskedAggConfig(threshold=3).threshold_for(4) == 3
+
+
+@pytest.mark.parametrize(
+    "survivors, why",
+    [
+        ([1, 2], "fewer than the threshold"),
+        ([1, 1, 1, 2], "fewer than the threshold"),
+        ([0, 2, 3, 4], "does not list client 1"),
+        ([1, 2, 9], "not a client"),
+    ],
+)
+def test_a_client_aborts_on_a_survivor_list_too_short_or_without_it(survivors, why):
+    parties, _, _ = honest_rounds(5, 3, inputs(5, size=10))
+    with pytest.raises(AggregationAborted, match=why):
+        parties[1].unmask(survivors)
+
+
+def test_a_client_answers_one_unmasking_request_only():
+    parties, _, _ = honest_rounds(5, 3, inputs(5, size=10))
+    parties[1].unmask([0, 1, 2, 3, 4])
+    with pytest.raises(AggregationAborted, match="already answered"):
+        parties[1].unmask([1, 2, 3])

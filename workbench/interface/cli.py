@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,11 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "loads torch; checks that each plug-in loads and satisfies its interface)",
     )
     cli_epsilon.add_parser(sub)
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _dispatch(args)
+        refuse_control_characters(argv)
+        return _dispatch(parser.parse_args(argv))
     except WorkbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(
@@ -93,6 +95,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+
+
+def refuse_control_characters(argv: list[str]) -> None:
+    """No argument holds a control character (a newline, a carriage return, an escape): none
+    belongs in a name or a path, and each would break or rewrite an error line echoing it."""
+    for position, arg in enumerate(argv, 1):
+        if any(unicodedata.category(c) == "Cc" for c in arg):
+            raise WorkbenchError(
+                f"argument {position} ({arg!r}): control characters are not accepted"
+            )
+
+
+def printable(message: str) -> str:
+    """An error as the terminal gets it: control characters (a name typed with a carriage
+    return, an escape sequence read from a folder) escaped, so no input rewrites the line."""
+    return "".join(c if c == "\n" or c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def _device_argument(p: argparse.ArgumentParser) -> None:
@@ -268,9 +286,37 @@ def _log_mlflow(args: argparse.Namespace, tracking: Any) -> None:
     )
 
 
+def output_file(flag: str, path: str) -> None:
+    """A file the command will write (missing folders above it are made): not a folder,
+    and not below a file."""
+    where = Path(path)
+    if where.is_dir():
+        raise WorkbenchError(f"{flag} {path}: expected a file to write, got a folder")
+    below_file(flag, where.parent)
+
+
+def output_folder(flag: str, path: str) -> None:
+    """A folder the command will write into (made if missing): not a file, nor below one."""
+    where = Path(path)
+    if where.exists() and not where.is_dir():
+        raise WorkbenchError(f"{flag} {path}: expected a folder, got a file")
+    below_file(flag, where)
+
+
+def below_file(flag: str, folder: Path) -> None:
+    """Refuses a folder that cannot be made because a file stands where a folder above is."""
+    for above in [folder, *folder.parents]:
+        if above.exists():
+            if not above.is_dir():
+                raise WorkbenchError(f"{flag}: {above} is a file, not a folder")
+            return
+
+
 def _export(args: argparse.Namespace) -> int:
     from fgl_workbench.reports.frame import export
 
+    if args.output is not None:
+        output_file("--output", args.output)
     path = export(args.out, args.format, args.output)
     print(f"wrote {path}")
     return 0
@@ -286,6 +332,9 @@ def _report(args: argparse.Namespace) -> int:
             "report: several folders are compared in one report; name where it goes with --out"
         )
     out = args.out or args.folders[0]
+    output_folder("--out" if args.out else "DIR", out)
+    if args.tradeoff_png:
+        output_file("--tradeoff-png", args.tradeoff_png)
     path = build_report(out, args.folders)
     with reading_untrusted("the results folder " + ", ".join(args.folders)):
         points = print_measured(args.folders)
@@ -297,6 +346,7 @@ def _report(args: argparse.Namespace) -> int:
             raise WorkbenchError(
                 "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
             )
+        Path(args.tradeoff_png).parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
     print(f"report: {path}")
     return 0
@@ -335,6 +385,7 @@ def dry_run(suite, out: Path) -> int:
     """One line per cell: its label, what sets it apart from same-labelled cells, and whether
     the results folder already holds it; then the counts."""
     import json
+    from collections import Counter
 
     from fgl_workbench.running.suite import expand
     from fgl_workbench.storage.store import STORE_FILE, ResultsStore
@@ -345,7 +396,8 @@ def dry_run(suite, out: Path) -> int:
         store = ResultsStore(out)
         done = {c.cell_id for c in store.cells()}
         store.close()
-    repeated = {c.label for c in cells if sum(d.label == c.label for d in cells) > 1}
+    labels = Counter(c.label for c in cells)
+    repeated = {label for label, count in labels.items() if count > 1}
     for c in cells:
         target = c.config()["target"]
         extra = ""

@@ -35,6 +35,7 @@ NOISE = {
 DEFAULTS = {"sensitivity": 1.0, "count": 1}
 MAX_VALUES = 10_000  # per flag: a range is expanded into a list before anything is computed
 MAX_GRID = 100_000  # settings in one grid
+MAX_GRID_BYTES = 1 << 20  # a --grid file: a handful of settings, parsed whole before checks
 INTEGER = {"steps", "count", "releases"}
 PARTS = ("epsilons", "metric_epsilons", "audits")  # a cell's privacy figures, as api.privacy
 
@@ -193,12 +194,16 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         path = Path(args.grid)
         if not path.is_file():
             raise ConfigError(f"--grid: file not found: {path}")
+        if path.stat().st_size > MAX_GRID_BYTES:
+            raise ConfigError(f"--grid: {path} is over the cap of {MAX_GRID_BYTES} bytes")
         try:
-            loaded = yaml.safe_load(path.read_text())
+            loaded = yaml.safe_load(path.read_bytes())
         except yaml.YAMLError as exc:
             where = getattr(exc, "problem_mark", None)
             at = f" (line {where.line + 1})" if where is not None else ""
             raise ConfigError(f"--grid: {path} is not valid YAML{at}") from None
+        except ValueError as exc:  # an integer past Python's digit limit
+            raise ConfigError(f"--grid: {path} is not a YAML text ({exc})") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"--grid: {path} must hold a mapping of settings")
         known = {
@@ -211,8 +216,9 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         }
         unknown = set(loaded) - known
         if unknown:
-            raise ConfigError(f"--grid: unknown keys {sorted(unknown)}; valid: {sorted(known)}")
-        out.update({k: _yaml_value(v) for k, v in loaded.items()})
+            named = sorted(map(str, unknown))  # YAML keys may be numbers, dates, None
+            raise ConfigError(f"--grid: unknown keys {named}; valid: {sorted(known)}")
+        out.update({k: _yaml_value(k, v) for k, v in loaded.items()})
     for name in (
         "mechanism",
         "sigma",
@@ -233,8 +239,19 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _yaml_value(v: Any) -> Any:
-    return ",".join(map(str, v)) if isinstance(v, list) else v
+def _yaml_value(name: str, v: Any) -> Any:
+    """A setting from the grid file as a flag would give it: a flat list joined by commas
+    (a nested list, an alias bomb among them, is refused, not written out)."""
+    if isinstance(v, list):
+        if len(v) > MAX_VALUES or any(isinstance(x, list | dict) for x in v):
+            raise ConfigError(
+                f"--grid: {name}: expected a number, a range or a flat list of at most "
+                f"{MAX_VALUES:,} numbers"
+            )
+        return ",".join(map(str, v))
+    if isinstance(v, dict):
+        raise ConfigError(f"--grid: {name}: expected a number, a range or a list, got a mapping")
+    return v
 
 
 def _values(name: str, raw: Any) -> list[float]:
@@ -254,6 +271,8 @@ def _values(name: str, raw: Any) -> list[float]:
             values = [round(start + i * step, 12) for i in range(n)]
         else:
             values = [float(x) for x in text.split(",")]
+            if len(values) > MAX_VALUES:
+                raise ConfigError(f"--{name}: {len(values):,} values; at most {MAX_VALUES:,}")
     except ValueError:
         raise ConfigError(
             f"--{name}: expected a number, a list a,b,c or a range start:stop:step (got {text!r})"

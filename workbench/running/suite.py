@@ -3,7 +3,12 @@
 The file is validated in two passes, both ending in a ``ConfigError`` whose lines name the
 field (``targets[0].params.rounds``) and what was expected: pydantic checks the structure and
 unknown keys; then every component's ``params`` is checked against that component's own
-config model, and every name against its registry (the error lists the valid choices)."""
+config model, and every name against its registry (the error lists the valid choices).
+
+A suite is untrusted input too: its size is capped before anything grows from it (the file's
+bytes, the YAML's nodes with aliases counted at every use, each list, and the cells the grid
+would expand to), and every number in a component's ``params`` is bounded, so a hostile or
+mistyped file is one error naming the cap, never a hang or an overflow much later."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +44,18 @@ from fgl_workbench.errors import ConfigError
 from fgl_workbench.registry import did_you_mean
 from fgl_workbench.running.calibration import refusal
 from fgl_workbench.targets import TARGETS
+
+MAX_SUITE_BYTES = 1 << 20  # hand-written suites are a few KB; YAML is parsed whole first
+MAX_NODES = 100_000  # scalars, lists and mappings in the parsed YAML, aliases at every use
+MAX_DEPTH = 32  # nesting of lists and mappings: suites need under ten levels
+MAX_SEEDS = 1_000
+MAX_ENTRIES = 1_000  # per list: datasets, partitions, targets, attacks, a sweep's values
+MAX_CELLS = 10_000  # each cell trains a federation: a larger grid is a typo, not a plan
+# any number in a component's params: squares and products of a few such stay finite in
+# float32 (3.4e38), where 1e300 would pass here and overflow in training or encoding
+MAX_MAGNITUDE = 1e12
+MAX_SHOWN = 80  # characters of an offending value quoted in an error
+LISTS = ("datasets", "partitions", "targets", "attacks")
 
 _RATIOS = TypeAdapter(tuple[float, float, float], config=ConfigDict(allow_inf_nan=False))
 
@@ -192,16 +210,26 @@ def load_suite(path: str | Path) -> Suite:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"suite file not found: {path}")
+    size = path.stat().st_size
+    if size > MAX_SUITE_BYTES:
+        raise ConfigError(
+            f"{path}: {size} bytes, over the cap of {MAX_SUITE_BYTES} bytes for a suite file"
+        )
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raw = yaml.load(path.read_bytes(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:  # PyYAML's message spans lines: said in one
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # bytes that are no text; an int too long
+        raise ConfigError(f"{path}: not a readable YAML text ({exc})") from None
     return parse_suite(raw, source=str(path))
 
 
 def parse_suite(raw: Any, source: str = "suite") -> Suite:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level")
+    too_large = _over_caps(raw)
+    if too_large:
+        raise ConfigError(f"{source}: too large: {too_large}")
     try:
         suite = Suite(**raw)
     except ValidationError as exc:
@@ -209,6 +237,11 @@ def parse_suite(raw: Any, source: str = "suite") -> Suite:
         found = [format_errors(exc, model=Suite), *_check_components(_parsed_sections(raw))]
         raise ConfigError(f"{source}: invalid suite\n" + "\n".join(found)) from None
     problems = _check_components(suite)
+    if not problems and count_cells(suite) > MAX_CELLS:
+        problems = [
+            f"  the grid expands to {count_cells(suite)} cells, over the cap of {MAX_CELLS} "
+            "(datasets × fitting partitions × targets with their sweeps × seeds)"
+        ]
     if not problems:
         targets, problems = expand_sweeps(suite.targets)
         suite = suite.model_copy(update={"targets": targets})
@@ -217,6 +250,58 @@ def parse_suite(raw: Any, source: str = "suite") -> Suite:
     if problems:
         raise ConfigError(f"{source}: invalid suite\n" + "\n".join(problems))
     return suite
+
+
+def _over_caps(raw: dict[str, Any]) -> str:
+    """The first cap the raw suite exceeds, named ('' when none): checked before pydantic or
+    any expansion reads it, in time proportional to the caps, not to the input."""
+    caps = {"seeds": MAX_SEEDS} | dict.fromkeys(LISTS, MAX_ENTRIES)
+    for key, cap in caps.items():
+        value = raw.get(key)
+        if isinstance(value, list) and len(value) > cap:
+            return f"{key}: {len(value)} entries, over the cap of {cap}"
+    nodes, depth = _size(raw, MAX_NODES)
+    if nodes > MAX_NODES:
+        return f"more than {MAX_NODES} YAML values (aliases count at every use), the cap"
+    if depth > MAX_DEPTH:
+        return f"nested more than {MAX_DEPTH} levels deep, the cap"
+    targets = raw.get("targets")
+    for i, t in enumerate(targets if isinstance(targets, list) else []):
+        sweep = t.get("sweep") if isinstance(t, dict) else None
+        for path, values in sweep.items() if isinstance(sweep, dict) else ():
+            if isinstance(values, list) and len(values) > MAX_ENTRIES:
+                return (
+                    f"targets[{i}].sweep.{path}: {len(values)} values, over the cap of "
+                    f"{MAX_ENTRIES}"
+                )
+    return ""
+
+
+def _size(value: Any, budget: int) -> tuple[int, int]:
+    """(values, depth) of ``value``, counting stops once past ``budget`` values: a shared
+    (YAML alias) or self-referencing part counts at every use, as every later step sees it."""
+    seen, deepest = 0, 0
+    stack = [(value, 0)]
+    while stack and seen <= budget:
+        node, depth = stack.pop()
+        seen += 1
+        deepest = max(deepest, depth)
+        if isinstance(node, dict):
+            stack.extend((child, depth + 1) for child in [*node.keys(), *node.values()])
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node)
+    return seen, deepest
+
+
+def count_cells(suite: Suite) -> int:
+    """How many cells ``expand`` would make, without making them (registered names only)."""
+    targets = sum(math.prod(len(v) for v in t.sweep.values()) for t in suite.targets)
+    fitting = sum(
+        PARTITIONERS.get(p.method).level == DATASETS.get(d.name).level
+        for d in suite.datasets
+        for p in suite.partitions
+    )
+    return fitting * targets * len(suite.seeds)
 
 
 def expand_sweeps(targets: list[TargetEntry]) -> tuple[list[TargetEntry], list[str]]:
@@ -292,9 +377,18 @@ def format_errors(exc: ValidationError, prefix: str = "", model: Any = None) -> 
             valid = f"; valid {word}s: {', '.join(fields)}" if fields else ""
             lines.append(f"  {loc.lstrip('.')}: unknown {word}{hint}{valid}")
             continue
-        got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+        got = f" (got {_shown(err['input'])})" if err["type"] != "missing" else ""
         lines.append(f"  {loc.lstrip('.')}: {err['msg']}{got}")
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    """The offending input as the error quotes it: its repr, shortened to one short line."""
+    try:
+        text = repr(value)
+    except ValueError:  # holds an integer past Python's digit limit for str()
+        return f"a {type(value).__name__} too long to show"
+    return text if len(text) <= MAX_SHOWN else f"{text[: MAX_SHOWN - 3]}..."
 
 
 def _fields_at(model: Any, path: tuple) -> list[str]:
@@ -367,11 +461,13 @@ def _check_components(suite: Suite | Sections) -> list[str]:
             problems.append(f"  {exc}" if str(exc).startswith(field) else f"  {field}: {exc}")
             return
         model = config_of(component)
+        prefix = field.rsplit(".", 1)[0] + ".params"
         try:
             model(**params)
         except ValidationError as exc:
-            prefix = field.rsplit(".", 1)[0] + ".params"
             problems.append(format_errors(exc, prefix=prefix, model=model))
+            return
+        problems.extend(_out_of_range(prefix, params))
 
     for i, d in enumerate(suite.datasets):
         if d is not None:
@@ -411,7 +507,38 @@ def _check_components(suite: Suite | Sections) -> list[str]:
                 f"  datasets[{i}]: '{d.name}' is {level}-level but no partition fits it; "
                 f"add one of: {', '.join(fits)}"
             )
+    return problems + _client_count_problems(suite)
+
+
+def _client_count_problems(suite: Suite) -> list[str]:
+    """A defense config whose validity depends on how many clients take part (it defines
+    ``check_clients``, e.g. SecAgg's threshold t > n/2), checked against every partition's
+    client count now rather than when a cell reaches it."""
+    problems = []
+    for i, t in enumerate(suite.targets):
+        for j, d in enumerate(t.defenses):
+            config = DEFENSES.get(d.name).Config(**d.params)
+            if not hasattr(config, "check_clients"):
+                continue
+            for k, p in enumerate(suite.partitions):
+                try:
+                    config.check_clients(p.num_clients)
+                except ConfigError as exc:
+                    problems.append(f"  targets[{i}].defenses[{j}] with partitions[{k}]: {exc}")
     return problems
+
+
+def _out_of_range(where: str, value: Any) -> list[str]:
+    """Every number under ``where`` beyond ±``MAX_MAGNITUDE`` (or NaN), named by its path."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _out_of_range(f"{where}.{k}", v)]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _out_of_range(f"{where}[{i}]", v)]
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and not abs(value) <= MAX_MAGNITUDE:
+        got = f"{value:.3g}" if isinstance(value, float) else f"{value.bit_length()} bits"
+        return [f"  {where}: expected a magnitude at most {MAX_MAGNITUDE:g} (got {got})"]
+    return []
 
 
 def _calibration_problems(i: int, t: TargetEntry) -> list[str]:

@@ -84,6 +84,8 @@ def _import_ray() -> Any:
             "--executor ray: Ray is not installed; install the extra with "
             "`pip install 'fgl-workbench[ray]'`"
         ) from None
+    except Exception as exc:  # an installed Ray that is broken: said in one line
+        raise ConfigError(f"--executor ray: Ray failed to import ({_one_line(exc)})") from None
     return ray
 
 
@@ -103,6 +105,16 @@ def _init(ray: Any, address: str, cpus: int) -> None:
         ray.init(**options)
     except ConnectionError as exc:
         raise ConfigError(f"--address {address}: no Ray cluster reachable ({exc})") from None
+    except Exception as exc:  # Ray could not start (ports, /tmp, a bad address): one line
+        raise ConfigError(
+            f"--executor ray: Ray failed to start at --address {address} ({_one_line(exc)})"
+        ) from None
+
+
+def _one_line(exc: Exception) -> str:
+    """The exception's type and first line: Ray's own messages run to pages."""
+    first = str(exc).strip().splitlines()[:1]
+    return type(exc).__name__ + (f": {first[0]}" if first else "")
 
 
 def _get(ray: Any, ref: Any) -> BufferedResults:
