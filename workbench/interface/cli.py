@@ -326,7 +326,7 @@ def dry_run(suite, out: Path) -> int:
     cells = expand(suite)
     done: set[str] = set()
     if (out / STORE_FILE).is_file():
-        store = ResultsStore(out)
+        store = ResultsStore(out, read_only=True)
         done = {c.cell_id for c in store.cells()}
         store.close()
     repeated = {c.label for c in cells if sum(d.label == c.label for d in cells) > 1}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import pickle
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,11 +46,14 @@ from fgl_workbench.query import (
 )
 from fgl_workbench.registry import reading_untrusted
 from fgl_workbench.storable import NotStorableError, stored_type, type_ref
+from fgl_workbench.storage.rows import TEXT_CAP
 from fgl_workbench.targets.base import TARGETS, TrainedTarget
 from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import Message, Transcript
 
 FORMAT = 2
+SHAPE_CAP = 8  # dimensions of a stored tensor
+DEPTH_CAP = 32  # nesting of the stored data
 
 
 class SnapshotError(ConfigError):
@@ -285,13 +289,65 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
         return _restored(path, federation)
 
 
+def stored_sizes(path: Path) -> int:
+    """The snapshot's size on disk, once its archive is known to inflate to no more than
+    that: ``torch.save`` stores every entry uncompressed, so a compressed entry (a zip bomb)
+    or entries larger than the file are refused before anything is read."""
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as z:
+            entries = z.infolist()
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SnapshotError(f"{path}: not a snapshot ({exc})") from None
+    if any(e.compress_type != zipfile.ZIP_STORED for e in entries):
+        raise SnapshotError(f"{path}: a compressed entry; snapshots are stored uncompressed")
+    if sum(e.file_size for e in entries) > size:
+        raise SnapshotError(f"{path}: its entries claim more bytes than the file holds")
+    return size
+
+
+def check_tensors(value: Any, path: Path, budget: int, depth: int = 0) -> int:
+    """What ``value``'s tensors occupy, at most ``budget`` bytes (the file's size): each
+    tensor dense in its own storage (a stride-0 or overlapping view, which inflates a few
+    stored bytes into a large model, is refused), nesting at most ``DEPTH_CAP`` deep."""
+    if depth > DEPTH_CAP:
+        raise SnapshotError(f"{path}: nested more than {DEPTH_CAP} deep")
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.is_nested:
+            raise SnapshotError(f"{path}: a {value.layout} tensor; only dense ones are stored")
+        nbytes = value.numel() * value.element_size()
+        if value.dim() > SHAPE_CAP or nbytes > value.untyped_storage().nbytes():
+            raise SnapshotError(
+                f"{path}: a tensor of shape {tuple(value.shape)} viewing a smaller storage "
+                "(stride-0 or overlapping); refused"
+            )
+        return nbytes
+    if isinstance(value, str) and len(value) > TEXT_CAP:
+        raise SnapshotError(f"{path}: a string longer than {TEXT_CAP:,} characters")
+    children = value.values() if isinstance(value, dict) else value
+    if not isinstance(value, dict | list | tuple):
+        return 0
+    total = 0
+    for child in children:
+        total += check_tensors(child, path, budget - total, depth + 1)
+        if total > budget:
+            raise SnapshotError(f"{path}: its tensors hold more bytes than the file stores")
+    return total
+
+
 def _restored(path: Path, federation: Federation) -> TrainedTarget:
+    size = stored_sizes(path)
     try:
         # onto the cell's device (``fgl_workbench.device.on_device``), where its models are built
         data = torch.load(path, map_location=torch.get_default_device(), weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "not plain data"
         raise SnapshotError(f"{path}: refused, it holds more than plain data ({first})") from None
+    except (RuntimeError, EOFError, ValueError) as exc:
+        raise SnapshotError(f"{path}: not a snapshot ({str(exc).strip()[:120]})") from None
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{path}: not a snapshot (expected a mapping)")
+    check_tensors(data, path, size)
     if data.get("format") != FORMAT:
         raise SnapshotError(f"{path}: snapshot format {data.get('format')} (expected {FORMAT})")
     TARGETS.get(data["recipe"]["target"], "snapshot recipe.target")  # loads its plug-in
