@@ -19,11 +19,11 @@ import pickle
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
 from torch_geometric.data import Data
 
 import fgl_workbench.accountants.events as events
@@ -46,7 +46,7 @@ from fgl_workbench.query import (
 )
 from fgl_workbench.registry import reading_untrusted
 from fgl_workbench.storable import NotStorableError, stored_type, type_ref
-from fgl_workbench.storage.rows import TEXT_CAP
+from fgl_workbench.storage.rows import TEXT_CAP, Text
 from fgl_workbench.targets.base import TARGETS, TrainedTarget
 from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import Message, Transcript
@@ -58,6 +58,88 @@ DEPTH_CAP = 32  # nesting of the stored data
 
 class SnapshotError(ConfigError):
     """A trained target cannot be stored or restored as plain data."""
+
+
+Tensor = Annotated[torch.Tensor, SkipValidation]  # checked by ``check_tensors``
+
+
+class _Stored(BaseModel):
+    """A part of a snapshot: the types its restoring relies on, strictly."""
+
+    model_config = ConfigDict(strict=True, arbitrary_types_allowed=True)
+
+
+class StoredDefense(_Stored):
+    name: Text
+    params: dict[str, Any]
+
+
+class StoredRecipe(_Stored):
+    target: Text
+    config: Any
+    num_clients: Annotated[int, Field(ge=1)]
+    train_size: Annotated[int, Field(ge=0)]
+    defenses: list[StoredDefense]
+
+
+class StoredMessage(_Stored):
+    round: int
+    sender: Text
+    receiver: Text
+    kind: Text
+    nbytes: Annotated[int, Field(ge=0)]
+    payload: Any
+
+
+class StoredClient(_Stored):
+    ids: Tensor
+    edge_index: Tensor
+
+
+class StoredServed(_Stored):
+    model: dict[str, Tensor] | None
+    clients: list[StoredClient]
+    num_nodes: Annotated[int, Field(ge=0)]
+
+
+class StoredQuery(_Stored, extra="allow"):
+    kind: Text
+
+
+class StoredKeys(_Stored):
+    config: dict[str, Any]
+    secret: bytes
+
+
+class Manifest(_Stored):
+    """What a snapshot holds at its top level (``snapshot`` writes exactly this)."""
+
+    name: Text
+    level: Literal["node", "graph"]
+    spec: dict[str, Any]
+    recipe: StoredRecipe
+    global_model: dict[str, Tensor]
+    client_models: dict[int, dict[str, Tensor] | None]
+    utility: dict[str, Any]
+    ledger: list[dict[str, Any]]
+    messages: list[StoredMessage]
+    query: StoredQuery
+    served: StoredServed | None
+    keys: StoredKeys | None
+    keys_withheld: bool
+    senders: dict[int, list[int]]
+    metric_releases: dict[str, Tensor] | None
+
+
+def manifest_checked(data: Any, path: Path) -> None:
+    """The snapshot's structure, one line naming the file and the first field that does not
+    fit (its tensors are checked apart, by ``check_tensors``)."""
+    try:
+        Manifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "the snapshot"
+        raise SnapshotError(f"{path}, field {field}: {first['msg']}") from None
 
 
 def plain(value: Any) -> Any:
@@ -297,8 +379,8 @@ def stored_sizes(path: Path) -> int:
     try:
         with zipfile.ZipFile(path) as z:
             entries = z.infolist()
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise SnapshotError(f"{path}: not a snapshot ({exc})") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:  # ValueError: a garbled name
+        raise SnapshotError(f"{path}: not a snapshot ({str(exc)[:120]})") from None
     if any(e.compress_type != zipfile.ZIP_STORED for e in entries):
         raise SnapshotError(f"{path}: a compressed entry; snapshots are stored uncompressed")
     if sum(e.file_size for e in entries) > size:
@@ -350,6 +432,7 @@ def _restored(path: Path, federation: Federation) -> TrainedTarget:
     check_tensors(data, path, size)
     if data.get("format") != FORMAT:
         raise SnapshotError(f"{path}: snapshot format {data.get('format')} (expected {FORMAT})")
+    manifest_checked(data, path)
     TARGETS.get(data["recipe"]["target"], "snapshot recipe.target")  # loads its plug-in
     spec = spec_from(data["spec"])
     fits_weights(spec, data["global_model"])
@@ -462,11 +545,16 @@ def served_data(served: ClientDeployments, weights: Weights) -> dict[str, Any]:
 
 
 def rebuilt_served(s: dict, model, federation: Federation) -> ClientDeployments:
-    x = federation.dataset.data.x
-    clients = [
-        (c["ids"].numpy(force=True), Data(x=x[c["ids"]], edge_index=c["edge_index"]))
-        for c in s["clients"]
-    ]
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset) or s["num_nodes"] != ds.num_items:
+        raise SnapshotError(f"served.num_nodes: expected this node dataset's {ds.num_items}")
+    clients = []
+    for i, c in enumerate(s["clients"]):
+        ids = _node_ids(c["ids"], ds.num_items, f"served.clients.{i}.ids")
+        edges = _node_ids(c["edge_index"].reshape(-1), len(ids), f"served.clients.{i}.edge_index")
+        if c["edge_index"].dim() != 2 or c["edge_index"].shape[0] != 2:
+            raise SnapshotError(f"served.clients.{i}.edge_index: expected 2 rows of local ids")
+        clients.append((ids, Data(x=ds.data.x[ids], edge_index=torch.as_tensor(edges).view(2, -1))))
     return ClientDeployments(model(s["model"], "served.model"), clients, s["num_nodes"])
 
 

@@ -519,11 +519,14 @@ class ResultsStore:
                 raise ValueError(f"an array larger than {ROC_CAP:,} points")
             with np.load(path, allow_pickle=False) as z:
                 fpr, tpr = z["fpr"], z["tpr"]
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
             raise ConfigError(f"{path}: not a ROC curve ({str(exc)[:120]})") from None
         for name, a in (("fpr", fpr), ("tpr", tpr)):
-            if a.ndim != 1 or a.dtype.kind != "f" or a.shape != fpr.shape:
-                raise ConfigError(f"{path}, field {name}: expected a 1-D float array like fpr")
+            if a.ndim != 1 or a.dtype.kind != "f" or a.shape != fpr.shape or a.size < 2:
+                raise ConfigError(
+                    f"{path}, field {name}: expected a 1-D float array of 2 or more points, "
+                    "as long as fpr"
+                )
             if not np.all((a >= 0) & (a <= 1)):
                 raise ConfigError(f"{path}, field {name}: expected rates in [0, 1]")
         return fpr, tpr

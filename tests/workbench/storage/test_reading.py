@@ -64,6 +64,29 @@ def test_a_compressed_snapshot_is_refused_before_it_is_inflated(received, capsys
     assert "compressed entry" in err and ".pt" in err
 
 
+@pytest.mark.parametrize(
+    ("damage", "field"),
+    [
+        (
+            lambda d: d["served"]["clients"][0].update(ids=torch.tensor([10**15])),
+            "served.clients.0.ids",
+        ),
+        (lambda d: d["recipe"].update(num_clients="2"), "recipe.num_clients"),
+        (lambda d: d.pop("messages"), "messages"),
+    ],
+)
+def test_a_mistyped_snapshot_is_one_line_naming_the_field(received, capsys, damage, field):
+    """A snapshot's fields were used as found: an out-of-range node id reached an index
+    (a traceback), a missing key a ``KeyError``."""
+    for path in snapshots(received):
+        data = torch.load(path, weights_only=True)
+        if data["served"] is not None or "served" not in field:
+            damage(data)
+        torch.save(data, path)
+    err = one_line_error(capsys, ["attack", str(received), "--attack", "mia-threshold"])
+    assert field in err
+
+
 def roc_file(folder: Path, **arrays: np.ndarray) -> str:
     rel = "artifacts/planted.npz"
     (folder / "artifacts").mkdir(exist_ok=True)
@@ -88,6 +111,8 @@ def test_a_roc_file_that_inflates_is_refused_before_decompressing(received, caps
         {"fpr": np.array(["a", "b"]), "tpr": np.array(["a", "b"])},
         {"fpr": np.linspace(0, 1, 5), "tpr": np.linspace(0, 1, 4)},
         {"fpr": np.linspace(0, 1, 5)},
+        {"fpr": np.zeros(0), "tpr": np.zeros(0)},
+        {"fpr": np.array([0.0, np.nan]), "tpr": np.array([0.0, 1.0])},
     ],
 )
 def test_a_malformed_roc_file_is_one_line_naming_it(received, capsys, arrays):
