@@ -264,6 +264,7 @@ def _report(args: argparse.Namespace) -> int:
     """Writes the report and prints its summary tables: everything read from the folders."""
     from fgl_workbench.interface.api import build_report
     from fgl_workbench.registry import reading_untrusted
+    from fgl_workbench.storage.store import written
 
     if len(args.folders) > 1 and args.out is None:
         raise WorkbenchError(
@@ -281,7 +282,9 @@ def _report(args: argparse.Namespace) -> int:
             raise WorkbenchError(
                 "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
             )
-        figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
+        png = Path(args.tradeoff_png)
+        with written(png.parent, png.name) as f:  # whole or not at all, never through a link
+            figure.savefig(f, format="png", dpi=110, bbox_inches="tight")
     print(f"report: {path}")
     return 0
 
