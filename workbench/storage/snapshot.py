@@ -119,7 +119,7 @@ class Manifest(_Stored):
     spec: dict[str, Any]
     recipe: StoredRecipe
     global_model: dict[str, Tensor]
-    client_models: dict[int, dict[str, Tensor] | None]
+    client_models: dict[Annotated[int, Field(strict=False)], dict[str, Tensor] | None]
     utility: dict[str, Any]
     ledger: list[dict[str, Any]]
     messages: list[StoredMessage]
