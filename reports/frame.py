@@ -55,7 +55,7 @@ ATTACK_COLUMNS = [
 
 def results_frame(out: str | Path) -> pd.DataFrame:
     """The results folder ``out`` as a DataFrame (see the module docstring for its columns)."""
-    store = ResultsStore(out, create=False)
+    store = ResultsStore(out, read_only=True)
     try:
         cells, attacks = store.cells(), store.attacks()
     finally:
@@ -146,6 +146,17 @@ def _column_order(name: str) -> tuple[int, int]:
 
 
 FORMATS = ("csv", "parquet")
+# what makes a spreadsheet read a CSV cell as a formula (``=HYPERLINK(...)``)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every text cell a spreadsheet would run as a formula prefixed by
+    ``'`` (OWASP's CSV injection advice); numbers, negative ones too, stay numbers. Parquet
+    keeps the text unchanged: its columns are typed, and no reader evaluates them."""
+    return table.map(
+        lambda v: f"'{v}" if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v
+    )
 
 
 def export(out: str | Path, fmt: str, path: str | Path | None = None) -> Path:
@@ -163,7 +174,8 @@ def export(out: str | Path, fmt: str, path: str | Path | None = None) -> Path:
     )
     with written(root, rel) as f:
         if fmt == "csv":
-            table.to_csv(f, index=False)
+            # CRLF (RFC 4180): a carriage return inside a text cell is then quoted too
+            spreadsheet_safe(table).to_csv(f, index=False, lineterminator="\r\n")
         else:
             table.to_parquet(f, index=False)
     return root / rel

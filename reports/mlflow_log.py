@@ -111,7 +111,7 @@ def log_results(out: str | Path, client: MlflowClient, experiment: str | None = 
     """Logs every cell of the results folder ``out`` (see the module docstring)."""
     from mlflow.exceptions import MlflowException
 
-    store = ResultsStore(out, create=False)
+    store = ResultsStore(out, read_only=True)
     try:
         cells, attacks = store.cells(), store.attacks()
         hashes, suite = store.config_hashes(), store.meta("suite_name")

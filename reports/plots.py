@@ -101,6 +101,13 @@ def dp_tpr_ceiling(fpr: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
     return np.clip(np.minimum(first, second), 0.0, 1.0)
 
 
+def literal(text: str) -> str:
+    """``text`` as matplotlib shows it verbatim: a label or attack parameter read from a
+    results folder may hold ``$``, which would start mathtext (``$\\frac{$`` crashes the
+    figure); an escaped dollar is drawn as a plain one."""
+    return text.replace("$", r"\$")
+
+
 def roc_figure(curves: list[RocCurve]) -> Figure:
     """Log-log ROC, one panel per attack, one line per configuration in its series' colour
     with its 95 % band shaded; a DP configuration's ceiling is drawn dashed in the same
@@ -121,7 +128,7 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
                 np.clip(c.tpr[resolved], FPR_FLOOR, 1),
                 color=colour,
                 linewidth=1.4,
-                label=c.configuration,
+                label=literal(c.configuration),
             )
             if c.band is not None:
                 low, high = (np.clip(b[resolved], FPR_FLOOR, 1) for b in c.band)
@@ -156,7 +163,7 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
             ylim=(FPR_FLOOR, 1.05),
             xlabel="false positive rate",
             ylabel="true positive rate",
-            title=attack,
+            title=literal(attack),
         )
         ax.title.set_fontsize(9)
     for ax in list(axes.flat)[len(attacks) :]:
@@ -190,8 +197,9 @@ def heatmap_figure(
             vmin=low,
             vmax=high,
             mask=np.isnan(matrix),
-            xticklabels=attacks if i == len(values) - 1 else False,  # the panels share them
-            yticklabels=configurations,
+            # the panels share them
+            xticklabels=[literal(a) for a in attacks] if i == len(values) - 1 else False,
+            yticklabels=[literal(c) for c in configurations],
             annot_kws={"fontsize": 8},
             cbar_kws={"shrink": 0.8},
         )
@@ -229,7 +237,7 @@ def communication_figure(costs: list[CommunicationCost]) -> Figure:
     axes[0].set(xscale="log", xlabel="MB per round (solid: up, light: down)")
     axes[1].barh(y, [c.total / 1e6 for c in costs], color=bar)
     axes[1].set(xscale="log", xlabel="MB in total (up + down)")
-    axes[0].set_yticks(y, names, fontsize=8)
+    axes[0].set_yticks(y, [literal(n) for n in names], fontsize=8)
     axes[0].invert_yaxis()
     fig.tight_layout()
     return fig

@@ -5,7 +5,6 @@ one self-contained HTML file and as a PDF."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -63,6 +62,7 @@ from fgl_workbench.reports.summary import (
 )
 from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from fgl_workbench.reports.verdict import adversary_of, verdicts
+from fgl_workbench.storage import rows as checks
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
     SANDBOXED_MARK,
@@ -139,11 +139,11 @@ def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
                 f"no results store in {folder} (expected {folder / STORE_FILE}); "
                 "run `fgl-workbench run SUITE.yaml --out DIR` first"
             )
-        store = ResultsStore(folder)
+        store = ResultsStore(folder, read_only=True)
         try:
             mine, theirs = store.cells(), store.attacks()
-            names.append(store.meta("suite_name") or folder.name)
-            suites.append(json.loads(store.meta("suite_json") or "{}"))
+            names.append((store.meta("suite_name") or folder.name)[: checks.TEXT_CAP])
+            suites.append(store.suite())
             reproducible.append(store.meta("reproducible") == "1")
             if tag is not None:
                 mine = [_tagged_cell(c, tag) for c in mine]

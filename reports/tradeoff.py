@@ -19,6 +19,7 @@ from matplotlib.ticker import NullLocator
 
 from fgl_workbench.reports.colours import series_colours, series_of
 from fgl_workbench.reports.intervals import certifies, lower_bound, metrics_by_row, with_interval
+from fgl_workbench.reports.plots import literal
 from fgl_workbench.reports.summary import _mean_std, attacks_across_seeds, configurations, format_pm
 from fgl_workbench.storage.store import AttackRow, CellRow
 
@@ -186,7 +187,7 @@ def tradeoff_figure(points: list[TradeoffPoint]) -> Figure | None:
         mine = [p for p in points if _setting(p) == setting]
         _tradeoff_row(axes, mine, axis, names, colours, styles, axis_label(points, axis))
         if len(settings) > 1:
-            axes[0].set_ylabel(f"{setting}\ntest accuracy")
+            axes[0].set_ylabel(f"{literal(setting)}\ntest accuracy")
     _legends(fig, sorted({p.series for p in points}), colours, styles)
     fig.tight_layout()
     return fig
@@ -200,10 +201,12 @@ def _legends(
 ) -> None:
     """Two legends under the panels: a colour per configuration series, a line style per
     attack (instead of one entry per series × attack, which grows past reading)."""
-    targets = [Line2D([], [], color=colours[series_of(s)], linewidth=3, label=s) for s in series]
+    targets = [
+        Line2D([], [], color=colours[series_of(s)], linewidth=3, label=literal(s)) for s in series
+    ]
     targets.append(Line2D([], [], color="grey", linestyle=":", label="undefended (reference line)"))
     attacks = [
-        Line2D([], [], color="black", linestyle=style[1:], marker=style[0], label=name)
+        Line2D([], [], color="black", linestyle=style[1:], marker=style[0], label=literal(name))
         for name, style in styles.items()
     ]
     attacks.append(Line2D([], [], color="black", linestyle="--", label="lb = accountant ε"))

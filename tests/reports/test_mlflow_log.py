@@ -32,8 +32,12 @@ PLAIN_CONFIG = {**DP_CONFIG, "target": {"name": "fedavg", "params": {"rounds": 3
 DP_ID, PLAIN_ID = "a" * 16, "b" * 16
 
 
+COMM = {"rounds": 3, "bytes": {"up": 0, "down": 0}}
+PLAIN_UTILITY = {"accuracy": 0.9, "macro_f1": None}
+
+
 def _cell(cell_id, label, config, utility, epsilons=()):
-    return CellRow(cell_id, label, config, utility, {}, [], None, 0.1, 0.2, epsilons)
+    return CellRow(cell_id, label, config, utility, COMM, [], None, 0.1, 0.2, epsilons)
 
 
 def _attack(cell_id, name, params, status="ok", reason=None, metrics=None, key=None):
@@ -56,7 +60,8 @@ def folder(tmp_path):
         _cell(DP_ID, "csbm/louvain-3/fedavg+dp-fedavg/seed0", DP_CONFIG, utility, eps), "f" * 64
     )
     store.put_cell(
-        _cell(PLAIN_ID, "csbm/louvain-3/fedavg/seed1", PLAIN_CONFIG, {"accuracy": 0.9}), "e" * 64
+        _cell(PLAIN_ID, "csbm/louvain-3/fedavg/seed1", PLAIN_CONFIG, PLAIN_UTILITY),
+        "e" * 64,
     )
     metrics = {"auc": 0.61, "tpr@0.01": 0.03, "tpr@0.001": None, "epsilon_lb": 0.4}
     metrics |= {"per_client": [0.5, 0.6], "spread": math.nan, "members": 48}

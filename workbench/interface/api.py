@@ -138,7 +138,7 @@ def privacy(out: str | Path) -> dict[str, dict[str, Any]]:
     adversary × unit, ∞ where nothing is guaranteed, with its note), ``metric_epsilons``
     (metric-DP's ε(ρ) the same way, with ρ) and ``audits`` (the canary audit's lower bound
     beside the claimed ε, per audited claim)."""
-    store = ResultsStore(out, create=False)
+    store = ResultsStore(out, read_only=True)
     try:
         return {
             c.cell_id: {

@@ -326,6 +326,7 @@ def _report(args: argparse.Namespace) -> int:
     """Writes the report and prints its summary tables: everything read from the folders."""
     from fgl_workbench.interface.api import build_report
     from fgl_workbench.registry import reading_untrusted
+    from fgl_workbench.storage.store import written
 
     if len(args.folders) > 1 and args.out is None:
         raise WorkbenchError(
@@ -346,8 +347,9 @@ def _report(args: argparse.Namespace) -> int:
             raise WorkbenchError(
                 "--tradeoff-png: no configuration has a privacy figure (ε or IB KL)"
             )
-        Path(args.tradeoff_png).parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(args.tradeoff_png, dpi=110, bbox_inches="tight")
+        png = Path(args.tradeoff_png)
+        with written(png.parent, png.name) as f:  # whole or not at all, never through a link
+            figure.savefig(f, format="png", dpi=110, bbox_inches="tight")
     print(f"report: {path}")
     return 0
 
@@ -393,7 +395,7 @@ def dry_run(suite, out: Path) -> int:
     cells = expand(suite)
     done: set[str] = set()
     if (out / STORE_FILE).is_file():
-        store = ResultsStore(out)
+        store = ResultsStore(out, read_only=True)
         done = {c.cell_id for c in store.cells()}
         store.close()
     labels = Counter(c.label for c in cells)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import pickle
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
 from torch_geometric.data import Data
 
 import fgl_workbench.accountants.events as events
@@ -45,15 +46,100 @@ from fgl_workbench.query import (
 )
 from fgl_workbench.registry import reading_untrusted
 from fgl_workbench.storable import NotStorableError, stored_type, type_ref
+from fgl_workbench.storage.rows import TEXT_CAP, Text
 from fgl_workbench.targets.base import TARGETS, TrainedTarget
 from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import Message, Transcript
 
 FORMAT = 2
+SHAPE_CAP = 8  # dimensions of a stored tensor
+DEPTH_CAP = 32  # nesting of the stored data
 
 
 class SnapshotError(ConfigError):
     """A trained target cannot be stored or restored as plain data."""
+
+
+Tensor = Annotated[torch.Tensor, SkipValidation]  # checked by ``check_tensors``
+
+
+class _Stored(BaseModel):
+    """A part of a snapshot: the types its restoring relies on, strictly."""
+
+    model_config = ConfigDict(strict=True, arbitrary_types_allowed=True)
+
+
+class StoredDefense(_Stored):
+    name: Text
+    params: dict[str, Any]
+
+
+class StoredRecipe(_Stored):
+    target: Text
+    config: Any
+    num_clients: Annotated[int, Field(ge=1)]
+    train_size: Annotated[int, Field(ge=0)]
+    defenses: list[StoredDefense]
+
+
+class StoredMessage(_Stored):
+    round: int
+    sender: Text
+    receiver: Text
+    kind: Text
+    nbytes: Annotated[int, Field(ge=0)]
+    payload: Any
+
+
+class StoredClient(_Stored):
+    ids: Tensor
+    edge_index: Tensor
+
+
+class StoredServed(_Stored):
+    model: dict[str, Tensor] | None
+    clients: list[StoredClient]
+    num_nodes: Annotated[int, Field(ge=0)]
+
+
+class StoredQuery(_Stored, extra="allow"):
+    kind: Text
+
+
+class StoredKeys(_Stored):
+    config: dict[str, Any]
+    secret: bytes
+
+
+class Manifest(_Stored):
+    """What a snapshot holds at its top level (``snapshot`` writes exactly this)."""
+
+    name: Text
+    level: Literal["node", "graph"]
+    spec: dict[str, Any]
+    recipe: StoredRecipe
+    global_model: dict[str, Tensor]
+    client_models: dict[Annotated[int, Field(strict=False)], dict[str, Tensor] | None]
+    utility: dict[str, Any]
+    ledger: list[dict[str, Any]]
+    messages: list[StoredMessage]
+    query: StoredQuery
+    served: StoredServed | None
+    keys: StoredKeys | None
+    keys_withheld: bool
+    senders: dict[int, list[int]]
+    metric_releases: dict[str, Tensor] | None
+
+
+def manifest_checked(data: Any, path: Path) -> None:
+    """The snapshot's structure, one line naming the file and the first field that does not
+    fit (its tensors are checked apart, by ``check_tensors``)."""
+    try:
+        Manifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "the snapshot"
+        raise SnapshotError(f"{path}, field {field}: {first['msg']}") from None
 
 
 def plain(value: Any) -> Any:
@@ -285,15 +371,68 @@ def restore(path: Path, federation: Federation) -> TrainedTarget:
         return _restored(path, federation)
 
 
+def stored_sizes(path: Path) -> int:
+    """The snapshot's size on disk, once its archive is known to inflate to no more than
+    that: ``torch.save`` stores every entry uncompressed, so a compressed entry (a zip bomb)
+    or entries larger than the file are refused before anything is read."""
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as z:
+            entries = z.infolist()
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:  # ValueError: a garbled name
+        raise SnapshotError(f"{path}: not a snapshot ({str(exc)[:120]})") from None
+    if any(e.compress_type != zipfile.ZIP_STORED for e in entries):
+        raise SnapshotError(f"{path}: a compressed entry; snapshots are stored uncompressed")
+    if sum(e.file_size for e in entries) > size:
+        raise SnapshotError(f"{path}: its entries claim more bytes than the file holds")
+    return size
+
+
+def check_tensors(value: Any, path: Path, budget: int, depth: int = 0) -> int:
+    """What ``value``'s tensors occupy, at most ``budget`` bytes (the file's size): each
+    tensor dense in its own storage (a stride-0 or overlapping view, which inflates a few
+    stored bytes into a large model, is refused), nesting at most ``DEPTH_CAP`` deep."""
+    if depth > DEPTH_CAP:
+        raise SnapshotError(f"{path}: nested more than {DEPTH_CAP} deep")
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.is_nested:
+            raise SnapshotError(f"{path}: a {value.layout} tensor; only dense ones are stored")
+        nbytes = value.numel() * value.element_size()
+        if value.dim() > SHAPE_CAP or nbytes > value.untyped_storage().nbytes():
+            raise SnapshotError(
+                f"{path}: a tensor of shape {tuple(value.shape)} viewing a smaller storage "
+                "(stride-0 or overlapping); refused"
+            )
+        return nbytes
+    if isinstance(value, str) and len(value) > TEXT_CAP:
+        raise SnapshotError(f"{path}: a string longer than {TEXT_CAP:,} characters")
+    children = value.values() if isinstance(value, dict) else value
+    if not isinstance(value, dict | list | tuple):
+        return 0
+    total = 0
+    for child in children:
+        total += check_tensors(child, path, budget - total, depth + 1)
+        if total > budget:
+            raise SnapshotError(f"{path}: its tensors hold more bytes than the file stores")
+    return total
+
+
 def _restored(path: Path, federation: Federation) -> TrainedTarget:
+    size = stored_sizes(path)
     try:
         # onto the cell's device (``fgl_workbench.device.on_device``), where its models are built
         data = torch.load(path, map_location=torch.get_default_device(), weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "not plain data"
         raise SnapshotError(f"{path}: refused, it holds more than plain data ({first})") from None
+    except (RuntimeError, EOFError, ValueError) as exc:
+        raise SnapshotError(f"{path}: not a snapshot ({str(exc).strip()[:120]})") from None
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{path}: not a snapshot (expected a mapping)")
+    check_tensors(data, path, size)
     if data.get("format") != FORMAT:
         raise SnapshotError(f"{path}: snapshot format {data.get('format')} (expected {FORMAT})")
+    manifest_checked(data, path)
     TARGETS.get(data["recipe"]["target"], "snapshot recipe.target")  # loads its plug-in
     spec = spec_from(data["spec"])
     fits_weights(spec, data["global_model"])
@@ -406,11 +545,16 @@ def served_data(served: ClientDeployments, weights: Weights) -> dict[str, Any]:
 
 
 def rebuilt_served(s: dict, model, federation: Federation) -> ClientDeployments:
-    x = federation.dataset.data.x
-    clients = [
-        (c["ids"].numpy(force=True), Data(x=x[c["ids"]], edge_index=c["edge_index"]))
-        for c in s["clients"]
-    ]
+    ds = federation.dataset
+    if not isinstance(ds, NodeDataset) or s["num_nodes"] != ds.num_items:
+        raise SnapshotError(f"served.num_nodes: expected this node dataset's {ds.num_items}")
+    clients = []
+    for i, c in enumerate(s["clients"]):
+        ids = _node_ids(c["ids"], ds.num_items, f"served.clients.{i}.ids")
+        edges = _node_ids(c["edge_index"].reshape(-1), len(ids), f"served.clients.{i}.edge_index")
+        if c["edge_index"].dim() != 2 or c["edge_index"].shape[0] != 2:
+            raise SnapshotError(f"served.clients.{i}.edge_index: expected 2 rows of local ids")
+        clients.append((ids, Data(x=ds.data.x[ids], edge_index=torch.as_tensor(edges).view(2, -1))))
     return ClientDeployments(model(s["model"], "served.model"), clients, s["num_nodes"])
 
 

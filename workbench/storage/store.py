@@ -13,7 +13,9 @@ import json
 import math
 import os
 import sqlite3
+import tempfile
 import time
+import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ import numpy as np
 from fgl_workbench.accountants.scope import UNITS
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.seeding import Streams
+from fgl_workbench.storage import rows as checks
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -138,7 +141,58 @@ EPSILON_COLUMNS = ("adversary", "unit", "epsilon", "delta", "note", "epsilon_pld
 METRIC_COLUMNS = ("adversary", "unit", "rho", "epsilon", "delta", "note")
 
 STORE_FILE = "results.sqlite"
+ROC_CAP = 4_000_000  # points of one stored ROC curve (32 MB per array)
 LOCK_FILE = ".writing"
+
+
+def _connect(address: str, path: Path) -> sqlite3.Connection:
+    """A connection to the results database (``address`` a URI for read-only), waiting for
+    the lock while cell workers of the process executor write concurrently."""
+    try:
+        return sqlite3.connect(address, timeout=60, uri=address.startswith("file:"))
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: cannot be opened ({exc})") from None
+
+
+def expected_schema() -> dict[str, list[str]]:
+    """Each table's columns as ``SCHEMA`` creates them."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    tables = {t: [str(c[1]) for c in db.execute(f"PRAGMA table_info({t})")] for t in names}
+    db.close()
+    return tables
+
+
+def check_schema(db: sqlite3.Connection, path: Path) -> None:
+    """The database holds the store's tables with their columns and nothing else: no view
+    (a recursive one hangs any query), no trigger, no index of its own, no generated or
+    unknown column. Only the columns of ``ADDED`` may be missing (an older folder)."""
+    expected = expected_schema()
+    try:
+        found = db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+        for kind, name, table, sql in found:  # SQLite's names are case-insensitive
+            name, table = str(name).lower(), str(table).lower()
+            automatic = kind == "index" and name.startswith(f"sqlite_autoindex_{table}_")
+            plain = kind == "table" and name in expected and str(sql).startswith("CREATE TABLE")
+            if not (automatic or plain):
+                raise ConfigError(f"{path}: holds the {kind} {name[:40]!r}, not a store's")
+        tables = {str(name).lower() for kind, name, *_ in found if kind == "table"}
+        for table in expected:
+            if table not in tables:
+                raise ConfigError(f"{path}: the table {table} is missing")
+            columns = db.execute(f"PRAGMA table_xinfo({table})").fetchall()
+            names = [str(c[1]).lower() for c in columns]
+            wanted = [c for c in expected[table] if c not in ADDED.get(table, {})]
+            if any(c[6] != 0 for c in columns) or not set(wanted) <= set(names) <= set(
+                expected[table]
+            ):
+                raise ConfigError(
+                    f"{path}: table {table} has the columns {', '.join(names)[:200]}; "
+                    f"expected {', '.join(expected[table])}"
+                )
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"{path}: not a results database ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -249,33 +303,67 @@ def inside(root: Path, rel: str | Path) -> Path:
 
 @contextmanager
 def written(root: Path, rel: str | Path) -> Iterator[BinaryIO]:
-    """A file inside ``root`` opened for writing, created or truncated, never through a
-    symbolic link (``inside`` for its folders, ``O_NOFOLLOW`` for the file itself)."""
+    """A file inside ``root`` written whole or not at all: into a temporary file beside it,
+    renamed over it once complete. Never through a symbolic link (``inside``), and never
+    onto a file with other hard links, whose other names would see the new content."""
     path = inside(root, rel)
     path.parent.mkdir(parents=True, exist_ok=True)
     path = inside(root, rel)  # a folder made meanwhile is checked again
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        yield f
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder; expected a file to write")
+    refuse_hard_link(path)
+    try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be written ({exc.strerror})") from None
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        refuse_hard_link(path)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def refuse_hard_link(path: Path) -> None:
+    """An existing ``path`` with more than one name (a hard link planted in a received
+    folder) is refused, like a symbolic link."""
+    try:
+        links = os.lstat(path).st_nlink
+    except FileNotFoundError:
+        return
+    if links > 1:
+        raise ConfigError(f"{path}: has {links} hard links; not written through")
 
 
 class ResultsStore:
-    def __init__(self, out_dir: str | Path, create: bool = True) -> None:
+    def __init__(self, out_dir: str | Path, create: bool = True, read_only: bool = False) -> None:
         """``create``: make the folder and an empty store if absent (a run); else the folder
-        must be a results folder already (reading, attacking later)."""
+        must be a results folder already (reading, attacking later). ``read_only``: a reader
+        (report, export, ``epsilon --run``), which opens the database read-only and never
+        changes it; either way an existing database's schema is checked first."""
         self.root = Path(out_dir)
         self.path = self.root / STORE_FILE
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"--out {self.root}: a file, not a folder")
         if self.path.is_symlink():
             raise ConfigError(f"{self.path}: a symbolic link in the results folder; not followed")
-        if not create and not self.path.is_file():
+        if (read_only or not create) and not self.path.is_file():
             raise ConfigError(f"{self.root}: not a results folder (no {STORE_FILE})")
+        if read_only:
+            self._db = _connect(f"{self.path.absolute().as_uri()}?mode=ro", self.path)
+            check_schema(self._db, self.path)
+            return
         self.root.mkdir(parents=True, exist_ok=True)
-        # cell workers of the process executor write concurrently: wait for the lock
-        self._db = sqlite3.connect(self.path, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db = _connect(str(self.path), self.path)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)  # the tables an older folder lacks
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{self.path}: not a results database ({exc})") from None
+        check_schema(self._db, self.path)
 
     def _missing(self, table: str) -> list[str]:
         """The columns of ``ADDED`` that ``table`` lacks: a folder written before they
@@ -285,7 +373,7 @@ class ResultsStore:
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"{self.path}: not a results database ({exc})") from None
         names = {str(c[1]).lower() for c in found}
-        return [c for c in ADDED[table] if c not in names]
+        return [c for c in ADDED.get(table, {}) if c not in names]
 
     def _add_columns(self, table: str) -> None:
         """Written into an older folder: the columns are added, empty (NULL) for its rows. A
@@ -312,8 +400,18 @@ class ResultsStore:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise ConfigError(f"{self.path}: cannot be read ({exc})") from None
+        if row is not None and not (isinstance(row[0], str) and len(row[0]) <= checks.JSON_CAP):
+            raise ConfigError(f"{self.path}: meta row {key!r}, field value: expected text")
         return row[0] if row else None
+
+    def suite(self) -> dict[str, Any]:
+        """The suite this folder records, as plain data ({} where none is)."""
+        where = f"{checks.row_name(self.path, 'meta', 'suite_json')}, field value"
+        return checks.parsed_json(self.meta("suite_json") or "{}", checks.StoredSuite, where)
 
     def streams(self, reproducible: bool | None = None) -> Streams:
         """The folder's run key: made on the first run (OS entropy, kept in ``run.key``,
@@ -426,9 +524,30 @@ class ResultsStore:
         return rel
 
     def load_roc(self, rel: str) -> tuple[np.ndarray, np.ndarray]:
-        """A stored ROC curve; ``rel`` (read from the database) must stay in the folder."""
-        with np.load(inside(self.root, rel), allow_pickle=False) as z:
-            return z["fpr"], z["tpr"]
+        """A stored ROC curve; ``rel`` (read from the database) must stay in the folder, and
+        the file must hold two 1-D float arrays of at most ``ROC_CAP`` points each (sizes
+        checked before anything is decompressed)."""
+        path = inside(self.root, rel)
+        try:
+            with zipfile.ZipFile(path) as z:
+                entries = {i.filename: i.file_size for i in z.infolist()}
+            if entries.keys() != {"fpr.npy", "tpr.npy"}:
+                raise ValueError("expected exactly the arrays fpr and tpr")
+            if max(entries.values()) > ROC_CAP * 8 + 1024:
+                raise ValueError(f"an array larger than {ROC_CAP:,} points")
+            with np.load(path, allow_pickle=False) as z:
+                fpr, tpr = z["fpr"], z["tpr"]
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
+            raise ConfigError(f"{path}: not a ROC curve ({str(exc)[:120]})") from None
+        for name, a in (("fpr", fpr), ("tpr", tpr)):
+            if a.ndim != 1 or a.dtype.kind != "f" or a.shape != fpr.shape or a.size < 2:
+                raise ConfigError(
+                    f"{path}, field {name}: expected a 1-D float array of 2 or more points, "
+                    "as long as fpr"
+                )
+            if not np.all((a >= 0) & (a <= 1)):
+                raise ConfigError(f"{path}, field {name}: expected rates in [0, 1]")
+        return fpr, tpr
 
     def save_target(self, cell_id: str, data: bytes) -> None:
         """A trained target's snapshot (fgl_workbench.storage.snapshot), for attacks run later."""
@@ -438,43 +557,62 @@ class ResultsStore:
     def target_path(self, cell_id: str) -> Path:
         return inside(self.root, target_file(cell_id))
 
+    def _rows(self, query: str) -> list[tuple]:
+        """The rows ``query`` selects; a database that cannot answer it is one line."""
+        try:
+            return self._db.execute(query).fetchall()
+        except sqlite3.Error as exc:
+            raise ConfigError(f"{self.path}: cannot be read ({exc})") from None
+
+    def _per_cell(
+        self, table: str, columns: Sequence[str], model: type, order: str
+    ) -> dict[str, list[dict[str, Any]]]:
+        """``table``'s rows keyed by cell id, each checked by ``model``."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        q = f"SELECT cell_id, {self._read(table, columns)} FROM {table} ORDER BY {order}"
+        for r in self._rows(q):
+            where = checks.row_name(self.path, table, r[0])
+            row = checks.checked(model, dict(zip(columns, r[1:], strict=True)), where)
+            out.setdefault(str(r[0]), []).append(row)
+        return out
+
     def cells(self) -> list[CellRow]:
         q = (
             "SELECT cell_id, label, config_json, utility_json, comm_json, partition_json, "
             "epsilon, seconds_partition, seconds_train FROM cells ORDER BY label"
         )
-        eps: dict[str, list[dict[str, Any]]] = {}
-        q_eps = f"SELECT cell_id, {self._read('epsilons', EPSILON_COLUMNS)} FROM epsilons"
-        for r in self._db.execute(q_eps + " ORDER BY cell_id, adversary, unit"):
-            eps.setdefault(r[0], []).append(dict(zip(EPSILON_COLUMNS, r[1:], strict=True)))
-        metric: dict[str, list[dict[str, Any]]] = {}
-        q_metric = f"SELECT cell_id, {', '.join(METRIC_COLUMNS)} FROM metric_epsilons"
-        for r in self._db.execute(q_metric + " ORDER BY cell_id, adversary, unit"):
-            metric.setdefault(r[0], []).append(dict(zip(METRIC_COLUMNS, r[1:], strict=True)))
-        audits: dict[str, list[dict[str, Any]]] = {}
-        q_audits = (
-            f"SELECT cell_id, {self._read('audits', AUDIT_COLUMNS)} FROM audits ORDER BY rowid"
-        )
-        for r in self._db.execute(q_audits):
-            audits.setdefault(r[0], []).append(dict(zip(AUDIT_COLUMNS, r[1:], strict=True)))
+        order = "cell_id, adversary, unit"
+        eps = self._per_cell("epsilons", EPSILON_COLUMNS, checks.EpsilonRow, order)
+        metric = self._per_cell("metric_epsilons", METRIC_COLUMNS, checks.MetricEpsilonRow, order)
+        audits = self._per_cell("audits", AUDIT_COLUMNS, checks.AuditRow, "rowid")
         return [
-            CellRow(
-                r[0],
-                r[1],
-                *(json.loads(x) for x in r[2:6]),
-                r[6],
-                r[7],
-                r[8],
-                tuple(eps.get(r[0], ())),
-                tuple(audits.get(r[0], ())),
-                tuple(metric.get(r[0], ())),
-            )
-            for r in self._db.execute(q)
+            self._cell(r, eps.get(r[0], []), audits.get(r[0], []), metric.get(r[0], []))
+            for r in self._rows(q)
         ]
+
+    def _cell(self, r: tuple, eps: list, audits: list, metric: list) -> CellRow:
+        """One ``cells`` row, every column and JSON field checked."""
+        where = checks.row_name(self.path, "cells", r[0])
+        names = ("cell_id", "label", "epsilon", "seconds_partition", "seconds_train")
+        checks.checked(checks.CellColumns, dict(zip(names, (*r[:2], *r[6:]), strict=True)), where)
+        fields = zip(
+            ("config_json", "utility_json", "comm_json", "partition_json"),
+            (checks.CellConfig, checks.Utility, checks.Communication, checks.ClientStats),
+            r[2:6],
+            strict=True,
+        )
+        config, utility, comm, partition = (
+            checks.parsed_json(text, model, f"{where}, field {name}", name == "partition_json")
+            for name, model, text in fields
+        )
+        return CellRow(
+            r[0], r[1], config, utility, comm, partition, r[6], r[7], r[8],
+            tuple(eps), tuple(audits), tuple(metric),
+        )  # fmt: skip
 
     def config_hashes(self) -> dict[str, str]:
         """Each cell's full configuration hash (its id is the first 16 characters)."""
-        return dict(self._db.execute("SELECT cell_id, config_hash FROM cells").fetchall())
+        return {str(k): str(v) for k, v in self._rows("SELECT cell_id, config_hash FROM cells")}
 
     def attacks(self) -> list[AttackRow]:
         q = (
@@ -482,21 +620,24 @@ class ResultsStore:
             f"artifact, seconds, {self._read('attacks', ['fence'])} FROM attacks "
             "ORDER BY cell_id, attack_key"
         )
-        return [
-            AttackRow(
-                r[0],
-                r[1],
-                r[2],
-                json.loads(r[3]),
-                r[4],
-                r[5],
-                json.loads(r[6]) if r[6] else None,
-                r[7],
-                r[8],
-                r[9],
-            )
-            for r in self._db.execute(q)
-        ]
+        return [self._attack(r) for r in self._rows(q)]
+
+    def _attack(self, r: tuple) -> AttackRow:
+        """One ``attacks`` row, every column and JSON field checked."""
+        where = checks.row_name(self.path, "attacks", f"{r[0]}/{r[1]}")
+        names = ("cell_id", "attack_key", "attack", "status", "reason", "artifact", "seconds")
+        names += ("fence",)
+        columns = (*r[:3], *r[4:6], *r[7:])
+        checks.checked(checks.AttackColumns, dict(zip(names, columns, strict=True)), where)
+        params = checks.parsed_json(r[3], None, f"{where}, field params_json")
+        if not isinstance(params, dict):
+            raise ConfigError(f"{where}, field params_json: expected a JSON object")
+        metrics = (
+            checks.parsed_json(r[6], checks.Metrics, f"{where}, field metrics_json")
+            if r[6]
+            else None
+        )
+        return AttackRow(r[0], r[1], r[2], params, r[4], r[5], metrics, r[7], r[8], r[9])
 
 
 @contextmanager

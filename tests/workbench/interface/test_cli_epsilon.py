@@ -155,6 +155,16 @@ def test_malformed_grid_yaml_and_huge_ranges_are_refused_at_once(tmp_path, capsy
         assert code == 2 and "Traceback" not in err and "--sigma" in err
 
 
+# a complete row as a run stores it (readers check every field)
+CONFIG = {
+    "dataset": {"name": "cora"},
+    "partition": {"method": "louvain", "num_clients": 2},
+    "target": {"name": "fedavg"},
+    "seed": 0,
+}
+UTILITY, COMM = {"accuracy": 0.8, "macro_f1": 0.7}, {"rounds": 1, "bytes": {"up": 0, "down": 0}}
+
+
 def stored_cell(cell_id: str, label: str, server: float):
     """A cell row sharing its label with others (a σ sweep), ε against the server given."""
     from fgl_workbench.storage.store import CellRow
@@ -163,7 +173,7 @@ def stored_cell(cell_id: str, label: str, server: float):
         {"adversary": a, "unit": "client", "epsilon": e, "delta": 1e-5, "note": a}
         for a, e in (("server", server), ("querier", 2.0))
     )
-    return CellRow(cell_id, label, {}, {}, {}, [], 2.0, 0.0, 0.0, rows)
+    return CellRow(cell_id, label, CONFIG, UTILITY, COMM, [], 2.0, 0.0, 0.0, rows)
 
 
 def test_run_prints_every_cell_of_a_shared_label(tmp_path, capsys):

@@ -89,7 +89,9 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_pat
         run_suite(parse_suite(SECRET_RAW), out, quiet=True)
     status, metrics, fence = cheat_row(out)
     assert status == "ok" and fence.startswith("sandboxed (Landlock ABI")
-    assert metrics["auc_ci_low"] <= 0.5 <= metrics["auc_ci_high"]
+    # random scores: far from the 1.000 the truth gives (an interval test of 0.5 would fail in
+    # one run of twenty, the partition being secret and new each run)
+    assert metrics["auc"] < 0.75
     assert {k: metrics[f"attack_denied_{k}"] for k in REACHES} == dict.fromkeys(REACHES, 1.0)
     assert metrics["attack_denied_at_import"] == 1.0  # its import-time code ran fenced too
     assert {k: metrics[f"attack_denied_{k}"] for k in CALLS} == dict.fromkeys(CALLS, 1.0)

@@ -1,6 +1,8 @@
 """The results folder: refused when it is a file, never created by a reader, held by one
 writer at a time."""
 
+import json
+
 import pytest
 
 from fgl_workbench.errors import ConfigError
@@ -71,6 +73,19 @@ def test_the_run_key_is_made_once_and_a_folder_without_one_is_refused(tmp_path):
         old.streams(reproducible=False)
 
 
+# a complete row as a run stores it (readers check every field)
+CONFIG = {
+    "dataset": {"name": "D"},
+    "partition": {"method": "p", "num_clients": 1},
+    "target": {"name": "t"},
+    "seed": 0,
+}
+UTILITY, COMM = {"accuracy": 0.8, "macro_f1": 0.7}, {"rounds": 1, "bytes": {"up": 0, "down": 0}}
+ROW = (CONFIG, UTILITY, COMM, [])
+INSERT_C0 = "INSERT INTO cells VALUES ('c0','D/p/t/seed0','h',?,?,?,'[]',2,0,0,0)"
+C0_JSON = tuple(json.dumps(x) for x in (CONFIG, UTILITY, COMM))
+
+
 def epsilons_table(folder, extra_columns: str, rows: str = ""):
     """A results folder holding only an ``epsilons`` table as an earlier version wrote it,
     with ``extra_columns`` before its key."""
@@ -111,11 +126,9 @@ def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp
             con.close()
 
     row = {"adversary": "querier", "unit": "record", "epsilon": 1.5, "delta": 1e-5, "note": ""}
-    c0 = CellRow("c0", "D/p/t/seed0", {}, {}, {}, [], 2.0, 0, 0)
+    c0 = CellRow("c0", "D/p/t/seed0", *ROW, 2.0, 0, 0)
     reader = ResultsStore(old, create=False)
-    reader._db.execute(
-        "INSERT INTO cells VALUES ('c0','D/p/t/seed0','h','{}','{}','{}','[]',2,0,0,0)"
-    )
+    reader._db.execute(INSERT_C0, C0_JSON)
     reader._db.commit()
     (got,) = reader.cells()
     assert got.cell_id == c0.cell_id and got.epsilons[0]["epsilon_pld"] is None
@@ -124,7 +137,7 @@ def test_an_older_folder_is_read_unchanged_and_gains_the_pld_column_on_write(tmp
     racing = ResultsStore(old, create=False)  # opened before the column exists
     store = ResultsStore(old, create=False)
     store.put_cell(
-        CellRow("c1", "D/p/t/seed1", {}, {}, {}, [], 1.5, 0, 0, ({**row, "epsilon_pld": 1.2},)), "h"
+        CellRow("c1", "D/p/t/seed1", *ROW, 1.5, 0, 0, ({**row, "epsilon_pld": 1.2},)), "h"
     )
     assert "epsilon_pld" in columns()
     racing._add_columns("epsilons")  # the race: the column appeared meanwhile
@@ -145,7 +158,7 @@ def test_the_pld_column_is_found_whatever_its_case(tmp_path):
     row = {"adversary": "server", "unit": "node", "epsilon": 3.0, "delta": 1e-5, "note": ""}
     store = ResultsStore(odd, create=False)
     store.put_cell(
-        CellRow("c", "D/p/t/seed0", {}, {}, {}, [], None, 0, 0, ({**row, "epsilon_pld": 2.5},)), "h"
+        CellRow("c", "D/p/t/seed0", *ROW, None, 0, 0, ({**row, "epsilon_pld": 2.5},)), "h"
     )
     assert store.cells()[0].epsilons == ({**row, "epsilon_pld": 2.5},)
     store.close()
@@ -171,9 +184,7 @@ def test_an_older_folders_audits_read_without_the_new_columns(tmp_path):
 
     old = epsilons_table(tmp_path / "old", "epsilon_pld REAL, ", OLD_AUDITS)
     store = ResultsStore(old, create=False)
-    store._db.execute(
-        "INSERT INTO cells VALUES ('c0','D/p/t/seed0','h','{}','{}','{}','[]',2,0,0,0)"
-    )
+    store._db.execute(INSERT_C0, C0_JSON)
     store._db.commit()
     (got,) = store.cells()
     (audit,) = got.audits
@@ -181,7 +192,7 @@ def test_an_older_folders_audits_read_without_the_new_columns(tmp_path):
     assert bound_text(audit) == "ε ≥ 0.400"
     new = {**audit, "cell_id": "c1", "holds": 0, "ceiling": 5.4, "mu": 0.2, "mu_ceiling": 2.0}
     del new["cell_id"]
-    store.put_cell(CellRow("c1", "D/p/t/seed1", {}, {}, {}, [], 1.0, 0, 0, (), (new,)), "h")
+    store.put_cell(CellRow("c1", "D/p/t/seed1", *ROW, 1.0, 0, 0, (), (new,)), "h")
     by_id = {c.cell_id: c.audits for c in store.cells()}
     assert not holds(by_id["c1"][0]) and by_id["c0"][0]["ceiling"] is None
     assert "ceiling 5.40" in bound_text(by_id["c1"][0])
