@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import itertools
 import json
 import math
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from fgl_workbench.errors import ConfigError
+from fgl_workbench.storage.store import written
 
 MECHANISMS = {
     "subsampled-gaussian": ("sigma", "q", "steps"),
@@ -402,15 +404,18 @@ def _fmt(v: float) -> str:
 
 def _write_grid(rows: list[Row], mechanism: str, args: argparse.Namespace) -> int:
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     names = list(rows[0].params)
-    with out.open("w", newline="") as f:
+    # whole or not at all, never through a link (as every output: ``storage.store.written``)
+    with written(out.parent, out.name) as raw:
+        f = io.TextIOWrapper(raw, newline="")
         w = csv.writer(f)
         w.writerow([*names, "epsilon", "delta", "order", "warnings"])
         for r in rows:
             w.writerow(
                 [*(r.params[n] for n in names), r.epsilon, r.delta, r.order, " | ".join(r.warnings)]
             )
+        f.flush()
+        f.detach()  # ``written`` closes the file it opened
     varying = [n for n in names if len({r.params[n] for r in rows}) > 1]
     plot = out.with_suffix(".png")
     _plot(rows, varying, mechanism, plot)
@@ -448,5 +453,6 @@ def _plot(rows: list[Row], varying: list[str], mechanism: str, path: Path) -> No
     if len(groups) > 1:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with written(path.parent, path.name) as f:
+        fig.savefig(f, format="png", dpi=110)
     plt.close(fig)

@@ -267,3 +267,16 @@ def test_ce_fedgnn_run_shows_infinity_against_the_exchange_receivers(tmp_path, c
     frame = api.results(tmp_path)
     assert frame["epsilon.clients.client"].iloc[0] == math.inf
     assert frame["epsilon_metric.server.node"].iloc[0] == math.inf
+
+
+def test_the_grid_is_not_written_through_a_hard_link(tmp_path, capsys):
+    """A hard link planted where the grid goes would let the write change another name's
+    file: refused in one line, like every output, and the other file stays as it was."""
+    other = tmp_path / "elsewhere.csv"
+    other.write_text("kept\n")
+    (tmp_path / "g.csv").hardlink_to(other)
+    spec = tmp_path / "grid.yaml"
+    spec.write_text("mechanism: gaussian\nsigma: [1, 2]\ncount: 10\n")
+    code, _, err = run(capsys, "--grid", str(spec), "--out", str(tmp_path / "g.csv"))
+    assert code == 2 and "hard link" in err.lower() and err.count("\n") == 1
+    assert other.read_text() == "kept\n"
