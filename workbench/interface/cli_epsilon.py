@@ -20,7 +20,6 @@ from typing import Any
 import yaml
 
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.storage.store import written
 
 MECHANISMS = {
     "subsampled-gaussian": ("sigma", "q", "steps"),
@@ -403,6 +402,8 @@ def _fmt(v: float) -> str:
 
 
 def _write_grid(rows: list[Row], mechanism: str, args: argparse.Namespace) -> int:
+    from fgl_workbench.storage.store import written  # here: `epsilon` alone imports no torch
+
     out = Path(args.out)
     names = list(rows[0].params)
     # whole or not at all, never through a link (as every output: ``storage.store.written``)
@@ -453,6 +454,8 @@ def _plot(rows: list[Row], varying: list[str], mechanism: str, path: Path) -> No
     if len(groups) > 1:
         ax.legend(fontsize=7)
     fig.tight_layout()
+    from fgl_workbench.storage.store import written
+
     with written(path.parent, path.name) as f:
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
