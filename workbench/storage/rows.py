@@ -154,15 +154,22 @@ class AttackColumns(_Checked):
     fence: Text | None  # a plug-in's: how it was fenced; None: built in
 
 
-def checked(model: type[BaseModel], value: Any, where: str) -> Any:
-    """``value`` once ``model`` accepts it (returned as stored), else one line naming
-    ``where`` (the file and the row) and the first field that does not fit."""
+def checked(
+    model: type[BaseModel],
+    value: Any,
+    where: str,
+    error: type[ConfigError] = ConfigError,
+    whole: str = "the row",
+) -> Any:
+    """``value`` once ``model`` accepts it (returned as stored), else one line (``error``)
+    naming ``where`` (the file and the row) and the first field that does not fit
+    (``whole`` where the value itself does not)."""
     try:
         model.model_validate(value)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "the row"
-        raise ConfigError(f"{where}, field {field}: {first['msg']}") from None
+        field = ".".join(str(p) for p in first["loc"]) or whole
+        raise error(f"{where}, field {field}: {first['msg']}") from None
     return value
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from torch_geometric.data import Data
 
 import fgl_workbench.accountants.events as events
@@ -46,7 +46,7 @@ from fgl_workbench.query import (
 )
 from fgl_workbench.registry import reading_untrusted
 from fgl_workbench.storable import NotStorableError, stored_type, type_ref
-from fgl_workbench.storage.rows import TEXT_CAP, Text
+from fgl_workbench.storage.rows import TEXT_CAP, Text, checked
 from fgl_workbench.targets.base import TARGETS, TrainedTarget
 from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import Message, Transcript
@@ -134,12 +134,7 @@ class Manifest(_Stored):
 def manifest_checked(data: Any, path: Path) -> None:
     """The snapshot's structure, one line naming the file and the first field that does not
     fit (its tensors are checked apart, by ``check_tensors``)."""
-    try:
-        Manifest.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "the snapshot"
-        raise SnapshotError(f"{path}, field {field}: {first['msg']}") from None
+    checked(Manifest, data, str(path), SnapshotError, "the snapshot")
 
 
 def plain(value: Any) -> Any:
