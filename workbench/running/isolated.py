@@ -27,11 +27,12 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel
 
+from fgl_workbench import sandbox
 from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
 from fgl_workbench.attacks.membership.reference import ReferencePool
 from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.registry import BUILT_IN
-from fgl_workbench.running import returned, sandbox
+from fgl_workbench.running import returned
 from fgl_workbench.seeding import seed_everything
 
 TRUSTED = "trusted without sandbox"

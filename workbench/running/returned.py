@@ -19,7 +19,7 @@ import torch
 
 from fgl_workbench.attacks import AttackOutput
 from fgl_workbench.errors import NotApplicableError, WorkbenchError
-from fgl_workbench.running.sandbox import SandboxError
+from fgl_workbench.sandbox import SandboxError
 
 OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
 ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import yaml
 
+from fgl_workbench import sandbox
 from fgl_workbench.interface import api
 from fgl_workbench.interface.cli import main
-from fgl_workbench.running import sandbox
 from fgl_workbench.running.isolated import TRUSTED
 from fgl_workbench.storage.store import TRUSTED_MARK
 

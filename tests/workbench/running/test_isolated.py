@@ -21,9 +21,9 @@ from snoop_attack import (
 )
 from test_runner import RAW
 
+from fgl_workbench import sandbox
 from fgl_workbench.errors import ConfigError, WorkbenchError
 from fgl_workbench.reports.report import report_content
-from fgl_workbench.running import sandbox
 from fgl_workbench.running.isolated import PLUGIN_ENVIRONMENT, TRUSTED, isolated
 from fgl_workbench.running.runner import run_suite
 from fgl_workbench.running.suite import parse_suite

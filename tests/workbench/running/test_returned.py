@@ -21,7 +21,7 @@ from fgl_workbench.running.returned import (
     write_failure,
     write_output,
 )
-from fgl_workbench.running.sandbox import SandboxError
+from fgl_workbench.sandbox import SandboxError
 
 
 class _Planted:

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from fgl_workbench.running import sandbox
+from fgl_workbench import sandbox
 
 
 def test_a_protected_folder_inside_a_readable_one_is_refused(tmp_path):
