@@ -80,4 +80,13 @@ def attack_plugin(loaded: Any, where: str) -> Attack:
     )
 
 
-ATTACKS: Registry[Attack] = Registry("attack", "fgl_workbench.attacks", attack_plugin)
+def _described(reference: str, where: str) -> Attack:
+    """A third-party attack as a fenced process describes it: never imported here."""
+    from fgl_workbench.attacks.plugins import described  # it builds on this module
+
+    return described(reference, where)
+
+
+ATTACKS: Registry[Attack] = Registry(
+    "attack", "fgl_workbench.attacks", attack_plugin, load=_described
+)

@@ -20,7 +20,7 @@ from fgl_workbench.attacks.metrics import ROC, roc_levels
 from fgl_workbench.audits.stored import bound_text, verdict_text
 from fgl_workbench.defenses.base import COVERING_UNITS
 from fgl_workbench.errors import WorkbenchError
-from fgl_workbench.registry import reading_untrusted
+from fgl_workbench.registry import BUILT_IN, reading_untrusted
 from fgl_workbench.reports.content import (
     Block,
     Callout,
@@ -584,7 +584,9 @@ def roc_curves(
     for (label, attack), rocs in sorted(grouped.items()):
         group = groups[label]
         name = attack_names.get(attack, "")
-        family = ATTACKS.get(name).family if ATTACKS.known(name) else ""  # unknown: no ceiling
+        # a built-in's family (plug-ins are not described while reading): no ceiling otherwise
+        built_in = ATTACKS.known(name) and ATTACKS.origin(name) == BUILT_IN
+        family = ATTACKS.get(name).family if built_in else ""
         units = COVERING_UNITS.get(family, set())
         who = adversary_of(params_of[attack])
         eps = [c.epsilon_against(who, units) for c in group]

@@ -3,10 +3,12 @@ that a suite can refer to them by name and an unknown name gets the list of vali
 
 Targets, attacks and defenses also come from outside the project: from Python entry points
 (groups ``fgl_workbench.targets``, ``fgl_workbench.attacks``, ``fgl_workbench.defenses``),
-loaded the first time a registry is asked for anything, and from ``package.module:Class``
-references written in a suite, resolved when first named. Either way the component is checked
-against its interface when it is loaded, and a registry remembers where each came from. The
-lookups happen lazily, in whatever process asks (suite workers and Ray tasks included)."""
+listed the first time a registry is asked for anything and loaded when first asked for, and
+from ``package.module:Class`` references written in a suite, loaded when first named. A
+registry loads a reference its own way: targets and defenses are imported and checked against
+their interface here; attacks are described by a fenced process and never imported here
+(``fgl_workbench.attacks.plugins``). A registry remembers where each came from. The lookups
+happen lazily, in whatever process asks (suite workers and Ray tasks included)."""
 
 from __future__ import annotations
 
@@ -51,16 +53,23 @@ class PluginError(ConfigError):
 
 class Registry(Generic[T]):
     def __init__(
-        self, kind: str, group: str | None = None, check: Callable[[Any, str], T] | None = None
+        self,
+        kind: str,
+        group: str | None = None,
+        check: Callable[[Any, str], T] | None = None,
+        load: Callable[[str, str], T] | None = None,
     ) -> None:
         """``group``: the entry-point group plug-ins of this kind register under; ``check``
-        turns a loaded object into a component (instantiating a class) or raises
-        ``PluginError`` saying what is missing."""
+        turns an imported object into a component (instantiating a class) or raises
+        ``PluginError`` saying what is missing; ``load`` (reference, where) → component, in
+        place of importing and checking the reference in this process."""
         self.kind = kind
         self.group = group
         self._items: dict[str, T] = {}
         self._origins: dict[str, str] = {}
+        self._pending: dict[str, tuple[str, str]] = {}  # entry point → (reference, origin)
         self._check = check
+        self._load = load
         self._plugins_loaded = group is None
 
     def register(self, name: str, origin: str = BUILT_IN) -> Callable[[T], T]:
@@ -87,30 +96,36 @@ class Registry(Generic[T]):
                 f"valid choices: {', '.join(self.names())}"
                 + (" (or a package.module:Class reference)" if self._check else "")
             )
+        if name in self._pending:
+            reference, origin = self._pending.pop(name)
+            self._adopt(name, self._loaded(reference, f"{self.kind} '{name}' ({origin})"), origin)
         return self._items[name]
 
     def origin(self, name: str) -> str:
-        """Where the component came from: built-in, an entry point, a module reference."""
-        self.get(name)
+        """Where the component came from: built-in, an entry point, a module reference
+        (an entry point's without loading it)."""
+        if name not in self._pending:
+            self.get(name)
         return self._origins[name]
 
     def names(self) -> list[str]:
         self._load_plugins()
-        return sorted(self._items)
+        return sorted(self._items.keys() | self._pending.keys())
 
     def known(self, name: object) -> bool:
-        """Registered already (built-in, entry point, or resolved earlier): never imports."""
+        """Registered already (built-in, entry point, or resolved earlier): never loads."""
         self._load_plugins()
-        return isinstance(name, str) and name in self._items
+        return isinstance(name, str) and (name in self._items or name in self._pending)
 
     def __contains__(self, name: object) -> bool:
         self._load_plugins()
         if not isinstance(name, str):
             return False
-        if name not in self._items and ":" in name and self._check is not None:
-            if _READING.get():
-                return False
-            self._adopt(name, resolve(name), "module reference")
+        if self.known(name):
+            return True
+        if ":" in name and self._check is not None and not _READING.get():
+            origin = "module reference"
+            self._adopt(name, self._loaded(name, f"{self.kind} '{name}' ({origin})"), origin)
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
@@ -121,23 +136,28 @@ class Registry(Generic[T]):
             return
         self._plugins_loaded = True
         for ep in entry_points(group=self.group):
-            if ep.name in self._items:
+            if ep.name in self._items or ep.name in self._pending:
                 raise PluginError(
                     f"entry point '{ep.name} = {ep.value}' ({self.group}): a {self.kind} of "
                     "that name exists already"
                 )
-            try:
-                loaded = ep.load()
-            except Exception as exc:  # any import failure of a third-party package
-                raise PluginError(
-                    f"entry point '{ep.name} = {ep.value}' ({self.group}) failed to load: {exc}"
-                ) from exc
             dist = f" [{ep.dist.name} {ep.dist.version}]" if ep.dist is not None else ""
-            self._adopt(ep.name, loaded, f"entry point {self.group}: {ep.value}{dist}")
+            self._pending[ep.name] = (ep.value, f"entry point {self.group}: {ep.value}{dist}")
 
-    def _adopt(self, name: str, loaded: Any, origin: str) -> None:
+    def _loaded(self, reference: str, where: str) -> T:
+        """The component ``reference`` names: as ``load`` gives it, or imported and checked."""
+        if self._load is not None:
+            return self._load(reference, where)
         assert self._check is not None
-        item = self._check(loaded, f"{self.kind} '{name}' ({origin})")
+        try:
+            found = resolve(reference)
+        except PluginError:
+            raise
+        except Exception as exc:  # any import failure of a third-party package
+            raise PluginError(f"{where} failed to load: {exc}") from exc
+        return self._check(found, where)
+
+    def _adopt(self, name: str, item: T, origin: str) -> None:
         own = getattr(item, "name", name)
         if ":" not in name and own != name:
             raise PluginError(
@@ -147,7 +167,7 @@ class Registry(Generic[T]):
         self._items[name] = item
         self._origins[name] = origin
         # a module reference is also known by its own name, as recipes and workers name it
-        if own in self._items and type(self._items[own]) is not type(item):
+        if own in self._items and _identity(self._items[own]) != _identity(item):
             raise PluginError(
                 f"{self.kind} '{name}' ({origin}): its name '{own}' is taken by the "
                 f"{self._origins[own]} {self.kind} of that name; give it another"
@@ -155,6 +175,12 @@ class Registry(Generic[T]):
         if own not in self._items:
             self._items[own] = item
             self._origins[own] = origin
+
+
+def _identity(item: Any) -> Any:
+    """What makes two registrations the same component: a stand-in's reference, else the
+    class (a module reference and its own name adopt the same object)."""
+    return getattr(item, "reference", None) or type(item)
 
 
 def resolve(reference: str) -> Any:

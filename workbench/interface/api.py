@@ -43,6 +43,7 @@ from fgl_workbench.adversary.threat import (
     server_view,
 )
 from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
+from fgl_workbench.attacks.plugins import trusting
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
@@ -87,7 +88,8 @@ def run_suite(
     interrupted run resumes. ``executor``/``jobs``/``address`` as ``fgl-workbench run``;
     ``keep_client_secrets``, ``trust_plugins`` and ``device`` (None: the suite's) as the
     suite's fields."""
-    suite = _with_secrets(_as_suite(suite), keep_client_secrets)
+    with trusting(trust_plugins):
+        suite = _with_secrets(_as_suite(suite), keep_client_secrets)
     if trust_plugins:
         suite = suite.model_copy(update={"trust_plugins": True})
     if device is not None:
@@ -113,7 +115,8 @@ def audit(
     per audited claim): every cell with a DP defense gets its lower bounds on ε beside the
     claimed ones in the store; cells stored without them are trained again (same seed, same
     numbers) and audited."""
-    suite = _as_suite(suite)
+    with trusting(trust_plugins):
+        suite = _as_suite(suite)
     try:
         entry = AuditEntry(canaries=canaries) if canaries is not None else suite.audit
     except ValidationError as exc:
@@ -204,12 +207,13 @@ def attack(
             entry = AttackEntry(**raw)
         except ValidationError as exc:
             raise ConfigError(f"invalid attack\n{format_errors(exc, f'attacks[{i}]')}") from None
-        config = ATTACKS.get(entry.name, f"attacks[{i}].name").Config
-        try:
-            config(**entry.params)
-        except ValidationError as exc:
-            found = format_errors(exc, f"attacks[{i}].params", model=config)
-            raise ConfigError(f"invalid attack\n{found}") from None
+        with trusting(trust_plugins):
+            config = ATTACKS.get(entry.name, f"attacks[{i}].name").Config
+            try:
+                config(**entry.params)
+            except ValidationError as exc:
+                found = format_errors(exc, f"attacks[{i}].params", model=config)
+                raise ConfigError(f"invalid attack\n{found}") from None
         entries.append(entry)
     return attack_stored(out, entries, data_root, jobs, device=device, trust_plugins=trust_plugins)
 

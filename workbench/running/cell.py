@@ -25,6 +25,7 @@ from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.families import FAMILIES
 from fgl_workbench.attacks.family import CellInputs
 from fgl_workbench.attacks.membership.reference import ReferencePool
+from fgl_workbench.attacks.plugins import trusting
 from fgl_workbench.audits import GAMES, audit_run, context_of
 from fgl_workbench.audits.stored import audit_row
 from fgl_workbench.data.catalog import load_dataset
@@ -279,8 +280,9 @@ def run_attack(
 ) -> tuple[AttackRow, str]:
     """One attack against a trained cell; only the family's candidates reach the attack, the
     truth stays with the scorer."""
-    attack = ATTACKS.get(entry.name)
-    cfg = attack.Config(**entry.params)
+    with trusting(cell.trust_plugins):  # a plug-in is described by a fenced process
+        attack = ATTACKS.get(entry.name)
+        cfg = attack.Config(**entry.params)
     row_hash = config_hash({"cell": cell.config(), "attack": entry.model_dump()})
     start = time.perf_counter()
     seed = inputs.seeds("attack", entry.key)

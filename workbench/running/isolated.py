@@ -6,18 +6,16 @@ scorers' ground truth; in a spawned worker it holds exactly what was sent: the p
 knowledge and candidates, its config and seed. Reference models are trained afresh in the
 worker from the same stream.
 
-On disk the worker is fenced by the kernel (``fgl_workbench.running.sandbox``, Landlock):
-before it receives the view it can no longer open the results folder, ``run.key``,
-snapshots, the data root or the runner's ``/proc`` entries. Where the kernel cannot fence
-it, a plug-in runs only when the user trusts it (``--trust-plugins``), and its row says so.
-The worker imports the plug-ins only once fenced, so their import-time code is fenced there;
-the registry also imports them in the runner (to check a suite), where that code runs
-unfenced, as any installed package's does: install plug-ins you would run."""
+On disk the worker is fenced by the kernel (``fgl_workbench.sandbox``): before it receives
+the view it can no longer open the results folder, ``run.key``, snapshots, the data root or
+the runner's ``/proc`` entries. Where the kernel cannot fence it, a plug-in runs only when
+the user trusts it (``--trust-plugins``), and its row says so. The plug-in's code is
+imported only in fenced processes (this worker, once fenced, and the describer of
+``fgl_workbench.attacks.plugins``), never in the runner."""
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pickle
 import tempfile
 from collections.abc import Iterable
@@ -30,57 +28,46 @@ from pydantic import BaseModel
 from fgl_workbench import sandbox
 from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
 from fgl_workbench.attacks.membership.reference import ReferencePool
-from fgl_workbench.errors import ConfigError, NotApplicableError
-from fgl_workbench.registry import BUILT_IN
+from fgl_workbench.attacks.plugins import (
+    TRUSTED,
+    PluginAttack,
+    enter_fence,
+    fence,
+    imported,
+    kept_environment,
+    readable_for,
+    trusting,
+)
+from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.running import returned
 from fgl_workbench.seeding import seed_everything
 
-TRUSTED = "trusted without sandbox"
-
 
 def isolated(name: str) -> bool:
-    """Whether attack ``name`` runs in a worker: every attack not built in (registered as
-    built-in and defined in the workbench's own ``attacks`` package). A plug-in's import-time
-    code runs in the runner when the registry loads it; only its ``run`` is isolated."""
-    own = type(ATTACKS.get(name)).__module__.startswith("fgl_workbench.attacks.")
-    return ATTACKS.origin(name) != BUILT_IN or not own
-
-
-def fence(trusted: bool) -> str:
-    """How a plug-in runs here, as its row records it: the kernel's fence, or trusted
-    without one. Refused (one line) where there is no fence and the user did not say
-    ``--trust-plugins``."""
-    mechanism = sandbox.mechanism()
-    if mechanism is not None:
-        return f"sandboxed ({mechanism})"
-    if trusted:
-        return TRUSTED
-    raise ConfigError(
-        "plug-in attacks: this kernel cannot sandbox them (no Landlock); pass "
-        "--trust-plugins (suite: trust_plugins: true) to run them unfenced"
-    )
+    """Whether attack ``name`` runs in a worker: every plug-in (an entry point or a module
+    reference, held here as a ``PluginAttack``)."""
+    return isinstance(ATTACKS.get(name), PluginAttack)
 
 
 def admit(names: Iterable[str], trusted: bool, protected: Iterable[Path]) -> None:
     """Checked before a run starts: the suite's plug-ins can be fenced (or are trusted), and
     no ``protected`` folder (results folder, data root) lies inside what a fenced plug-in
     may read."""
-    names = list(names)
-    if not any(isolated(name) for name in names):
-        return
-    if fence(trusted) != TRUSTED:
-        readable = sandbox.readable_paths() + sandbox.plugin_paths(ATTACKS.group, names)
-        sandbox.check_fenced_off(readable, protected)
+    with trusting(trusted):
+        plugins = [ATTACKS.get(name).reference for name in names if isolated(name)]
+    if plugins and fence(trusted) != TRUSTED:
+        sandbox.check_fenced_off(readable_for(plugins), protected)
 
 
 def run_isolated(
     name: str, inp: AttackInput, config: BaseModel, seed: int, trusted: bool
 ) -> tuple[AttackOutput, str]:
-    """``ATTACKS.get(name).run(inp, config, seed)`` in a spawned worker process, fenced where
-    the kernel can; returns its output and how it was fenced (``fence``). The worker gets
-    its input as one pickle (runner to worker only) and hands back data alone
+    """Plug-in ``name`` run on ``inp`` in a spawned worker process, fenced where the kernel
+    can; returns its output and how it was fenced (``fence``). The worker gets its input as
+    one pickle (runner to worker only) and hands back data alone
     (``fgl_workbench.running.returned``): nothing it sends is unpickled here."""
     how = fence(trusted)
+    reference = ATTACKS.get(name).reference
     pool_seed = None if inp.references is None else inp.references.seed
     try:  # plain pickle: tensors travel as bytes, not as shared memory the worker reaches back
         payload = pickle.dumps(
@@ -92,40 +79,17 @@ def run_isolated(
         ) from None
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="fglwb-plugin-") as scratch, sandbox.undumpable():
-        readable = None
-        if how != TRUSTED:  # the plug-ins' own code too: the worker imports them fenced
-            readable = sandbox.readable_paths() + sandbox.plugin_paths(ATTACKS.group, [name])
+        readable = None if how == TRUSTED else readable_for([reference])
         device = torch.get_default_device()  # the cell's: the view's tensors live there
-        start = (name, readable, scratch, device, _kept_environment(), payload)
+        start = (reference, readable, scratch, device, kept_environment(), payload)
         worker = context.Process(target=_worker, args=start)
         worker.start()
         worker.join()
         return returned.read_output(Path(scratch), name), how
 
 
-# what a plug-in's worker keeps of the runner's environment (no tokens, no paths it set),
-# besides the CUDA_* settings and the names the user lists in PLUGIN_ENVIRONMENT
-PLUGIN_ENVIRONMENT = "FGLWB_PLUGIN_ENV"
-KEPT_ENVIRONMENT = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-)
-
-
-def _kept_environment() -> dict[str, str]:
-    """The runner's environment as a plug-in's worker gets it."""
-    listed = {n.strip() for n in os.environ.get(PLUGIN_ENVIRONMENT, "").split(",") if n.strip()}
-    keep = set(KEPT_ENVIRONMENT) | listed
-    return {k: v for k, v in os.environ.items() if k in keep or k.startswith("CUDA")}
-
-
 def _worker(
-    name: str,
+    reference: str,
     readable: list[Path] | None,
     scratch: str,
     device: torch.device,
@@ -133,23 +97,18 @@ def _worker(
     payload: bytes,
 ) -> None:
     """The worker's whole life: a GPU initialised (the driver opens its device files now),
-    the environment replaced by ``environment`` (``_kept_environment``), the fence
-    (``readable`` None: trusted, unfenced) with ``scratch`` as its only writable folder, and
-    only then the plug-ins
-    imported, so their import-time code runs fenced too; its output or its failure is
-    written into ``scratch`` as data."""
+    the fence (``plugins.enter_fence``; ``readable`` None: trusted, unfenced) with
+    ``scratch`` as its only writable folder, and only then the plug-in imported, so its
+    import-time code runs fenced too; its output or its failure is written into ``scratch``
+    as data."""
     folder = Path(scratch)
     try:
         if device.type == "cuda":
             torch.zeros(1, device=device)  # a context on the GPU: its device files open now
-        os.environ.clear()
-        os.environ.update(environment, TMPDIR=scratch)
-        tempfile.tempdir = scratch
-        if readable is not None:
-            sandbox.enter(readable, [folder, *map(Path, sandbox.DEVICES_RW)])
+        enter_fence(readable, folder, environment)
         inp, params, seed, pool_seed = pickle.loads(payload)
         torch.set_default_device(device)
-        attack = ATTACKS.get(name)
+        attack = imported(reference)
         seed_everything(seed)
         with ReferencePool(1, pool_seed or 0) as pool:
             given = inp if pool_seed is None else replace(inp, references=pool)

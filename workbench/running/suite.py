@@ -35,6 +35,7 @@ from pydantic import (
 
 import fgl_workbench.data  # noqa: F401  (registers partitioners)
 from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.attacks.plugins import trusting
 from fgl_workbench.data.catalog import DATASETS
 from fgl_workbench.data.partition import PARTITIONERS
 from fgl_workbench.defenses import DEFENSES
@@ -230,6 +231,11 @@ def parse_suite(raw: Any, source: str = "suite") -> Suite:
     too_large = _over_caps(raw)
     if too_large:
         raise ConfigError(f"{source}: too large: {too_large}")
+    with trusting(raw.get("trust_plugins") is True):  # plug-ins may be described unfenced
+        return _parsed(raw, source)
+
+
+def _parsed(raw: dict[str, Any], source: str) -> Suite:
     try:
         suite = Suite(**raw)
     except ValidationError as exc:
@@ -466,6 +472,9 @@ def _check_components(suite: Suite | Sections) -> list[str]:
             model(**params)
         except ValidationError as exc:
             problems.append(format_errors(exc, prefix=prefix, model=model))
+            return
+        except ConfigError as exc:  # a plug-in's describer failed on them
+            problems.append(f"  {prefix}: {exc}")
             return
         problems.extend(_out_of_range(prefix, params))
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import yaml
 
 from fgl_workbench import sandbox
+from fgl_workbench.attacks.plugins import TRUSTED
 from fgl_workbench.interface import api
 from fgl_workbench.interface.cli import main
-from fgl_workbench.running.isolated import TRUSTED
 from fgl_workbench.storage.store import TRUSTED_MARK
 
 RUNNING = Path(__file__).resolve().parents[1] / "running"  # snoop_attack.py, a plug-in
@@ -30,7 +30,9 @@ def test_without_a_sandbox_run_and_attack_need_trust_plugins(tmp_path, monkeypat
     suite.write_text(yaml.safe_dump(SUITE))
     assert main(["run", str(suite), "--out", out, "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--trust-plugins" in err
+    assert err.count("\n") == 2 and "attacks[0]." in err  # the heading, the entry refused
+    # (its name where it is described now, its params where it was described before)
+    assert "--trust-plugins" in err
     assert main(["run", str(suite), "--out", out, "--quiet", "--trust-plugins"]) == 0
     report = (Path(out) / "report.html").read_text()
     assert f"snoop_attack:Snoop [{TRUSTED_MARK}]" in report

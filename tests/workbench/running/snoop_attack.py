@@ -102,12 +102,19 @@ def _read_at_import() -> str:
 AT_IMPORT = _read_at_import()
 
 
-def rebuilt_members(out: Path, key: bytes) -> np.ndarray:
+def stored_cell(out: Path) -> str | None:
+    """The first stored cell's configuration (JSON), read from the results folder."""
+    db = sqlite3.connect(f"file:{out / 'results.sqlite'}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT config_json FROM cells").fetchone()
+    finally:
+        db.close()
+    return None if row is None else row[0]
+
+
+def rebuilt_members(config: str, key: bytes) -> np.ndarray:
     """The ground truth rebuilt from disk, as the issue's proof did: the stored cell's
     configuration and the run key give the partition, whose training nodes are the members."""
-    db = sqlite3.connect(f"file:{out / 'results.sqlite'}?mode=ro", uri=True)
-    (config,) = db.execute("SELECT config_json FROM cells").fetchone()
-    db.close()
     c = json.loads(config)
     cell = Cell(
         DatasetEntry(**c["dataset"]),
@@ -142,7 +149,8 @@ class Cheat:
         counts["denied_at_import"] = int(AT_IMPORT == "denied")
         ids = np.asarray(inp.candidates.ids)
         if "run_key" in got and "results" in got:
-            scores = np.isin(ids, rebuilt_members(out, got["run_key"])).astype(float)
+            members = rebuilt_members(stored_cell(out), got["run_key"])
+            scores = np.isin(ids, members).astype(float)
         else:
             scores = np.random.default_rng(seed).random(ids.size)
         return AttackOutput(scores, details={"counts": counts})

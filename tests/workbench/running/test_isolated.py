@@ -6,8 +6,11 @@ worker is fenced by the kernel; without a fence, plug-ins run only when trusted.
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
+import sys
+from pathlib import Path
 
 import pytest
 from snoop_attack import (
@@ -22,9 +25,10 @@ from snoop_attack import (
 from test_runner import RAW
 
 from fgl_workbench import sandbox
+from fgl_workbench.attacks.plugins import PLUGIN_ENVIRONMENT, TRUSTED
 from fgl_workbench.errors import ConfigError, WorkbenchError
 from fgl_workbench.reports.report import report_content
-from fgl_workbench.running.isolated import PLUGIN_ENVIRONMENT, TRUSTED, isolated
+from fgl_workbench.running.isolated import isolated
 from fgl_workbench.running.runner import run_suite
 from fgl_workbench.running.suite import parse_suite
 from fgl_workbench.storage.store import SANDBOXED_MARK
@@ -99,14 +103,40 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_pat
     assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
 
 
+@pytest.mark.skipif(sandbox.mechanism() is None, reason="this kernel has no Landlock")
+def test_a_plugins_import_time_code_never_runs_in_the_runner(tmp_path, monkeypatch):
+    """The second review's proof: a plug-in imported by the runner (to check the suite) ran
+    its import-time code unfenced there, stashed the run key and stored cell inside its own
+    folder, and its fenced worker read the stash back (AUC 1.000). Now the runner only holds
+    what a fenced describer said of it: the module is never imported here, nothing is
+    stashed, and the plug-in scores at chance."""
+    package = tmp_path / "code" / "stash_attack"
+    package.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("stash_attack.py"), package / "__init__.py")
+    shutil.copy(Path(__file__).with_name("snoop_attack.py"), package)
+    monkeypatch.syspath_prepend(str(package.parent))
+    out = tmp_path / "out"
+    monkeypatch.setenv(OUT_VARIABLE, str(out))
+    monkeypatch.setenv(PLUGIN_ENVIRONMENT, OUT_VARIABLE)
+    raw = {**SECRET_RAW, "attacks": [{"name": "stash_attack:StashCheat"}]}
+    run_suite(parse_suite(raw), out, quiet=True)
+    assert "stash_attack" not in sys.modules
+    assert not (package / "stash.json").exists()
+    status, metrics, fence = cheat_row(out)
+    assert status == "ok" and fence.startswith("sandboxed")
+    assert metrics["attack_stash_found"] == 0.0 and metrics["auc"] < 0.75
+
+
 def test_without_a_sandbox_a_plugin_is_refused_unless_trusted(tmp_path, monkeypatch):
-    """No fence (the probe says so): a suite with a plug-in is refused in one line before
-    anything runs; trusted, it runs and its row says it ran unfenced."""
+    """No fence (the probe says so): a suite with a plug-in is refused when it is read, the
+    entry named in one line, before anything runs; trusted, it runs and its row says it ran
+    unfenced."""
     monkeypatch.setattr(sandbox, "mechanism", lambda: None)
     raw = {**RAW, "seeds": [0], "attacks": [{"name": PLUGIN}]}
     with pytest.raises(ConfigError, match=NO_SANDBOX) as refused:
         run_suite(parse_suite(raw), tmp_path / "refused", quiet=True)
-    assert "\n" not in str(refused.value) and "--trust-plugins" in str(refused.value)
+    _, problem = str(refused.value).splitlines()
+    assert problem.startswith("  attacks[0].") and "--trust-plugins" in problem
     assert not (tmp_path / "refused").exists()
     run_suite(parse_suite({**raw, "trust_plugins": True}), tmp_path / "trusted", quiet=True)
     ((fence,),) = sqlite3.connect(tmp_path / "trusted" / "results.sqlite").execute(

@@ -1,0 +1,165 @@
+"""Third-party attacks are described by a fenced process, never imported by the runner: the
+runner holds a stand-in with the plug-in's name, family, threat and config fields; the
+plug-in's own config checks its parameters there, its errors named by field here; whatever
+the describer answers is checked, capped and never unpickled."""
+
+import sys
+import textwrap
+
+import pytest
+
+from fgl_workbench import sandbox
+from fgl_workbench.attacks import ATTACKS, plugins
+from fgl_workbench.attacks.families import adversaries
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.running.suite import parse_suite
+
+SUITE = {
+    "name": "plugins",
+    "reproducible": True,
+    "seeds": [0],
+    "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
+    "partitions": [{"method": "metis", "num_clients": 3}],
+    "targets": [{"name": "fedavg"}],
+    "trust_plugins": True,  # described fenced where the kernel can; runs where it cannot
+}
+HEADER = """
+import numpy as np
+from typing import Literal
+from pydantic import BaseModel, ConfigDict, Field
+from fgl_workbench.attacks import AttackOutput
+from fgl_workbench.attacks.base import ThreatModel
+"""
+GOOD = """
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    adversary: Literal["server", "querier"] = "server"
+    rounds: int = Field(3, ge=1)
+
+class Server:
+    name = "server-guess"
+    family = "membership"
+    threat = ThreatModel(sees="what the server receives", knows="nothing else")
+    Config = ServerConfig
+
+    def run(self, inp, config, seed):
+        return AttackOutput(np.zeros(len(inp.candidates.ids)))
+"""
+
+
+@pytest.fixture
+def plugin(monkeypatch, tmp_path):
+    """Writes a plug-in module (its import-time code first) under a fresh name; returns that
+    name. What the test registers is gone after it."""
+    count = iter(range(100))
+
+    def write(code: str, tail: str = GOOD) -> str:
+        module = f"described_{next(count)}"
+        source = HEADER + textwrap.dedent(code) + tail
+        (tmp_path / f"{module}.py").write_text(source)
+        return module
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ATTACKS.names()
+    monkeypatch.setattr(ATTACKS, "_items", dict(ATTACKS._items))
+    monkeypatch.setattr(ATTACKS, "_origins", dict(ATTACKS._origins))
+    return write
+
+
+def suite_with(reference: str, params: dict | None = None) -> dict:
+    return {**SUITE, "attacks": [{"name": reference, "params": params or {}}]}
+
+
+def test_the_runner_holds_a_description_never_the_module(plugin):
+    module = plugin("")
+    parse_suite(suite_with(f"{module}:Server", {"rounds": 5}))
+    assert module not in sys.modules  # checked, never imported here
+    attack = ATTACKS.get(f"{module}:Server")
+    assert isinstance(attack, plugins.PluginAttack)
+    assert (attack.name, attack.family) == ("server-guess", "membership")
+    assert attack.threat.sees == "what the server receives"
+    assert adversaries(attack) == ("server", "querier")
+    config = attack.Config(rounds=5)
+    assert (config.adversary, config.rounds) == ("server", 5)  # the plug-in's default
+    assert ATTACKS.get("server-guess") is attack  # known by its own name too
+
+
+def test_its_own_config_checks_the_parameters_and_each_error_names_its_field(plugin):
+    module = plugin("")
+    with pytest.raises(ConfigError) as refused:
+        parse_suite(suite_with(f"{module}:Server", {"rounds": 0, "round": 2}))
+    message = str(refused.value)
+    assert "attacks[0].params.rounds: Input should be greater than or equal to 1 (got 0)" in message
+    assert "attacks[0].params.round: unknown parameter (did you mean 'rounds'?)" in message
+    assert "valid parameters: rounds, adversary" in message
+    with pytest.raises(ConfigError, match="attacks\\[0\\].params.adversary: Input should be"):
+        parse_suite(suite_with(f"{module}:Server", {"adversary": "client"}))
+
+
+@pytest.mark.skipif(sandbox.mechanism() is None, reason="this kernel has no Landlock")
+def test_import_time_code_is_fenced_in_the_describer(plugin, tmp_path_factory):
+    """The plug-in's import-time code runs only in the fenced describer: it can neither
+    write beside its own code nor read the runner's files."""
+    secret = tmp_path_factory.mktemp("runner") / "run.key"
+    secret.write_bytes(b"secret")
+    module = plugin(
+        f"""
+        from pathlib import Path
+        for attempt in (lambda: Path({str(secret)!r}).read_bytes(),
+                        lambda: Path(__file__).with_name("stash").write_text("x")):
+            try:
+                attempt()
+                Path(__file__).with_name("reached").write_text("x")
+            except PermissionError:
+                pass
+        """
+    )
+    parse_suite(suite_with(f"{module}:Server"))
+    folder = secret.parent.parent
+    assert not list(folder.rglob("stash")) and not list(folder.rglob("reached"))
+
+
+LIES = {
+    "a name 10 000 characters long": "dict(answer('describe'), name='x' * 10000)",
+    "an unknown family": "dict(answer('describe'), family='everything')",
+    "a field named like pydantic's own": "dict(answer('describe'), fields=['model_dump'])",
+    "an answer past 1 MiB": "dict(answer('describe'), pad='x' * (2 << 20))",
+    "a pickle": "__import__('pickle').dumps(print)",
+}
+
+
+@pytest.mark.parametrize("lie", LIES.values(), ids=LIES.keys())
+def test_a_describer_that_lies_is_refused_in_one_line(plugin, lie):
+    """The plug-in's import-time code owns its describer process: it rewrites the answers
+    that follow (here, on the parameters). Each lie is refused in one line; nothing it sends
+    is unpickled or trusted."""
+    module = plugin(
+        f"""
+        from fgl_workbench.attacks import plugins
+        real = plugins._answer
+        def answer(what):
+            return real({{"describe": __name__ + ":Server"}})
+        plugins._answer = lambda question: {lie}
+        """
+    )
+    with pytest.raises(ConfigError) as refused:
+        parse_suite(suite_with(f"{module}:Server"))
+    heading, problem = str(refused.value).splitlines()  # the suite's heading, one problem
+    assert problem.startswith("  attacks[0].params: attack") and "its describer" in problem
+
+
+def test_a_plugin_that_never_answers_is_given_up_on(plugin, monkeypatch):
+    monkeypatch.setattr(plugins, "ANSWER_SECONDS", 3.0)
+    module = plugin("import time\ntime.sleep(60)\n")
+    with pytest.raises(ConfigError, match="no answer in 3 s"):
+        parse_suite(suite_with(f"{module}:Server"))
+
+
+def test_without_a_fence_a_plugin_is_described_only_when_trusted(plugin, monkeypatch):
+    monkeypatch.setattr(sandbox, "mechanism", lambda: None)
+    module = plugin("")
+    untrusted = {**suite_with(f"{module}:Server"), "trust_plugins": False}
+    with pytest.raises(ConfigError, match="cannot sandbox them.*--trust-plugins"):
+        parse_suite(untrusted)
+    parse_suite(suite_with(f"{module}:Server"))  # trusted: described unfenced
+    assert module not in sys.modules
