@@ -6,7 +6,7 @@ scorers' ground truth; in a spawned worker it holds exactly what was sent: the p
 knowledge and candidates, its config and seed. Reference models are trained afresh in the
 worker from the same stream.
 
-On disk the worker is fenced by the kernel (``fgl_workbench.running.sandbox``, Landlock):
+On disk the worker is fenced by the kernel (``fgl_workbench.sandbox``: Landlock, else namespaces):
 before it receives the view it can no longer open the results folder, ``run.key``,
 snapshots, the data root or the runner's ``/proc`` entries. Where the kernel cannot fence
 it, a plug-in runs only when the user trusts it (``--trust-plugins``), and its row says so.
@@ -56,7 +56,8 @@ def fence(trusted: bool) -> str:
     if trusted:
         return TRUSTED
     raise ConfigError(
-        "plug-in attacks: this kernel cannot sandbox them (no Landlock); pass "
+        "plug-in attacks: this kernel cannot sandbox them (no Landlock, no user namespaces) "
+        f"or {sandbox.SANDBOX_VARIABLE}=none says not to; pass "
         "--trust-plugins (suite: trust_plugins: true) to run them unfenced"
     )
 
@@ -96,7 +97,7 @@ def run_isolated(
         if how != TRUSTED:  # the plug-ins' own code too: the worker imports them fenced
             readable = sandbox.readable_paths() + sandbox.plugin_paths(ATTACKS.group, [name])
         device = torch.get_default_device()  # the cell's: the view's tensors live there
-        start = (name, readable, scratch, device, _kept_environment(), payload)
+        start = (name, readable, sandbox.chosen(), scratch, device, _kept_environment(), payload)
         worker = context.Process(target=_worker, args=start)
         worker.start()
         worker.join()
@@ -127,6 +128,7 @@ def _kept_environment() -> dict[str, str]:
 def _worker(
     name: str,
     readable: list[Path] | None,
+    how: str | None,
     scratch: str,
     device: torch.device,
     environment: dict[str, str],
@@ -134,7 +136,8 @@ def _worker(
 ) -> None:
     """The worker's whole life: a GPU initialised (the driver opens its device files now),
     the environment replaced by ``environment`` (``_kept_environment``), the fence
-    (``readable`` None: trusted, unfenced) with ``scratch`` as its only writable folder, and
+    (``how``, chosen in the runner; ``readable`` None: trusted, unfenced) with ``scratch`` as
+    its only writable folder, and
     only then the plug-ins
     imported, so their import-time code runs fenced too; its output or its failure is
     written into ``scratch`` as data."""
@@ -146,7 +149,7 @@ def _worker(
         os.environ.update(environment, TMPDIR=scratch)
         tempfile.tempdir = scratch
         if readable is not None:
-            sandbox.enter(readable, [folder, *map(Path, sandbox.DEVICES_RW)])
+            sandbox.enter(readable, [folder, *map(Path, sandbox.DEVICES_RW)], how)
         inp, params, seed, pool_seed = pickle.loads(payload)
         torch.set_default_device(device)
         attack = ATTACKS.get(name)
