@@ -106,10 +106,11 @@ def test_a_child_fenced_by_namespaces_reaches_only_what_it_is_given(tmp_path):
         unix.listen()
         start = (sandbox.readable_paths(), str(scratch), str(secret), os.getpid())
         child = multiprocessing.get_context("spawn").Process(
-            target=fenced_child, args=(*start, tcp.getsockname()[1], name)
+            target=fenced_child, args=(*start, tcp.getsockname()[1], name), daemon=True
         )
         child.start()
         child.join(120)
+    assert child.exitcode == 0  # the fenced grandchild's status, passed on by its parents
     tried = json.loads((scratch / "tried.json").read_text())
     granted = [*start[0], scratch]
     assert tried["secret_folder"] == ["scratch"]  # the way to the scratch folder alone
