@@ -79,7 +79,8 @@ def fence(trusted: bool) -> str:
     if trusted:
         return TRUSTED
     raise ConfigError(
-        "plug-in attacks: this kernel cannot sandbox them (no Landlock); pass "
+        "plug-in attacks: this kernel cannot sandbox them (no Landlock, no user namespaces) "
+        f"or {sandbox.SANDBOX_VARIABLE}=none says not to; pass "
         "--trust-plugins (suite: trust_plugins: true) to run them unfenced"
     )
 
@@ -91,15 +92,18 @@ def kept_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in keep or k.startswith("CUDA")}
 
 
-def enter_fence(readable: list[Path] | None, scratch: Path, environment: dict[str, str]) -> None:
+def enter_fence(
+    readable: list[Path] | None, how: str | None, scratch: Path, environment: dict[str, str]
+) -> None:
     """A plug-in's process before it imports any plug-in: the environment replaced by
-    ``environment``, temporary files in ``scratch``, and the fence (``readable`` None: the
-    user trusted it unfenced) with ``scratch`` as the only writable folder."""
+    ``environment``, temporary files in ``scratch``, and the fence ``how`` (chosen in the
+    runner; ``readable`` None: the user trusted it unfenced) with ``scratch`` as the only
+    writable folder."""
     os.environ.clear()
     os.environ.update(environment, TMPDIR=str(scratch))
     tempfile.tempdir = str(scratch)
     if readable is not None:
-        sandbox.enter(readable, [scratch, *map(Path, sandbox.DEVICES_RW)])
+        sandbox.enter(readable, [scratch, *map(Path, sandbox.DEVICES_RW)], how)
 
 
 def readable_for(references: list[str]) -> list[Path]:
@@ -204,7 +208,7 @@ class _Describer:
         self._process: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self._readable: frozenset[Path] = frozenset()
-        self._fenced = True
+        self._how: str | None = None
         self._scratch: Path | None = None
         self._checked: dict[tuple[str, str], dict[str, Any]] = {}
         atexit.register(self.close)
@@ -250,19 +254,20 @@ class _Describer:
         return self._checked[key]
 
     def _start_for(self, reference: str) -> None:
-        trusted = _TRUSTING.get()
-        fenced = fence(trusted) != TRUSTED
-        needed = frozenset(readable_for([reference])) if fenced else frozenset()
+        """A describer that can read ``reference``'s code, fenced as the runner now would
+        fence it (its mechanism, or none where the user trusts plug-ins on a kernel without)."""
+        how = None if fence(_TRUSTING.get()) == TRUSTED else sandbox.chosen()
+        needed = frozenset(readable_for([reference])) if how else frozenset()
         alive = self._process is not None and self._process.is_alive()
-        if alive and fenced == self._fenced and needed <= self._readable:
+        if alive and how == self._how and needed <= self._readable:
             return
         self.close()
         self._checked.clear()  # a new process may import other code under the same name
-        self._readable, self._fenced = self._readable | needed, fenced
+        self._readable, self._how = self._readable | needed, how
         self._scratch = Path(tempfile.mkdtemp(prefix="fglwb-describer-"))
         ours, theirs = multiprocessing.Pipe()
-        readable = sorted(self._readable) if fenced else None
-        start = (theirs, readable, str(self._scratch), kept_environment())
+        readable = sorted(self._readable) if how else None
+        start = (theirs, readable, how, str(self._scratch), kept_environment())
         self._process = multiprocessing.get_context("spawn").Process(
             target=_serve, args=start, daemon=True
         )
@@ -316,11 +321,13 @@ def _at(params: Any, loc: list[str | int]) -> Any:
 _DESCRIBER = _Describer()
 
 
-def _serve(conn: Connection, readable: list[Path] | None, scratch: str, env: dict) -> None:
+def _serve(
+    conn: Connection, readable: list[Path] | None, how: str | None, scratch: str, env: dict
+) -> None:
     """The describer's life: fenced before it imports any plug-in, then one JSON answer per
     question until the runner goes away. A failure is answered as one line, never raised."""
     try:
-        enter_fence(readable, Path(scratch), env)
+        enter_fence(readable, how, Path(scratch), env)
     except sandbox.SandboxError as exc:
         conn.send_bytes(json.dumps({"failed": str(exc)}).encode())
         return

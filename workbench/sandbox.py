@@ -9,28 +9,36 @@ lifted, not even by root (whose capabilities the worker also drops). Landlock's 
 keeps the worker out of the runner's memory; the runner is made non-dumpable while a worker
 lives as a second lock on ``/proc/<pid>/mem`` and ``environ``.
 
-Where the kernel has no Landlock there is no fence: ``mechanism()`` says so and the caller
-refuses plug-ins unless the user trusts them."""
+Where the kernel has no Landlock but lets an unprivileged process create user namespaces, the
+worker is fenced by namespaces instead: a new root holding only what Landlock would grant
+(read-only binds of ``readable``, read-write binds of ``writable``), a fresh ``/proc`` of a
+new PID namespace, a network namespace with nothing in it, and no capabilities. Where
+neither works there is no fence: ``mechanism()`` says so and the caller refuses plug-ins
+unless the user trusts them. ``FGLWB_SANDBOX`` (read where the run is decided) forces one."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import os
+import signal
+import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from fgl_workbench.errors import WorkbenchError
+from fgl_workbench.errors import ConfigError, WorkbenchError
 
 # Linux syscall numbers and constants (identical on x86-64 and arm64)
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
-PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+PR_SET_PDEATHSIG, PR_GET_DUMPABLE, PR_SET_DUMPABLE = 1, 3, 4
 PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
@@ -46,6 +54,23 @@ REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
 # what a plug-in reads besides the Python installation and the workbench's code
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/urandom", "/dev/random")
 DEVICES_RW = ("/dev/null",)
+
+# the namespace fence: a user namespace to own the others; mounts, PIDs, network, System V IPC
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1 << 12, 1 << 14, 1 << 18, 2
+# a bind's flags that a user namespace may not clear, kept from the mount it comes from
+# (statvfs reports them with these values; a remount keeps the atime flags by itself)
+KEPT_MOUNT_FLAGS = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+# the new root's own folders, holding only the way to what is granted: read-only, listable
+# (Python finds a module by listing its folder: /etc holds ld.so.cache alone, /tmp the
+# scratch folder's way)
+SKELETON_MODE = 0o555
+
+SANDBOX_VARIABLE = "FGLWB_SANDBOX"
+MECHANISMS = ("landlock", "namespaces")  # the best first
 
 
 class SandboxError(WorkbenchError):
@@ -77,10 +102,53 @@ def landlock_abi() -> int:
     return max(version, 0)
 
 
+@functools.cache
+def namespaces_work() -> bool:
+    """Whether this machine lets the namespace fence be built, tried once (cached) in a
+    short-lived Python process: the fence forks, and forking the runner, whose threads may
+    hold locks, is no probe."""
+    if not sys.platform.startswith("linux"):
+        return False
+    probe = f"import sys; sys.path = {sys.path!r}; from fgl_workbench import sandbox; "
+    probe += "sandbox.enter([], [], 'namespaces')"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def works(how: str) -> bool:
+    """Whether this machine can build fence ``how`` (one of ``MECHANISMS``)."""
+    return landlock_abi() > 0 if how == "landlock" else namespaces_work()
+
+
+def chosen() -> str | None:
+    """The fence a plug-in's worker gets here (one of ``MECHANISMS``): the one
+    ``FGLWB_SANDBOX`` names (``none``: no fence), else the best this machine has; None where
+    there is none. A name it does not know, or a fence this machine cannot build, is one
+    line."""
+    asked = os.environ.get(SANDBOX_VARIABLE, "").strip()
+    if not asked:
+        return next((how for how in MECHANISMS if works(how)), None)
+    if asked == "none":
+        return None
+    if asked not in MECHANISMS:
+        raise ConfigError(
+            f"{SANDBOX_VARIABLE}={asked!r}: choose one of {', '.join(MECHANISMS)} or none"
+        )
+    if not works(asked):
+        raise ConfigError(f"{SANDBOX_VARIABLE}={asked}: this machine cannot fence with {asked}")
+    return asked
+
+
 def mechanism() -> str | None:
-    """The fence this machine gives a plug-in's worker, in words; None where there is none."""
-    abi = landlock_abi()
-    return f"Landlock ABI {abi}" if abi else None
+    """The fence a plug-in's worker gets here, in the words its row records (``Landlock ABI
+    n``, ``namespaces``); None where there is none."""
+    how = chosen()
+    if how == "landlock":
+        return f"Landlock ABI {landlock_abi()}"
+    return how
 
 
 def handled_rights(abi: int) -> int:
@@ -134,11 +202,23 @@ def check_fenced_off(readable: Iterable[Path], protected: Iterable[Path]) -> Non
                 )
 
 
-def enter(readable: Iterable[Path], writable: Iterable[Path]) -> None:
-    """Fences this process for good: from now on it reads only ``readable`` and writes only
-    ``writable`` (and what it had open), binds and connects no TCP socket (ABI ≥ 4), reaches
-    no abstract unix socket and signals no process outside (ABI ≥ 6), and holds no
-    capabilities. Raises ``SandboxError`` where the kernel refuses."""
+def enter(readable: Iterable[Path], writable: Iterable[Path], how: str | None = None) -> None:
+    """Fences this process for good with ``how`` (one of ``MECHANISMS``; None: ``chosen()``):
+    from now on it reads only ``readable`` and writes only ``writable`` (and what it had
+    open), and holds no capabilities. Raises ``SandboxError`` where the fence cannot be
+    built."""
+    how = how or chosen()
+    if how == "landlock":
+        _enter_landlock(readable, writable)
+    elif how == "namespaces":
+        _enter_namespaces(readable, writable)
+    else:
+        raise SandboxError(f"no sandbox {how!r} here: choose one of {', '.join(MECHANISMS)}")
+
+
+def _enter_landlock(readable: Iterable[Path], writable: Iterable[Path]) -> None:
+    """Landlock: binds and connects no TCP socket (ABI ≥ 4), reaches no abstract unix
+    socket and signals no process outside (ABI ≥ 6)."""
     abi = landlock_abi()
     if not abi:
         raise SandboxError("this kernel has no Landlock: the plug-in's worker cannot be fenced")
@@ -160,6 +240,121 @@ def enter(readable: Iterable[Path], writable: Iterable[Path]) -> None:
     finally:
         os.close(ruleset)
     _drop_capabilities(last_capability)
+
+
+def _enter_namespaces(readable: Iterable[Path], writable: Iterable[Path]) -> None:
+    """Namespaces: only the last of three processes returns from here. This one, maybe
+    threaded (unshare refuses a user namespace to a threaded process), forks; its
+    single-threaded child enters new user (its own uid and gid mapped, so root keeps no
+    capability outside), mount, PID, network and IPC namespaces and forks again; that
+    grandchild, the new PID namespace's first process, moves into a new root and goes on.
+    Each parent only waits and exits with its child's status."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise SandboxError(
+            "namespaces: this worker's CUDA context cannot follow it into the fence (CUDA "
+            "does not survive a fork); run plug-ins on the CPU or where Landlock fences them"
+        )
+    readable, writable = list(readable), list(writable)
+    root = tempfile.mkdtemp(prefix="fglwb-root-")  # the new root's mount point
+    _continue_in_child(remove=root)
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        _check(_libc.unshare(NAMESPACES), "unshare")
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        _continue_in_child()
+        _build_root(root, readable, writable)
+    except OSError as exc:
+        raise SandboxError(f"namespaces: {exc}") from None
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _drop_capabilities(int(Path("/proc/sys/kernel/cap_last_cap").read_text()))
+
+
+def _continue_in_child(remove: str | None = None) -> None:
+    """Forks: the child returns (killed if its parent dies); the parent waits for it,
+    removes the empty folder ``remove`` and exits with the child's status (128 + the signal
+    that killed it)."""
+    pid = os.fork()
+    if pid == 0:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        return
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if remove is not None:
+        with suppress(OSError):
+            os.rmdir(remove)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _build_root(root: str, readable: list[Path], writable: list[Path]) -> None:
+    """A tmpfs at ``root`` holding read-only binds of ``readable`` and read-write binds of
+    ``writable`` (their own folders only: what is mounted beneath them stays out) and a
+    fresh ``/proc`` (this PID namespace's processes alone); then it becomes ``/``, made
+    read-only, and the old root is detached: nothing else exists."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back out
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={SKELETON_MODE:o}")
+    binds = sorted([(str(p), False) for p in readable] + [(str(p), True) for p in writable])
+    for path, write in binds:  # a folder before what lies inside it
+        _bind(root, path, write)
+    _make_folders(root + "/proc")
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.chdir(root)
+    _check(_libc.pivot_root(b".", b"."), "pivot_root")  # the old root now lies on top
+    _check(_libc.umount2(b".", MNT_DETACH), "umount of the old root")
+    os.chdir("/")
+    _mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _bind(root: str, path: str, write: bool) -> None:
+    """``path`` bound at the same place under ``root``, read-only unless ``write``, with the
+    symbolic links on the way to it (``/lib`` → ``usr/lib``); a path this machine lacks is
+    skipped."""
+    source = os.path.realpath(path)
+    if not os.path.exists(source):
+        return
+    _replicate_links(root, path)
+    target = root + source
+    if os.path.isdir(source):
+        _make_folders(target)
+    else:
+        _make_folders(os.path.dirname(target))
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0))
+    _mount(source, target, None, MS_BIND)
+    kept = os.statvfs(source).f_flag & KEPT_MOUNT_FLAGS
+    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | kept | (0 if write else MS_RDONLY)
+    _mount(None, target, None, flags)
+
+
+def _replicate_links(root: str, path: str) -> None:
+    """Every symbolic link on ``path`` made again, pointing where it points, at its
+    resolved place under ``root``."""
+    here = "/"
+    for part in Path(path).parts[1:]:
+        step = os.path.join(here, part)
+        if os.path.islink(step) and not os.path.lexists(root + step):
+            _make_folders(root + here)
+            os.symlink(os.readlink(step), root + step)
+        here = os.path.realpath(step)
+
+
+def _make_folders(path: str) -> None:
+    """``path`` and its missing parents, as the new root's own folders."""
+    if not os.path.isdir(path):
+        _make_folders(os.path.dirname(path))
+        os.mkdir(path, SKELETON_MODE)
+
+
+def _mount(source: str | None, target: str, kind: str | None, flags: int, data: str = "") -> None:
+    encoded = [None if v is None else v.encode() for v in (source, target, kind, data)]
+    result = _libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3])
+    _check(result, f"mount {target}")
+
+
+def _check(result: int, what: str) -> None:
+    if result < 0:
+        raise SandboxError(f"{what}: {os.strerror(ctypes.get_errno())}")
 
 
 def _grant(ruleset: int, path: Path, rights: int) -> None:

@@ -1,11 +1,20 @@
-"""The sandbox's pieces that need no worker: a protected folder inside a readable one is
-refused (Landlock only grants), and the runner is non-dumpable only while plug-ins run."""
+"""The sandbox's pieces: a protected folder inside a readable one is refused (Landlock only
+grants), the runner is non-dumpable only while plug-ins run, FGLWB_SANDBOX picks the fence,
+and a child fenced by namespaces reaches nothing but what it is given."""
 
+import importlib
+import json
+import multiprocessing
+import os
+import socket
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
 from fgl_workbench import sandbox
+from fgl_workbench.errors import ConfigError
 
 
 def test_a_protected_folder_inside_a_readable_one_is_refused(tmp_path):
@@ -28,3 +37,96 @@ def test_the_runner_is_non_dumpable_while_a_plugin_runs():
     with sandbox.undumpable():
         assert sandbox._prctl(sandbox.PR_GET_DUMPABLE, 0) == 0
     assert sandbox._prctl(sandbox.PR_GET_DUMPABLE, 0) == before
+
+
+def test_fglwb_sandbox_picks_the_fence_in_one_line(monkeypatch):
+    """The variable forces a fence, or none; a name it does not know, or a fence this machine
+    cannot build, is one line naming the variable."""
+    if sandbox.works("namespaces"):
+        monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, "namespaces")
+        assert sandbox.chosen() == "namespaces" and sandbox.mechanism() == "namespaces"
+    monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, "none")
+    assert sandbox.chosen() is None and sandbox.mechanism() is None
+    monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, "seccomp")
+    with pytest.raises(ConfigError, match="FGLWB_SANDBOX='seccomp': choose one of landlock"):
+        sandbox.mechanism()
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, "landlock")
+    with pytest.raises(ConfigError, match="FGLWB_SANDBOX=landlock: this machine cannot") as no:
+        sandbox.mechanism()
+    assert "\n" not in str(no.value)
+
+
+def fenced_child(readable, scratch, secret, parent, port, unix_name):
+    """In a spawned child with a second thread running (as a worker that loaded torch has):
+    the namespace fence, then each reach tried; what happened is written to the scratch
+    folder, the one place it may write."""
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+    sandbox.enter(readable, [Path(scratch), Path("/dev/null")], "namespaces")
+    attempts = {
+        "secret": lambda: Path(secret).read_bytes(),
+        "secret_folder": lambda: os.listdir(Path(secret).parent),
+        "tmp": lambda: os.listdir("/tmp"),
+        "home": lambda: os.listdir(Path.home()),
+        "cmdline": lambda: Path(f"/proc/{parent}/cmdline").read_bytes(),
+        "environ": lambda: Path(f"/proc/{parent}/environ").read_bytes(),
+        "mem": lambda: open(f"/proc/{parent}/mem", "rb").close(),  # noqa: SIM115
+        "tcp": lambda: socket.create_connection(("127.0.0.1", port), timeout=5).close(),
+        "abstract_socket": lambda: _connect_unix("\0" + unix_name),
+        "numpy": lambda: importlib.import_module("numpy").ones(2).sum(),
+        "torch": lambda: importlib.import_module("torch").ones(2).sum(),
+    }
+    tried = {}
+    for what, attempt in attempts.items():
+        try:
+            got = attempt()
+            tried[what] = sorted(got) if isinstance(got, list) else "reached"
+        except OSError as exc:
+            tried[what] = type(exc).__name__
+    (Path(scratch) / "tried.json").write_text(json.dumps(tried))
+
+
+def _connect_unix(address):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(address)
+
+
+@pytest.mark.skipif(not sandbox.works("namespaces"), reason="no unprivileged user namespaces")
+def test_a_child_fenced_by_namespaces_reaches_only_what_it_is_given(tmp_path):
+    """The fallback fence: a protected file, its folder, /tmp, home, this process's
+    /proc entries (its pid told to the child) and a TCP port and abstract unix socket this
+    process listens on are out of reach; numpy and torch still import, and the scratch
+    folder takes its report."""
+    scratch, secret = tmp_path / "scratch", tmp_path / "secret"
+    scratch.mkdir()
+    secret.write_text("run key")
+    name = f"fglwb-test-{os.getpid()}"
+    with socket.create_server(("127.0.0.1", 0)) as tcp, socket.socket(socket.AF_UNIX) as unix:
+        unix.bind("\0" + name)
+        unix.listen()
+        start = (sandbox.readable_paths(), str(scratch), str(secret), os.getpid())
+        child = multiprocessing.get_context("spawn").Process(
+            target=fenced_child, args=(*start, tcp.getsockname()[1], name), daemon=True
+        )
+        child.start()
+        child.join(120)
+    assert child.exitcode == 0  # the fenced grandchild's status, passed on by its parents
+    tried = json.loads((scratch / "tried.json").read_text())
+    granted = [*start[0], scratch]
+    assert tried["secret_folder"] == ["scratch"]  # the way to the scratch folder alone
+    assert tried["tmp"] == listed(Path("/tmp"), granted)
+    assert tried["home"] == listed(Path.home(), granted)
+    assert tried["numpy"] == tried["torch"] == "reached"
+    unreached = ("secret", "cmdline", "environ", "mem", "tcp", "abstract_socket")
+    assert {what: tried[what] for what in unreached} == {
+        **dict.fromkeys(("secret", "cmdline", "environ", "mem"), "FileNotFoundError"),
+        "tcp": "OSError",  # the new network namespace's loopback is down: unreachable
+        "abstract_socket": "ConnectionRefusedError",  # nobody listens in that namespace
+    }
+
+
+def listed(folder, granted):
+    """What a fenced child lists in ``folder``: the first step of the way to each granted
+    path inside it; where there is none the folder does not exist."""
+    ways = {p.relative_to(folder).parts[0] for p in granted if p.is_relative_to(folder)}
+    return sorted(ways) if ways else "FileNotFoundError"

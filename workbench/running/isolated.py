@@ -6,7 +6,8 @@ scorers' ground truth; in a spawned worker it holds exactly what was sent: the p
 knowledge and candidates, its config and seed. Reference models are trained afresh in the
 worker from the same stream.
 
-On disk the worker is fenced by the kernel (``fgl_workbench.sandbox``): before it receives
+On disk the worker is fenced by the kernel (``fgl_workbench.sandbox``: Landlock, else
+namespaces): before it receives
 the view it can no longer open the results folder, ``run.key``, snapshots, the data root or
 the runner's ``/proc`` entries. Where the kernel cannot fence it, a plug-in runs only when
 the user trusts it (``--trust-plugins``), and its row says so. The plug-in's code is
@@ -66,7 +67,7 @@ def run_isolated(
     can; returns its output and how it was fenced (``fence``). The worker gets its input as
     one pickle (runner to worker only) and hands back data alone
     (``fgl_workbench.running.returned``): nothing it sends is unpickled here."""
-    how = fence(trusted)
+    recorded = fence(trusted)
     reference = ATTACKS.get(name).reference
     pool_seed = None if inp.references is None else inp.references.seed
     try:  # plain pickle: tensors travel as bytes, not as shared memory the worker reaches back
@@ -79,25 +80,27 @@ def run_isolated(
         ) from None
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="fglwb-plugin-") as scratch, sandbox.undumpable():
-        readable = None if how == TRUSTED else readable_for([reference])
+        readable = None if recorded == TRUSTED else readable_for([reference])
         device = torch.get_default_device()  # the cell's: the view's tensors live there
-        start = (reference, readable, scratch, device, kept_environment(), payload)
+        how = None if readable is None else sandbox.chosen()
+        start = (reference, readable, how, scratch, device, kept_environment(), payload)
         worker = context.Process(target=_worker, args=start)
         worker.start()
         worker.join()
-        return returned.read_output(Path(scratch), name), how
+        return returned.read_output(Path(scratch), name), recorded
 
 
 def _worker(
     reference: str,
     readable: list[Path] | None,
+    how: str | None,
     scratch: str,
     device: torch.device,
     environment: dict[str, str],
     payload: bytes,
 ) -> None:
     """The worker's whole life: a GPU initialised (the driver opens its device files now),
-    the fence (``plugins.enter_fence``; ``readable`` None: trusted, unfenced) with
+    the fence ``how`` (``plugins.enter_fence``; ``readable`` None: trusted, unfenced) with
     ``scratch`` as its only writable folder, and only then the plug-in imported, so its
     import-time code runs fenced too; its output or its failure is written into ``scratch``
     as data."""
@@ -105,7 +108,7 @@ def _worker(
     try:
         if device.type == "cuda":
             torch.zeros(1, device=device)  # a context on the GPU: its device files open now
-        enter_fence(readable, folder, environment)
+        enter_fence(readable, how, folder, environment)
         inp, params, seed, pool_seed = pickle.loads(payload)
         torch.set_default_device(device)
         attack = imported(reference)

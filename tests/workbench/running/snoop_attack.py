@@ -130,7 +130,8 @@ def rebuilt_members(config: str, key: bytes) -> np.ndarray:
 
 class Cheat:
     """Reads the disk for the ground truth; scores membership from it when it can, at random
-    otherwise. Counts ``denied_<what>`` (1: PermissionError) for each thing it tried."""
+    otherwise. Counts ``denied_<what>`` (1: PermissionError) and ``reached_<what>`` (1: read
+    or connected) for each thing it tried."""
 
     name = "cheat"
     family = "membership"
@@ -141,12 +142,16 @@ class Cheat:
         out = Path(os.environ[OUT_VARIABLE])
         got, counts = {}, {}
         for what, read in _reach(out).items():
+            counts[f"denied_{what}"] = 0
             try:
                 got[what] = read()
-                counts[f"denied_{what}"] = 0
-            except PermissionError:
+            except PermissionError:  # Landlock's answer
                 counts[f"denied_{what}"] = 1
+            except OSError:  # not there at all: the namespaces' new root and empty network
+                pass
+            counts[f"reached_{what}"] = int(what in got)
         counts["denied_at_import"] = int(AT_IMPORT == "denied")
+        counts["reached_at_import"] = int(AT_IMPORT == "read")
         ids = np.asarray(inp.candidates.ids)
         if "run_key" in got and "results" in got:
             members = rebuilt_members(stored_cell(out), got["run_key"])

@@ -79,12 +79,19 @@ def cheat_row(out):
     return status, json.loads(metrics), fence
 
 
-@pytest.mark.skipif(sandbox.mechanism() is None, reason="this kernel has no Landlock")
-def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", sandbox.MECHANISMS)
+def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(
+    tmp_path, monkeypatch, how
+):
     """The issue's proof: a plug-in that reads the runner's /proc entries, the results
     folder's run key, database and snapshot and the data root, and rebuilds the ground truth
-    from them (AUC 1.000 unfenced), gets a permission error for each and scores at chance;
-    its module's import-time code, run again in the worker, is fenced as well."""
+    from them (AUC 1.000 unfenced), reaches none of them and scores at chance, under each
+    fence (forced by FGLWB_SANDBOX); its module's import-time code, run again in the worker,
+    is fenced as well. Landlock answers each with a permission error; in the namespaces'
+    new root and empty network they are not there at all."""
+    if not sandbox.works(how):
+        pytest.skip(f"this machine cannot fence with {how}")
+    monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, how)
     out = tmp_path / "out"
     monkeypatch.setenv(OUT_VARIABLE, str(out))  # where the cheat looks: kept in its worker
     known = f"{OUT_VARIABLE},FGLWB_DATA,{PORT_VARIABLE},{SOCKET_VARIABLE}"
@@ -92,24 +99,29 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(tmp_pat
     with accomplice(monkeypatch):  # the runner's side listens, as an accomplice would
         run_suite(parse_suite(SECRET_RAW), out, quiet=True)
     status, metrics, fence = cheat_row(out)
-    assert status == "ok" and fence.startswith("sandboxed (Landlock ABI")
+    assert status == "ok" and fence == f"sandboxed ({sandbox.mechanism()})"
+    assert how in fence.lower()
     # random scores: far from the 1.000 the truth gives (an interval test of 0.5 would fail in
     # one run of twenty, the partition being secret and new each run)
     assert metrics["auc"] < 0.75
-    assert {k: metrics[f"attack_denied_{k}"] for k in REACHES} == dict.fromkeys(REACHES, 1.0)
-    assert metrics["attack_denied_at_import"] == 1.0  # its import-time code ran fenced too
-    assert {k: metrics[f"attack_denied_{k}"] for k in CALLS} == dict.fromkeys(CALLS, 1.0)
+    tried = (*REACHES, *CALLS, "at_import")  # at import: its import-time code ran fenced too
+    assert {k: metrics[f"attack_reached_{k}"] for k in tried} == dict.fromkeys(tried, 0.0)
+    if how == "landlock":
+        assert {k: metrics[f"attack_denied_{k}"] for k in tried} == dict.fromkeys(tried, 1.0)
     assert (out / "run.key").is_file()  # it was there to be read
     assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
 
 
-@pytest.mark.skipif(sandbox.mechanism() is None, reason="this kernel has no Landlock")
-def test_a_plugins_import_time_code_never_runs_in_the_runner(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", sandbox.MECHANISMS)
+def test_a_plugins_import_time_code_never_runs_in_the_runner(tmp_path, monkeypatch, how):
     """The second review's proof: a plug-in imported by the runner (to check the suite) ran
     its import-time code unfenced there, stashed the run key and stored cell inside its own
     folder, and its fenced worker read the stash back (AUC 1.000). Now the runner only holds
     what a fenced describer said of it: the module is never imported here, nothing is
-    stashed, and the plug-in scores at chance."""
+    stashed, and the plug-in scores at chance, under each fence."""
+    if not sandbox.works(how):
+        pytest.skip(f"this machine cannot fence with {how}")
+    monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, how)
     package = tmp_path / "code" / "stash_attack"
     package.mkdir(parents=True)
     shutil.copy(Path(__file__).with_name("stash_attack.py"), package / "__init__.py")
@@ -143,6 +155,16 @@ def test_without_a_sandbox_a_plugin_is_refused_unless_trusted(tmp_path, monkeypa
         "SELECT fence FROM attacks"
     )
     assert fence == TRUSTED
+
+
+def test_fglwb_sandbox_none_refuses_plugins_unless_trusted(tmp_path, monkeypatch):
+    """FGLWB_SANDBOX=none: the runner fences nothing, so a plug-in is refused as where the
+    kernel has no fence."""
+    monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, "none")
+    raw = {**RAW, "seeds": [0], "attacks": [{"name": PLUGIN}]}
+    with pytest.raises(ConfigError, match=NO_SANDBOX):
+        run_suite(parse_suite(raw), tmp_path / "refused", quiet=True)
+    assert not (tmp_path / "refused").exists()
 
 
 def test_built_in_attacks_need_no_sandbox(tmp_path, monkeypatch):
