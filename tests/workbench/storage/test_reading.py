@@ -203,3 +203,27 @@ def test_readers_leave_the_database_unchanged(received, capsys):
     assert main(["export", str(received)]) == 0
     assert main(["epsilon", "--run", str(received)]) == 0
     assert digest(received / "results.sqlite") == before
+
+
+def test_readers_create_no_files_beside_the_database(received):
+    """A read-only open of a database in WAL mode created ``-wal`` and ``-shm`` files in the
+    received folder; without a writer's ``-wal`` there, readers now open it immutable."""
+    header = (received / "results.sqlite").read_bytes()[18:20]
+    assert header == b"\x02\x02"  # WAL mode, as every store is written
+    before = sorted(p.name for p in received.iterdir())
+    assert main(["export", str(received)]) == 0
+    assert main(["epsilon", "--run", str(received)]) == 0
+    assert main(["report", str(received)]) == 0
+    after = sorted(p.name for p in received.iterdir())
+    assert [n for n in after if n not in before] == ["report.html", "report.pdf", "results.csv"]
+
+
+def test_a_reader_gives_up_on_a_query_past_its_budget(received, capsys, monkeypatch):
+    """Reading is bounded in SQLite's own steps, not only by the schema's check: a database
+    whose queries would run longer than any store's is one line, not a hang."""
+    from fgl_workbench.storage import store
+
+    monkeypatch.setattr(store, "READ_BLOCK", 1)  # a budget the real store's reading exceeds
+    monkeypatch.setattr(store, "READ_BLOCKS", 200)
+    err = one_line_error(capsys, ["export", str(received)])
+    assert "results.sqlite" in err and "(a query past 2e+02 SQLite steps" in err
