@@ -15,12 +15,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import yaml
 
-from fgl_workbench.attacks import ATTACKS
 from fgl_workbench.attacks.metrics import ROC, roc_levels
 from fgl_workbench.audits.stored import bound_text, verdict_text
 from fgl_workbench.defenses.base import COVERING_UNITS
 from fgl_workbench.errors import WorkbenchError
-from fgl_workbench.registry import BUILT_IN, reading_untrusted
+from fgl_workbench.registry import reading_untrusted
 from fgl_workbench.reports.content import (
     Block,
     Callout,
@@ -54,6 +53,7 @@ from fgl_workbench.reports.summary import (
     accuracy_interval,
     across_seeds,
     attacks_across_seeds,
+    built_in_family,
     cell_labels,
     configurations,
     format_interval,
@@ -274,7 +274,8 @@ def _verdicts(
         Paragraph(
             "One paragraph per configuration: how its membership and link attacks read, in the "
             "words of the tables' reading column (leaks: the AUC's 95 % interval lies above "
-            "0.5; at chance: within 0.5 ± 0.05; inconclusive: neither), the strongest adversary"
+            "the chance line's, 0.5 where none is stated; at chance: within the chance AUC ± "
+            "0.05; inconclusive: neither), the strongest adversary"
             " at low FPR (TPR at 1 % FPR with its 95 % interval, the AUC beside it), the ε the "
             "run states against each party and per privacy unit, and the accuracy with its "
             "95 % interval beside the undefended twin's. Green: a DP configuration where every "
@@ -506,7 +507,8 @@ def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, s
                 "edges against uniformly drawn non-edges (He et al.'s protocol, easier negatives), "
                 "and on pairs across clients (edges the partition cut). Reading: leaks (or below "
                 "chance) when the AUC's 95% interval (over seeds, or one seed's own) lies above "
-                "(below) 0.5, at chance when it stays within 0.5 ± 0.05, otherwise inconclusive: "
+                "(below) the chance line's interval (0.5 where the challenge states none), at "
+                "chance when it stays within the chance AUC ± 0.05, otherwise inconclusive: "
                 "not evidence of a small leak. Attribute: accuracy beside always guessing the "
                 "prior's most likely value. Distribution: total-variation distance between inferred"
                 " and true client label distributions, beside the prior's. Client data and feature:"
@@ -584,9 +586,7 @@ def roc_curves(
     for (label, attack), rocs in sorted(grouped.items()):
         group = groups[label]
         name = attack_names.get(attack, "")
-        # a built-in's family (plug-ins are not described while reading): no ceiling otherwise
-        built_in = ATTACKS.known(name) and ATTACKS.origin(name) == BUILT_IN
-        family = ATTACKS.get(name).family if built_in else ""
+        family = built_in_family(name) or ""  # a plug-in's is not known here: no ceiling
         units = COVERING_UNITS.get(family, set())
         who = adversary_of(params_of[attack])
         eps = [c.epsilon_against(who, units) for c in group]

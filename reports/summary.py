@@ -85,6 +85,9 @@ class SeedSummary:
     accuracy_ci: tuple[float, float]  # 95 %: Student-t over seeds, or Wilson on one seed
 
 
+NO_CHANCE_LINE = (0.5, 0.5, 0.5)
+
+
 @dataclass(frozen=True)
 class AttackSummary:
     cell: str  # the configuration's label (seed dropped)
@@ -94,6 +97,8 @@ class AttackSummary:
     status: str  # "ok", or the status of the first seed when none succeeded
     # 95 % interval of the AUC: Student-t over seeds, or one seed's own; NaN when neither
     auc_interval: tuple[float, float] = (float("nan"), float("nan"))
+    # the challenge's chance line: its AUC and 95 % interval (0.5 where none is stated)
+    chance: tuple[float, float, float] = NO_CHANCE_LINE
 
 
 def across_seeds(cells: list[CellRow]) -> list[SeedSummary]:
@@ -127,7 +132,8 @@ def attacks_across_seeds(cells: list[CellRow], attacks: list[AttackRow]) -> list
             if any(r.get(m) is not None for r in ok)
         }
         status = "ok" if ok else group[0].status
-        out.append(AttackSummary(cell, attack, len(group), metrics, status, auc_interval(ok)))
+        interval, chance = auc_interval(ok), chance_of([m for m in ok if "auc" in m])
+        out.append(AttackSummary(cell, attack, len(group), metrics, status, interval, chance))
     return sorted(out, key=lambda r: (natural_key(r.cell), r.attack))
 
 
@@ -161,30 +167,53 @@ def auc_interval(metrics: list[dict]) -> tuple[float, float]:
     return (max(low, 0.0), min(high, 1.0)) if np.isfinite(low) else (low, high)
 
 
-def reading(interval: tuple[float, float]) -> str:
-    """How an AUC row may be read. "leaks" (or "below chance") when its 95 % interval lies
-    wholly above (below) 0.5; "at chance" when it holds 0.5 and stays within 0.5 ± 0.05;
-    otherwise "inconclusive": a row like 0.52 ± 0.15 over three seeds is as consistent with a
-    real leak as with none, and must not be read as "leaks little"."""
+def reading(
+    interval: tuple[float, float], chance: tuple[float, float, float] = NO_CHANCE_LINE
+) -> str:
+    """How an AUC row may be read against its challenge's chance line ``chance`` (its AUC
+    and 95 % interval: what non-private facts alone give; 0.5 where none is stated). "leaks"
+    (or "below chance") when the row's 95 % interval lies wholly above (below) the chance
+    line's; "at chance" when it holds the chance AUC and stays within it ± 0.05; otherwise
+    "inconclusive": a row like 0.52 ± 0.15 over three seeds is as consistent with a real leak
+    as with none, and must not be read as "leaks little"."""
     low, high = interval
+    line, line_low, line_high = chance
     if np.isnan(low):
         return "n/a"
-    if low > 0.5:
+    if low > line_high:
         return "leaks"
-    if high < 0.5:
+    if high < line_low:
         return "below chance"
-    if high - 0.5 <= CHANCE_MARGIN and 0.5 - low <= CHANCE_MARGIN:
+    if high - line <= CHANCE_MARGIN and line - low <= CHANCE_MARGIN:
         return "at chance"
     return "inconclusive"
+
+
+def chance_of(rows: list[dict]) -> tuple[float, float, float]:
+    """The chance line of seeds' ``rows`` (the mean of their chance AUCs and of their
+    intervals' ends), or 0.5 where some seed's challenge states none."""
+    keys = ("chance_auc", "chance_auc_ci_low", "chance_auc_ci_high")
+    if not rows or any(r.get(k) is None for r in rows for k in keys):
+        return NO_CHANCE_LINE
+    line, low, high = (float(np.mean([r[k] for r in rows])) for k in keys)
+    return (line, low, high)
+
+
+def built_in_family(name: str) -> str | None:
+    """A built-in attack's family; None for a plug-in (reports never describe one)."""
+    from fgl_workbench.attacks import ATTACKS
+    from fgl_workbench.registry import BUILT_IN
+
+    if not ATTACKS.known(name) or ATTACKS.origin(name) != BUILT_IN:
+        return None
+    return ATTACKS.get(name).family
 
 
 def family_of(attack_label: str) -> str:
     """The family of an attack, from its label (``mia-threshold(hops=2)``, a plug-in's with
     its mark after a space)."""
-    from fgl_workbench.attacks import ATTACKS
-
     name = attack_label.split("(", 1)[0].split(" ", 1)[0]
-    return ATTACKS.get(name).family if ATTACKS.known(name) else "membership"
+    return built_in_family(name) or "membership"
 
 
 def family_rows(
@@ -208,7 +237,11 @@ def family_rows(
             body.append(
                 [r.cell, r.attack, str(r.seeds)]
                 + [_with_interval(r, k) if k in r.metrics else missing for k, _ in columns]
-                + ([reading(r.auc_interval) if r.status == "ok" else missing] if read else [])
+                + (
+                    [reading(r.auc_interval, r.chance) if r.status == "ok" else missing]
+                    if read
+                    else []
+                )
             )
         out.append((family, header, body))
     return out

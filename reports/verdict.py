@@ -136,7 +136,7 @@ def _verdict(
 ) -> Verdict:
     scored = [r for r in rows if r.status == "ok" and family_of(r.attack) in READ_BY_AUC]
     scored = [r for r in scored if "auc" in r.metrics]
-    readings = {r.attack: reading(r.auc_interval) for r in scored}
+    readings = {r.attack: reading(r.auc_interval, r.chance) for r in scored}
     leaking = [r for r in scored if readings[r.attack] == "leaks"]
     parts = [f"{label} ({_seeds(group)})."]
     if scored:

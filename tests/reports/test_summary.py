@@ -108,3 +108,24 @@ def test_equal_seeds_do_not_make_a_row_certain():
     low, high = auc_interval(same)
     assert (low, high) == pytest.approx((0.45, 0.59))
     assert reading((low, high)) == "inconclusive"
+
+
+def test_an_auc_row_reads_against_its_challenges_chance_line():
+    """Issue 43's review: a plug-in scoring at random, AUC 0.602 [0.505, 0.699] on a
+    challenge whose chance line is 0.580, was read as "leaks" against 0.5. Rows now read
+    against their challenge's chance line (0.5 where none is stated)."""
+    line = {"chance_auc": 0.58, "chance_auc_ci_low": 0.52, "chance_auc_ci_high": 0.64}
+    rows = [
+        {"auc": 0.602, "auc_ci_low": 0.505, "auc_ci_high": 0.699, **line},  # the review's row
+        {"auc": 0.75, "auc_ci_low": 0.70, "auc_ci_high": 0.80, **line},  # above the line's CI
+        {"auc": 0.585, "auc_ci_low": 0.56, "auc_ci_high": 0.61, **line},  # on the line
+        {"auc": 0.60, "auc_ci_low": 0.55, "auc_ci_high": 0.65},  # no line stated: 0.5
+    ]
+    cells = [cell(0, lr) for lr in (0.1, 0.2, 0.3, 0.4)]
+    attacks = [
+        AttackRow(c.cell_id, "mia", "mia-lira", {}, "ok", None, m, None, 1.0)
+        for c, m in zip(cells, rows, strict=True)
+    ]
+    table = attack_table(attacks_across_seeds(cells, attacks))
+    readings = [line.rsplit("|", 2)[1].strip() for line in table[3:]]
+    assert readings == ["inconclusive", "leaks", "at chance", "leaks"]
