@@ -104,8 +104,10 @@ class Registry(Generic[T]):
     def origin(self, name: str) -> str:
         """Where the component came from: built-in, an entry point, a module reference
         (an entry point's without loading it)."""
-        if name not in self._pending:
-            self.get(name)
+        self._load_plugins()
+        if name in self._pending:
+            return self._pending[name][1]
+        self.get(name)
         return self._origins[name]
 
     def names(self) -> list[str]:
