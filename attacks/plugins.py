@@ -18,6 +18,7 @@ import atexit
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import PydanticCustomError
 
 from fgl_workbench import sandbox
+from fgl_workbench.adversary.exchanged import Combine
 from fgl_workbench.attacks.base import Family, ThreatModel, attack_plugin
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.registry import PluginError, resolve
@@ -92,20 +94,6 @@ def kept_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in keep or k.startswith("CUDA")}
 
 
-def enter_fence(
-    readable: list[Path] | None, how: str | None, scratch: Path, environment: dict[str, str]
-) -> None:
-    """A plug-in's process before it imports any plug-in: the environment replaced by
-    ``environment``, temporary files in ``scratch``, and the fence ``how`` (chosen in the
-    runner; ``readable`` None: the user trusted it unfenced) with ``scratch`` as the only
-    writable folder."""
-    os.environ.clear()
-    os.environ.update(environment, TMPDIR=str(scratch))
-    tempfile.tempdir = str(scratch)
-    if readable is not None:
-        sandbox.enter(readable, [scratch, *map(Path, sandbox.DEVICES_RW)], how)
-
-
 def readable_for(references: list[str]) -> list[Path]:
     """What a fenced plug-in process reads: Python, the workbench, the plug-ins' own code."""
     return sandbox.readable_paths() + sandbox.plugin_paths(GROUP, references)
@@ -115,6 +103,28 @@ def imported(reference: str) -> Any:
     """The attack ``reference`` (``module:Attribute``) names, imported and checked against
     the interface: only ever called in a plug-in's fenced process."""
     return attack_plugin(resolve(reference), f"attack '{reference}'")
+
+
+Party = Literal["querier", "server", "client"]
+
+
+class RunnerFields(BaseModel):
+    """The parameters the runner itself reads from an attack's config (to cut its view, its
+    candidates and its challenge), each with the type and bounds the built-in attacks give
+    it. A plug-in's config may declare them; the values its describer returns are checked
+    here, never taken on trust."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+    adversary: Party | None = None
+    client: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    hops: Annotated[int, Field(ge=0, le=5)] | None = None
+    source: Literal["served", "release", "exchanged"] | None = None
+    combine: Combine | None = None
+    structure: Literal["none", "known"] | None = None
+    known_edges: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    step: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)] | None = None
+    trials: Annotated[int, Field(ge=40, le=1_000_000)] | None = None
+    attribute: Annotated[str, Field(max_length=200)] | None = None
 
 
 class PluginParams(BaseModel):
@@ -145,9 +155,6 @@ class PluginAttack:
 class _Threat(BaseModel):
     sees: str = Field(max_length=TEXT)
     knows: str = Field(max_length=TEXT)
-
-
-Party = Literal["querier", "server", "client"]
 
 
 class _Description(BaseModel):
@@ -185,7 +192,7 @@ def described(reference: str, where: str) -> PluginAttack:
         found = _Description.model_validate(answer)
     except ValidationError as exc:
         raise _out_of_form(where, exc) from None
-    taken = [f for f in found.fields if f.startswith("model_") or hasattr(BaseModel, f)]
+    taken = [f for f in found.fields if not _plain_name(f)]
     if taken:
         raise PluginError(f"{where}: its config's field '{taken[0]}' shadows pydantic's own")
     fields: dict[str, Any] = {f: (Any, None) for f in found.fields if f != "adversary"}
@@ -218,12 +225,9 @@ class _Describer:
             self._start_for(reference)
             assert self._conn is not None
             self._conn.send_bytes(json.dumps(question).encode())
-            if not self._conn.poll(ANSWER_SECONDS):
-                self.close()
-                raise PluginError(f"attack '{reference}': no answer in {ANSWER_SECONDS:.0f} s")
             try:
-                answer = json.loads(self._conn.recv_bytes(REPLY_BYTES))
-            except (EOFError, OSError, ValueError) as exc:
+                answer = json.loads(self._received(reference))
+            except (EOFError, OSError, ValueError, RecursionError) as exc:
                 self.close()
                 raise PluginError(f"attack '{reference}': its describer failed ({exc})") from None
         if not isinstance(answer, dict):
@@ -231,6 +235,28 @@ class _Describer:
         if "failed" in answer:
             raise PluginError(str(answer["failed"])[:TEXT])
         return answer
+
+    def _received(self, reference: str) -> bytes:
+        """The describer's next answer, read in a thread so that one which sends a length
+        and then stalls is given up on too (``recv_bytes`` alone would wait for good)."""
+        conn, got = self._conn, []
+        assert conn is not None
+
+        def receive() -> None:
+            try:
+                got.append(conn.recv_bytes(REPLY_BYTES))
+            except (EOFError, OSError) as exc:
+                got.append(exc)
+
+        reader = threading.Thread(target=receive, daemon=True)
+        reader.start()
+        reader.join(ANSWER_SECONDS)
+        if reader.is_alive() or not got:
+            self.close()  # its end of the pipe closes: the reading thread ends
+            raise PluginError(f"attack '{reference}': no answer in {ANSWER_SECONDS:.0f} s")
+        if isinstance(got[0], Exception):
+            raise got[0]
+        return got[0]
 
     def validated(self, reference: str, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` as the plug-in's ``Config`` takes them; its errors as a
@@ -250,7 +276,7 @@ class _Describer:
                 raise _out_of_form(f"attack '{reference}'", exc) from None
             if checked.problems:
                 raise _invalid(reference, checked.problems, params)
-            self._checked[key] = checked.params or {}
+            self._checked[key] = _runner_safe(reference, checked.params or {}, params)
         return self._checked[key]
 
     def _start_for(self, reference: str) -> None:
@@ -267,9 +293,10 @@ class _Describer:
         self._scratch = Path(tempfile.mkdtemp(prefix="fglwb-describer-"))
         ours, theirs = multiprocessing.Pipe()
         readable = sorted(self._readable) if how else None
-        start = (theirs, readable, how, str(self._scratch), kept_environment())
+        serve = "fgl_workbench.attacks.plugins:_serve"
+        start = (readable, how, str(self._scratch), kept_environment(), False, serve, (theirs,))
         self._process = multiprocessing.get_context("spawn").Process(
-            target=_serve, args=start, daemon=True
+            target=sandbox.run_fenced, args=start, daemon=True
         )
         self._process.start()
         theirs.close()
@@ -279,6 +306,7 @@ class _Describer:
         if self._process is not None:
             self._process.kill()
             self._process.join()
+            sandbox.kill_session(self._process.pid)
         if self._conn is not None:
             self._conn.close()
         if self._scratch is not None:
@@ -305,11 +333,48 @@ def _invalid(reference: str, problems: list[_Problem], params: dict[str, Any]) -
     )
 
 
+def _runner_safe(reference: str, values: dict[str, Any], given: dict[str, Any]) -> dict:
+    """The plug-in's values, once those the runner reads are within ``RunnerFields`` and
+    equal to what the user gave: a config that turned ``client: 0`` into ``-1`` (the last
+    client, whose own records the attack would then be asked about) is refused."""
+    odd = [k for k in values if not _plain_name(k)]
+    if odd:
+        raise PluginError(f"attack '{reference}': its config gave a field named {odd[0][:40]!r}")
+    try:
+        RunnerFields.model_validate(values)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        field = ".".join(map(str, e["loc"]))
+        raise PluginError(
+            f"attack '{reference}': its config gave {field} = {_short(_at(values, e['loc']))}, "
+            f"which the runner cannot use ({e['msg']})"
+        ) from None
+    for field in RunnerFields.model_fields.keys() & given.keys():
+        if values.get(field) != given[field]:
+            raise PluginError(
+                f"attack '{reference}': its config changed {field} from {_short(given[field])} "
+                f"to {_short(values.get(field))}; the runner uses what the suite says or refuses"
+            )
+    return values
+
+
+def _plain_name(name: str) -> bool:
+    """A field name that cannot shadow pydantic's own attributes or methods."""
+    return bool(re.fullmatch(FIELD_NAME, name)) and not (
+        name.startswith("model_") or hasattr(BaseModel, name)
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
 def _out_of_form(where: str, exc: ValidationError) -> PluginError:
     return PluginError(f"{where}: its describer answered out of form ({exc.errors()[0]['msg']})")
 
 
-def _at(params: Any, loc: list[str | int]) -> Any:
+def _at(params: Any, loc: Any) -> Any:
     for step in loc:
         try:
             params = params[step]
@@ -321,15 +386,12 @@ def _at(params: Any, loc: list[str | int]) -> Any:
 _DESCRIBER = _Describer()
 
 
-def _serve(
-    conn: Connection, readable: list[Path] | None, how: str | None, scratch: str, env: dict
-) -> None:
-    """The describer's life: fenced before it imports any plug-in, then one JSON answer per
-    question until the runner goes away. A failure is answered as one line, never raised."""
-    try:
-        enter_fence(readable, how, Path(scratch), env)
-    except sandbox.SandboxError as exc:
-        conn.send_bytes(json.dumps({"failed": str(exc)}).encode())
+def _serve(refused: str | None, conn: Connection) -> None:
+    """The describer's life once fenced (``sandbox.run_fenced``; ``refused``: it could not
+    be): one JSON answer per question until the runner goes away. A failure is answered as
+    one line, never raised."""
+    if refused is not None:
+        conn.send_bytes(json.dumps({"failed": refused}).encode())
         return
     while True:
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import importlib.util
 import os
 import signal
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from importlib.metadata import entry_points
@@ -413,3 +415,70 @@ def _call(number: int, *args: object) -> int:
     if result < 0:
         raise SandboxError(f"Landlock syscall {number}: {os.strerror(ctypes.get_errno())}")
     return result
+
+
+def run_fenced(
+    readable: list[Path] | None,
+    how: str | None,
+    scratch: str,
+    environment: dict[str, str],
+    cuda: bool,
+    target: str,
+    args: tuple,
+) -> None:
+    """A plug-in process's whole start, before anything of the workbench beyond this module
+    is imported: its own session (the runner kills it and whatever it started together), no
+    handle on the runner's resource tracker (which would unlink shared memory it names), the
+    environment replaced by ``environment``, temporary files in ``scratch``, a GPU context
+    when ``cuda`` (its device files open now), and the fence ``how`` (``readable`` None: the
+    user trusted it unfenced). Only then is ``target`` (``module:function``) imported and
+    called as ``target(refused, *args)``, ``refused`` the fence's one-line failure or None.
+    Landlock fences the calling thread alone: a thread here besides this one would escape
+    it, so one is a refusal (on a GPU, the driver's own threads are allowed)."""
+    os.setsid()
+    _forget_resource_tracker()
+    os.environ.clear()
+    os.environ.update(environment, TMPDIR=scratch)
+    tempfile.tempdir = scratch
+    refused = None
+    try:
+        if cuda:
+            import torch
+
+            torch.zeros(1, device="cuda")
+        if readable is not None:
+            _alone(allow_system_threads=cuda)
+            enter(readable, [Path(scratch), *map(Path, DEVICES_RW)], how)
+    except SandboxError as exc:
+        refused = str(exc)
+    module, _, function = target.partition(":")
+    getattr(importlib.import_module(module), function)(refused, *args)
+
+
+def _alone(allow_system_threads: bool) -> None:
+    """No thread besides the caller (Python's, or the system's where not allowed)."""
+    others = threading.active_count() - 1
+    if not allow_system_threads:
+        others = max(others, len(os.listdir("/proc/self/task")) - 1)
+    if others:
+        raise SandboxError(f"{others} thread(s) started before the fence would escape it")
+
+
+def _forget_resource_tracker() -> None:
+    """Closes the pipe to the runner's multiprocessing resource tracker, which a spawned
+    process inherits: the tracker runs unfenced and unlinks whatever names it is sent."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker  # the stdlib keeps it private
+    fd = getattr(tracker, "_fd", None)
+    if fd is not None:
+        with suppress(OSError):
+            os.close(fd)
+        tracker._fd = None
+
+
+def kill_session(pid: int | None) -> None:
+    """Everything a plug-in process started in its session, after it: gone."""
+    if pid is not None:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from fgl_workbench.adversary.threat import curious_client
 from fgl_workbench.attacks.base import Attack, AttackOutput
 from fgl_workbench.attacks.challenges import (
     Challenge,
@@ -39,7 +40,7 @@ class Membership:
         )
         left_out = None  # the curious client, whose own records it is not asked about
         if getattr(config, "adversary", None) == "client":
-            left_out = config.client
+            left_out = curious_client(cell.federation, config.client)
             challenge = others_records(challenge, left_out)
 
         def chance() -> dict[str, float | None]:

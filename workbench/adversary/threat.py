@@ -175,7 +175,19 @@ def server_view(trained: TrainedTarget, federation: Federation) -> ServerView:
     )
 
 
+def curious_client(federation: Federation, k: int) -> int:
+    """``k`` as one of ``federation``'s clients: an index outside them is refused, never
+    read from the other end (``clients[-1]``) or as no client at all."""
+    if not 0 <= k < len(federation.clients):
+        raise NotApplicableError(
+            f"attacks.params.client: expected a client index in [0, "
+            f"{len(federation.clients) - 1}] (got {k})"
+        )
+    return k
+
+
 def client_view(trained: TrainedTarget, federation: Federation, k: int) -> ClientView:
+    k = curious_client(federation, k)
     return ClientView(
         trained.level,
         federation.dataset.num_classes,

@@ -39,6 +39,7 @@ from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.progress import listening_to_rounds, round_text
 from fgl_workbench.running.calibration import calibrate_defenses, check_met
 from fgl_workbench.running.isolated import isolated, run_isolated
+from fgl_workbench.running.returned import ReturnError
 from fgl_workbench.running.suite import AttackEntry, Cell, config_hash
 from fgl_workbench.seeding import Streams, seed_everything
 from fgl_workbench.storage.snapshot import SnapshotError, snapshot
@@ -310,7 +311,13 @@ def run_attack(
         )
         return row, row_hash
     seconds = time.perf_counter() - start
-    metrics, curve = family.score(out)
+    try:
+        metrics, curve = family.score(out)
+    except Exception as exc:  # a plug-in's output that does not fit its family: one line
+        if fence is None:
+            raise
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        raise ReturnError(f"{entry.name}: its output cannot be scored ({why})") from None
     # what the attack counted without ground truth (e.g. generators recovered), kept beside
     metrics.update({f"attack_{k}": float(v) for k, v in out.details.get("counts", {}).items()})
     artifact = (

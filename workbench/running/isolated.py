@@ -17,7 +17,9 @@ imported only in fenced processes (this worker, once fenced, and the describer o
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
+import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import replace
@@ -32,15 +34,15 @@ from fgl_workbench.attacks.membership.reference import ReferencePool
 from fgl_workbench.attacks.plugins import (
     TRUSTED,
     PluginAttack,
-    enter_fence,
     fence,
     imported,
     kept_environment,
     readable_for,
     trusting,
 )
-from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.running import returned
+from fgl_workbench.running.returned import ReturnError
 from fgl_workbench.seeding import seed_everything
 
 
@@ -79,38 +81,53 @@ def run_isolated(
             f"{name}: its view cannot be sent to a plug-in's worker process ({exc})"
         ) from None
     context = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="fglwb-plugin-") as scratch, sandbox.undumpable():
-        readable = None if recorded == TRUSTED else readable_for([reference])
-        device = torch.get_default_device()  # the cell's: the view's tensors live there
-        how = None if readable is None else sandbox.chosen()
-        start = (reference, readable, how, scratch, device, kept_environment(), payload)
-        worker = context.Process(target=_worker, args=start)
-        worker.start()
-        worker.join()
+    scratch = tempfile.mkdtemp(prefix="fglwb-plugin-")
+    device = torch.get_default_device()  # the cell's: the view's tensors live there
+    readable = None if recorded == TRUSTED else readable_for([reference])
+    how = None if readable is None else sandbox.chosen()
+    work = (reference, str(device), scratch, payload)
+    start = (readable, how, scratch, kept_environment(), device.type == "cuda", WORK, work)
+    worker = context.Process(target=sandbox.run_fenced, args=start)
+    try:
+        with sandbox.undumpable():
+            worker.start()
+            worker.join(plugin_seconds())
+            if worker.is_alive():
+                raise ReturnError(f"{name}: no output within {plugin_seconds():.0f} s")
         return returned.read_output(Path(scratch), name), recorded
+    finally:
+        worker.kill()
+        sandbox.kill_session(worker.pid)  # whatever it started, too
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _worker(
-    reference: str,
-    readable: list[Path] | None,
-    how: str | None,
-    scratch: str,
-    device: torch.device,
-    environment: dict[str, str],
-    payload: bytes,
-) -> None:
-    """The worker's whole life: a GPU initialised (the driver opens its device files now),
-    the fence ``how`` (``plugins.enter_fence``; ``readable`` None: trusted, unfenced) with
-    ``scratch`` as its only writable folder, and only then the plug-in imported, so its
-    import-time code runs fenced too; its output or its failure is written into ``scratch``
-    as data."""
+WORK = "fgl_workbench.running.isolated:_work"
+SECONDS_VARIABLE = "FGLWB_PLUGIN_SECONDS"
+
+
+def plugin_seconds() -> float:
+    """How long a plug-in's run may take (``FGLWB_PLUGIN_SECONDS``, default an hour)."""
+    text = os.environ.get(SECONDS_VARIABLE, "3600")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < 1e7:
+        raise ConfigError(f"{SECONDS_VARIABLE}: expected seconds in (0, 1e7) (got {text!r})")
+    return seconds
+
+
+def _work(refused: str | None, reference: str, device: str, scratch: str, payload: bytes) -> None:
+    """The worker's life once fenced (``sandbox.run_fenced``; ``refused``: it could not be):
+    only now is the plug-in imported, so its import-time code runs fenced too; its output
+    or its failure is written into ``scratch`` as data."""
     folder = Path(scratch)
     try:
-        if device.type == "cuda":
-            torch.zeros(1, device=device)  # a context on the GPU: its device files open now
-        enter_fence(readable, how, folder, environment)
+        if refused is not None:
+            raise sandbox.SandboxError(refused)
         inp, params, seed, pool_seed = pickle.loads(payload)
-        torch.set_default_device(device)
+        if device != "cpu":  # the default-device mode only where the cell's tensors are not
+            torch.set_default_device(device)
         attack = imported(reference)
         seed_everything(seed)
         with ReferencePool(1, pool_seed or 0) as pool:

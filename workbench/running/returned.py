@@ -9,10 +9,14 @@ the output from those, refusing anything else and anything too large."""
 
 from __future__ import annotations
 
+import io
 import json
+import math
+import os
+import stat
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -25,6 +29,7 @@ OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
 ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
 MAX_BYTES = 1 << 30  # what a worker may hand back, files and decompressed arrays alike
 MAX_MESSAGE = 500  # characters of a worker's failure message kept
+MAX_COUNTS, MAX_COUNT_NAME = 64, 64  # what an attack counts beside its metrics, stored per row
 NUMERIC = "biuf"  # array kinds accepted: bool, integers, floats
 
 
@@ -110,32 +115,56 @@ def read_output(folder: Path, name: str) -> AttackOutput:
         raise ReturnError(f"{name}: its threshold is not a number")
     if not isinstance(details, dict):
         raise ReturnError(f"{name}: its details are not a mapping")
+    _check_counts(details.get("counts", {}), name)
     return AttackOutput(scores, None if threshold is None else float(threshold), details)
 
 
+def _check_counts(counts: Any, name: str) -> None:
+    """``details["counts"]``, stored beside the metrics: a few named finite numbers (200 000
+    of them made one row's metrics too long for any reader of the folder)."""
+    plain = isinstance(counts, dict) and len(counts) <= MAX_COUNTS
+    plain = plain and all(
+        isinstance(k, str)
+        and 0 < len(k) <= MAX_COUNT_NAME
+        and isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        for k, v in counts.items()
+    )
+    if not plain:
+        raise ReturnError(
+            f"{name}: its counts are not at most {MAX_COUNTS} names of at most "
+            f"{MAX_COUNT_NAME} characters, each a finite number"
+        )
+
+
 def _loaded_json(path: Path, name: str) -> Any:
-    _check_size(path, name)
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
+        return json.loads(_bounded(path, name))
+    except (ValueError, RecursionError) as exc:
         raise ReturnError(
             f"{name}: its worker handed back no readable {path.name} ({exc})"
         ) from None
 
 
 def _loaded_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
-    """Every array of the npz, each checked (plain numeric, its size declared before it is
-    decompressed) and read with pickles refused."""
-    _check_size(path, name)
+    """Every array of the npz, read from one copy of the file: each checked (plain numeric,
+    its header's shape exactly its stored size, the sizes declared before decompressing)
+    and read with pickles refused."""
+    data = io.BytesIO(_bounded(path, name))
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(data) as archive:
             if sum(i.file_size for i in archive.infolist()) > MAX_BYTES:
                 raise ReturnError(f"{name}: its output's arrays exceed {MAX_BYTES} bytes")
-        with np.load(path, allow_pickle=False) as npz:
+            for info in archive.infolist():
+                with archive.open(info) as member:
+                    _check_header(member, info.file_size, name)
+        data.seek(0)
+        with np.load(data, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
     except ReturnError:
         raise
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, zipfile.BadZipFile, MemoryError) as exc:
         raise ReturnError(f"{name}: its worker handed back unreadable arrays ({exc})") from None
     for key, array in arrays.items():
         if array.dtype.kind not in NUMERIC:
@@ -143,8 +172,34 @@ def _loaded_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _check_size(path: Path, name: str) -> None:
-    if not path.is_file() or path.is_symlink():
-        raise ReturnError(f"{name}: its worker handed back no {path.name}")
-    if path.stat().st_size > MAX_BYTES:
+def _check_header(member: IO[bytes], stored: int, name: str) -> None:
+    """An ``.npy`` member whose header promises exactly the bytes it holds: a header that
+    declares 10^15 elements over a few bytes would be allocated before it is read."""
+    readers = {
+        (1, 0): np.lib.format.read_array_header_1_0,
+        (2, 0): np.lib.format.read_array_header_2_0,
+    }
+    version = np.lib.format.read_magic(member)
+    if version not in readers:
+        raise ReturnError(f"{name}: an array's format {version} is not numpy's 1.0 or 2.0")
+    shape, _, dtype = readers[version](member, max_header_size=10_000)
+    wanted = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if dtype.hasobject or wanted != stored - member.tell():
+        raise ReturnError(f"{name}: an array's header does not match its stored size")
+
+
+def _bounded(path: Path, name: str) -> bytes:
+    """The file's bytes, read once through one descriptor (no second open a process left
+    behind could swap under it), refused unless a regular file of at most ``MAX_BYTES``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise ReturnError(f"{name}: its worker handed back no {path.name}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ReturnError(f"{name}: its worker's {path.name} is not a regular file")
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
         raise ReturnError(f"{name}: its worker's {path.name} exceeds {MAX_BYTES} bytes")
+    return data
