@@ -39,6 +39,7 @@ from fgl_workbench.attacks.plugins import (
     readable_for,
     trusting,
 )
+from fgl_workbench.device import adopt_device
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.running import returned
 from fgl_workbench.seeding import seed_everything
@@ -110,7 +111,7 @@ def _worker(
             torch.zeros(1, device=device)  # a context on the GPU: its device files open now
         enter_fence(readable, how, folder, environment)
         inp, params, seed, pool_seed = pickle.loads(payload)
-        torch.set_default_device(device)
+        adopt_device(device)
         attack = imported(reference)
         seed_everything(seed)
         with ReferencePool(1, pool_seed or 0) as pool:
