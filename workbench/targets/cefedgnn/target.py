@@ -470,7 +470,10 @@ class EncoderAPI(NodeQueryAPI):
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         raise NotApplicableError(NO_POSTERIORS)
 
-    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+    def answers(
+        self, hops: Sequence[int], known: Data | None, embeddings: bool = True
+    ) -> AnswerTable:
+        """Embeddings, asked or not: they are all this deployment answers."""
         every = np.arange(self.num_nodes)
         embeddings = {h: self.embeddings(every, h) for h in hops}
         return AnswerTable(None, embeddings, None, known, NO_POSTERIORS)
