@@ -99,10 +99,12 @@ def adversary_view(config: Any, cell: CellInputs, knowledge: BackgroundKnowledge
     if adversary == "client":
         return client_view(trained, federation, getattr(config, "client", 0))
     hops = (hops_of(config),)
+    embeddings = getattr(config, "signal", None) == "embedding"  # else posteriors only
     if knowledge is not cell.knowledge:
-        return querier_view(trained, federation, knowledge, hops)
+        return querier_view(trained, federation, knowledge, hops, embeddings)
     return cell.shared(  # every querier attack of the cell at these hops sees the same answers
-        ("querier", hops), lambda: querier_view(trained, federation, knowledge, hops)
+        ("querier", hops, embeddings),
+        lambda: querier_view(trained, federation, knowledge, hops, embeddings),
     )
 
 

@@ -68,6 +68,9 @@ class KHop:
         return cols, np.stack([b_src, b_dst]), center_pos
 
 
+NOT_ASKED = "the attack did not ask for embeddings (its config's signal: embedding does)"
+
+
 class NodeAnswers:
     """What node-query deployments share: logits and embeddings by node id at a neighbourhood
     size, and what a querier observes of them (``answers``), from one ``_answer``."""
@@ -89,14 +92,18 @@ class NodeAnswers:
     def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         return self._answer(node_ids, hops, embed=True)
 
-    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+    def answers(
+        self, hops: Sequence[int], known: Data | None, embeddings: bool = True
+    ) -> AnswerTable:
         """What a querier observes: this deployment's answers for every node at each of
         ``hops`` (computed on the graph the deployment holds; the querier gets the rows and
-        nothing else of the deployment)."""
+        nothing else of the deployment). Embeddings only where the attack reads them: each
+        table is a forward pass over every node's neighbourhood."""
         every = np.arange(self.num_nodes)
         logits = {h: self.logits(every, h) for h in hops}
-        embeddings = {h: self.embeddings(every, h) for h in hops}
-        return AnswerTable(logits, embeddings, self._model, known)
+        if not embeddings:
+            return AnswerTable(logits, None, self._model, known, NOT_ASKED)
+        return AnswerTable(logits, {h: self.embeddings(every, h) for h in hops}, self._model, known)
 
 
 @storable
@@ -221,9 +228,12 @@ class OwnerRoutedQueryAPI:
             sorted(self._apis),
         )
 
-    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+    def answers(
+        self, hops: Sequence[int], known: Data | None, embeddings: bool = True
+    ) -> AnswerTable:
         """The routed answers for every node at each of ``hops``: the querier sees whose
-        model answered only through the answers themselves, never the owner table."""
+        model answered only through the answers themselves, never the owner table (and no
+        embeddings, asked or not)."""
         logits = {h: self.logits(np.arange(self._num_nodes), h) for h in hops}
         refusal = "personalised deployments answer posteriors, not embeddings"
         return AnswerTable(logits, None, None, known, refusal)
@@ -489,12 +499,12 @@ def serve(model: nn.Module, clients: Sequence[Any], num_nodes: int) -> ClientDep
     )
 
 
-def observed(api: Any, hops: Sequence[int], known: Data | None) -> Any:
-    """What a querier of ``api`` gets: the answers of a deployment that holds node data, or
-    the API itself where it holds none (published tables, graph queries the querier fills
-    with graphs of its own)."""
+def observed(api: Any, hops: Sequence[int], known: Data | None, embeddings: bool = True) -> Any:
+    """What a querier of ``api`` gets: the answers of a deployment that holds node data (its
+    embeddings with them where ``embeddings``), or the API itself where it holds none
+    (published tables, graph queries the querier fills with graphs of its own)."""
     if isinstance(api, NodeQueryAPI | InductiveQueryAPI | OwnerRoutedQueryAPI):
-        return api.answers(hops, known)
+        return api.answers(hops, known, embeddings)
     if isinstance(api, GraphOwnerRoutedQueryAPI):
         return api.answers()
     return api

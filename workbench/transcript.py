@@ -91,6 +91,9 @@ class Transcript:
         self.keep_payloads = keep_payloads
         self.always_keep = frozenset(always_keep)
         self._messages: list[Message] = []
+        # messages before this index have had their payloads kept or stripped for good: each
+        # round change looks only at the rounds since, so recording R rounds stays O(R·C)
+        self._settled = 0
 
     def send(self, round: int, sender: str, receiver: str, kind: str, payload: Any) -> Message:
         """Record one message. Tensors are detached and copied, so later training cannot
@@ -110,12 +113,13 @@ class Transcript:
             first = (
                 max(self._messages[0].round, 0) if self.keep_payloads == "first_and_last" else None
             )
-            self._messages = [
+            self._messages[self._settled :] = [
                 m
                 if (first is not None and m.round <= first) or m.kind in self.always_keep
                 else _strip(m)
-                for m in self._messages
+                for m in self._messages[self._settled :]
             ]
+            self._settled = len(self._messages)
         msgs = [Message(round, sender, r, kind, nbytes, stored) for r in receivers]
         self._messages.extend(msgs)
         return msgs
@@ -133,6 +137,7 @@ class Transcript:
         """A transcript holding exactly ``messages`` (one read back from a snapshot)."""
         out = cls("all")
         out._messages = list(messages)
+        out._settled = len(out._messages)
         return out
 
     @property

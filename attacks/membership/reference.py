@@ -42,6 +42,7 @@ from fgl_workbench.attacks.membership.observe import QueryConfig, model_api, que
 from fgl_workbench.data.datasets import Dataset, GraphDataset, NodeDataset
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import PARTITIONERS, ClientPart, Partition
+from fgl_workbench.device import adopt_device
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.query import GraphOwnerRoutedQueryAPI, OwnerRoutedQueryAPI, Personalised
@@ -82,7 +83,7 @@ def _init_worker(dataset: Dataset, device: torch.device) -> None:
     """A worker keeps the dataset and works on the cell's device, as the cell does."""
     global _WORKER_DATASET
     _WORKER_DATASET = dataset
-    torch.set_default_device(device)
+    adopt_device(device)
 
 
 def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.Tensor]:

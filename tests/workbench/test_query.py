@@ -125,3 +125,26 @@ def test_inductive_deployments_answer_each_side_on_its_own_graph(small_csbm, mod
     torch.testing.assert_close(table.logits(ids, 2), got)
     with pytest.raises(ValueError, match="mode"):
         InductiveQueryAPI(model, data, train, "tsft")
+
+
+def test_answers_compute_embeddings_only_when_asked(small_csbm, monkeypatch):
+    """A querier's answer tables: posteriors at each hop, and embeddings (a second forward
+    pass over every neighbourhood) only for an attack that reads them."""
+    from fgl_workbench.errors import NotApplicableError
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(arch="gcn", hidden=16), small_csbm.num_features, 4, "node")
+    api = NodeQueryAPI(model, small_csbm.data)
+    passes = []
+    answer = api._answer
+    monkeypatch.setattr(
+        api, "_answer", lambda i, h, embed: passes.append(embed) or answer(i, h, embed)
+    )
+    ids = np.arange(small_csbm.data.num_nodes)
+    table = api.answers((0, 1), small_csbm.data, embeddings=False)
+    assert passes == [False, False]  # the logits at each hop, no embedding pass
+    torch.testing.assert_close(table.logits(ids, 1), api.logits(ids, 1))
+    with pytest.raises(NotApplicableError, match="signal: embedding"):
+        table.embeddings(ids, 1)
+    asked = api.answers((0, 1), small_csbm.data, embeddings=True)
+    torch.testing.assert_close(asked.embeddings(ids, 1), api.embeddings(ids, 1))

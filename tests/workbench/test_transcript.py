@@ -48,6 +48,36 @@ def test_always_kept_kinds_keep_every_rounds_payload():
     ]
 
 
+@pytest.mark.parametrize("keep", ["last_round", "first_and_last"])
+def test_ten_thousand_rounds_look_at_each_message_once(monkeypatch, keep):
+    """Recording stays linear in the rounds: each message's payload is kept or stripped once,
+    not re-examined at every later round (the whole list was rebuilt per round: O(R²·C))."""
+    import fgl_workbench.transcript as transcript
+
+    rounds, clients = 10_000, 3
+    messages = rounds * 2 * clients
+    looked = 0
+    strip = transcript._strip
+
+    def counted(m):
+        nonlocal looked
+        looked += 1
+        if looked > messages:  # fail at once rather than after R² steps
+            raise AssertionError(f"{looked} payload checks for {messages} messages")
+        return strip(m)
+
+    monkeypatch.setattr(transcript, "_strip", counted)
+    t = Transcript(keep)
+    payload = torch.ones(1)
+    for r in range(rounds):
+        t.broadcast(r, SERVER, [client(k) for k in range(clients)], "model_weights", payload)
+        for k in range(clients):
+            t.send(r, client(k), SERVER, "update", payload)
+    kept = {m.round for m in t.messages if m.payload is not None}
+    assert len(t.messages) == messages
+    assert kept == ({0} if keep == "first_and_last" else set()) | {rounds - 1}
+
+
 def test_payloads_are_snapshots():
     t = Transcript("all")
     w = torch.zeros(3)

@@ -111,12 +111,14 @@ def querier_view(
     federation: Federation,
     knowledge: BackgroundKnowledge | None = None,
     hops: Sequence[int] = (0, 1, 2),
+    embeddings: bool = True,
 ) -> QuerierView:
     """The external querier: the released deployment's answers at each of ``hops``
-    (computed on the data the deployment holds), with the edges of the graph the querier
-    knows (default: the population's) for queries of its own."""
+    (computed on the data the deployment holds; node embeddings only with ``embeddings``),
+    with the edges of the graph the querier knows (default: the population's) for queries
+    of its own."""
     known = (knowledge or background_knowledge(federation, trained)).graph
-    api = observed(trained.query, hops, known)
+    api = observed(trained.query, hops, known, embeddings)
     return QuerierView(trained.level, federation.dataset.num_classes, api)
 
 

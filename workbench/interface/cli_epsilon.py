@@ -60,6 +60,12 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="grid orders only (with --orders opacus: Opacus's exact ε)",
     )
+    p.add_argument(
+        "--pld",
+        action="store_true",
+        help="one configuration: also dp_accounting's PLD ε (tighter; its import alone takes "
+        "about a second)",
+    )
     p.add_argument("--grid", help="YAML file with the settings (mechanism, parameters, delta)")
     p.add_argument("--out", default="epsilon-grid.csv", help="grid mode: CSV path (plot beside)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -78,7 +84,7 @@ class Row:
     order: float
     solved: dict[str, float]
     warnings: list[str]
-    pld: float | None = None  # dp_accounting's PLD ε (one configuration only: it is slower)
+    pld: float | None = None  # dp_accounting's PLD ε (one configuration, with --pld: slower)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -111,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [_compute(mechanism, c, delta[0], target_eps, args) for c in combos]
     if len(rows) > 1:
         return _write_grid(rows, mechanism, args)
-    _print(_with_pld(rows[0], mechanism), mechanism, args)
+    _print(_with_pld(rows[0], mechanism) if args.pld else rows[0], mechanism, args)
     return 0
 
 

@@ -40,6 +40,7 @@ from fgl_workbench.attacks.plugins import (
     readable_for,
     trusting,
 )
+from fgl_workbench.device import adopt_device
 from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.running import returned
 from fgl_workbench.running.returned import ReturnError
@@ -126,8 +127,7 @@ def _work(refused: str | None, reference: str, device: str, scratch: str, payloa
         if refused is not None:
             raise sandbox.SandboxError(refused)
         inp, params, seed, pool_seed = pickle.loads(payload)
-        if device != "cpu":  # the default-device mode only where the cell's tensors are not
-            torch.set_default_device(device)
+        adopt_device(torch.device(device))
         attack = imported(reference)
         seed_everything(seed)
         with ReferencePool(1, pool_seed or 0) as pool:

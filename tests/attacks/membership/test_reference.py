@@ -115,6 +115,18 @@ def test_worker_processes_give_the_same_models(cell, monkeypatch):
     torch.testing.assert_close(outs[0].logits, outs[1].logits, rtol=0, atol=0)
 
 
+def test_a_cpu_worker_runs_without_a_default_device_mode(small_csbm):
+    """A reference-model worker on the CPU installs no default-device mode: it would
+    intercept every torch call of its fits (the cells skip it on the CPU too)."""
+    modes = torch._C._len_torch_function_stack()
+    try:
+        reference._init_worker(small_csbm, torch.device("cpu"))
+        assert torch._C._len_torch_function_stack() == modes
+    finally:
+        torch.set_default_device(None)
+        reference._WORKER_DATASET = None
+
+
 def test_short_jobs_stay_in_process(cell):
     """Starting a worker costs seconds; jobs shorter than that are not worth sending."""
     with ReferencePool(jobs=2, seed=3, batched=False) as pool:

@@ -1,6 +1,8 @@
 import csv
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -19,9 +21,29 @@ def run(capsys, line: str, *extra: str):
 def test_subsampled_gaussian_prints_epsilon_and_order(capsys):
     code, out, _ = run(capsys, SGM + " --sigma 1.1 --q 0.01 --steps 1000 --delta 1e-5")
     assert code == 0
-    assert "epsilon = 1.71" in out and "best order" in out
-    # beside it, labelled, the tighter PLD figure (dp_accounting's pessimistic estimate)
+    assert "epsilon = 1.71" in out and "best order" in out and "PLD" not in out
+    # with --pld, beside it, labelled, the tighter PLD figure (dp_accounting's pessimistic
+    # estimate)
+    code, out, _ = run(capsys, SGM + " --sigma 1.1 --q 0.01 --steps 1000 --delta 1e-5 --pld")
     assert "PLD accountant (dp_accounting, pessimistic): epsilon = 1.51" in out
+
+
+@pytest.mark.parametrize("pld", [False, True])
+def test_epsilon_imports_dp_accounting_only_when_pld_is_asked_for(pld):
+    """Importing dp_accounting (scipy.signal, stats, optimize) takes about a second: the
+    whole answer's budget. The import graph of a fresh ``fgl-workbench epsilon`` process holds
+    it only with ``--pld``."""
+    line = [*SGM.split(), "--sigma", "1.1", "--q", "0.01", "--steps", "1000"]
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "fgl_workbench", "epsilon", *line]
+        + ["--pld"] * pld,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    imported = {row.rsplit("|", 1)[-1].strip() for row in done.stderr.splitlines()}
+    assert ("dp_accounting" in imported) == pld
+    assert "epsilon = 1.71" in done.stdout
 
 
 def test_json_matches_the_api(capsys):
@@ -29,7 +51,7 @@ def test_json_matches_the_api(capsys):
 
     code, out, _ = run(
         capsys,
-        SGM + " --sigma 1.5 --q 0.04 --steps 2250 --orders opacus --no-refine --json",
+        SGM + " --sigma 1.5 --q 0.04 --steps 2250 --orders opacus --no-refine --json --pld",
     )
     data = json.loads(out)
     want = epsilon(

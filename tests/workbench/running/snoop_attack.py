@@ -53,7 +53,11 @@ class Snoop:
     def run(self, inp: AttackInput, config: SnoopConfig, seed: int) -> AttackOutput:
         found = reachable_secrets()
         scores = np.full(len(inp.candidates.ids), float(found))
-        return AttackOutput(scores, details={"counts": {"secrets_reachable": found}})
+        # and, beside the secrets, the torch-function modes its worker runs under (a
+        # default-device mode slows every torch call)
+        modes = torch._C._len_torch_function_stack()
+        counts = {"secrets_reachable": found, "torch_function_modes": modes}
+        return AttackOutput(scores, details={"counts": counts})
 
 
 OUT_VARIABLE = "SNOOP_OUT"  # the test says where the results folder is (else /proc/PPID)

@@ -71,3 +71,23 @@ def test_a_mixture_is_scored_per_member_on_its_own_classes(data_root):
         y = np.array([int(g.y) for g in graphs]) - 2 * d  # each member's two labels, offset
         own = graph_logits(model, graphs)[:, 2 * d : 2 * d + 2].softmax(1)[:, 1]
         assert trained.utility[f"auc/{name}"] == roc_auc_score(y, own.numpy())
+
+
+def test_released_last_only_the_last_epochs_validation_is_scored(small_csbm, monkeypatch):
+    """At node level, released ``last``, nothing selects on the earlier epochs' validation:
+    only the last epoch's is scored, the reported val_accuracy of the released model."""
+    from fgl_workbench.targets import centralized
+
+    fed = build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
+    splits = []
+    score = centralized.score_node_clients
+
+    def counted(model, clients, split):
+        splits.append(split)
+        return score(model, clients, split)
+
+    monkeypatch.setattr(centralized, "score_node_clients", counted)
+    got = TARGETS.get("centralized").fit(fed, {"epochs": 5, "release": "last"}, [], 0)
+    assert splits == ["val", "test"]
+    val = score(got.global_model, [pooled_client(fed)], "val")["accuracy"]
+    assert got.utility["val_accuracy"] == val > 0

@@ -71,6 +71,50 @@ def test_selection_is_on_validation_not_test(small_csbm):
     assert trained.utility["val_accuracy"] == max(vals)
 
 
+def test_validation_is_scored_only_where_it_is_read(small_csbm, monkeypatch):
+    """Released ``last``, only the last round's validation is read (the reported
+    val_accuracy); on clients without validation nodes (reference models) none is; best_val
+    reads every round. The released model and every figure are those of validating each
+    round."""
+    import dataclasses
+
+    from fgl_workbench.targets.fedavg.node import NodeFedAvg
+
+    class EveryRound(NodeFedAvg):
+        @staticmethod
+        def validation_rounds(cfg, rule, clients):
+            return range(cfg.rounds)
+
+    fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 3, seed=0))
+    bare = []
+    for c in fed.clients:
+        data = c.data.clone()
+        data.val_mask = torch.zeros_like(data.val_mask)
+        bare.append(dataclasses.replace(c, data=data))
+    unvalidated = dataclasses.replace(fed, clients=tuple(bare))
+    splits: list[str] = []
+    score = NodeFedAvg.score
+
+    def counted(model, clients, split, dropout=False):
+        splits.append(split)
+        return score(model, clients, split, dropout)
+
+    last = {"rounds": 4, "release": "last"}
+    before = EveryRound().fit(fed, last, [], 0)
+    monkeypatch.setattr(NodeFedAvg, "score", staticmethod(counted))
+    got = FEDAVG.fit(fed, last, [], 0)
+    assert splits == ["val", "test"]
+    assert got.utility == before.utility and got.utility["val_accuracy"] > 0
+    for k, v in before.global_model.state_dict().items():
+        assert torch.equal(v, got.global_model.state_dict()[k])
+    splits.clear()
+    FEDAVG.fit(unvalidated, last, [], 0)
+    assert splits == ["test"]
+    splits.clear()
+    FEDAVG.fit(fed, {"rounds": 4}, [], 0)
+    assert splits == ["val"] * 4 + ["test"]
+
+
 def test_wrong_architecture_for_level_is_a_config_error(small_graphs):
     fed = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, seed=0))
     with pytest.raises(ConfigError, match="model.arch: 'gcn'.*valid choices: gin"):

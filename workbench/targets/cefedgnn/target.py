@@ -19,6 +19,7 @@ averaged GNN (the validation-best round's), served on the population graph."""
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -213,7 +214,8 @@ class CEFedGNN:
                 self._route(clients, shared, transcript, r)
             if cfg.federated:
                 self._average(global_model, estimator, local, local_g, cfg, noise)
-            val = self._score(models, clients, edges, buffer, "val")[select]
+            read = release.rule == "best_val" or r == cfg.rounds - 1  # else nothing reads it
+            val = self._score(models, clients, edges, buffer, "val")[select] if read else math.nan
             history.append({"round": float(r), f"val_{select}": val})
             release.offer(r, val, global_model if cfg.federated else local[0])
             report_round(r + 1, cfg.rounds, **{f"val_{select}": val})
@@ -470,7 +472,10 @@ class EncoderAPI(NodeQueryAPI):
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         raise NotApplicableError(NO_POSTERIORS)
 
-    def answers(self, hops: Sequence[int], known: Data | None) -> AnswerTable:
+    def answers(
+        self, hops: Sequence[int], known: Data | None, embeddings: bool = True
+    ) -> AnswerTable:
+        """Embeddings, asked or not: they are all this deployment answers."""
         every = np.arange(self.num_nodes)
         embeddings = {h: self.embeddings(every, h) for h in hops}
         return AnswerTable(None, embeddings, None, known, NO_POSTERIORS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 from torch import nn
 
 from fgl_workbench.data.datasets import NodeDataset
@@ -15,6 +17,7 @@ from fgl_workbench.query import (
 from fgl_workbench.targets.fedavg.config import FedAvgConfig
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
 from fgl_workbench.targets.training import (
+    ReleaseRule,
     score_node_clients,
     score_personalised,
     train_node_epochs,
@@ -40,6 +43,20 @@ class NodeFedAvg(FedAvgLoop):
     @staticmethod
     def dp_steps_per_round(cfg: FedAvgConfig, dp_sgd: DPSGDConfig | None) -> int:
         return 0  # DP-SGD is refused at node level
+
+    @staticmethod
+    def validation_rounds(
+        cfg: FedAvgConfig, rule: ReleaseRule, clients: Sequence[NodeClient]
+    ) -> Collection[int]:
+        """Only the rounds whose validation is read: every round to select the best one, the
+        last round's for the reported ``val_accuracy`` under ``last``, and none where no client
+        holds validation nodes (reference models). With ``eval_dropout`` scoring draws dropout
+        masks from training's generator, so every round is scored to keep the weights."""
+        if cfg.eval_dropout:
+            return range(cfg.rounds)
+        if not any(bool(c.data.val_mask.any()) for c in clients):
+            return ()
+        return range(cfg.rounds) if rule == "best_val" else (cfg.rounds - 1,)
 
     score = staticmethod(score_node_clients)
     score_each = staticmethod(score_personalised)

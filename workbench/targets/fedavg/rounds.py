@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from fgl_workbench.targets.fedavg.states import (
 from fgl_workbench.targets.fine_tuning import fine_tuned
 from fgl_workbench.targets.training import (
     Release,
+    ReleaseRule,
     TrainingRecipe,
     make_optimizer,
     release_rule,
@@ -63,6 +64,9 @@ from fgl_workbench.transcript import (
     Transcript,
     client,
 )
+
+# a round's validation scores where nothing reads them
+UNREAD = {"accuracy": float("nan")}
 
 
 class FedAvgLoop(Accounting):
@@ -112,6 +116,7 @@ class FedAvgLoop(Accounting):
         weights = np.array([self.weight(c) for c in clients], dtype=float)
         history: list[dict[str, float]] = []
         release = Release(release_rule(cfg.release, accounted(defenses)))
+        validated = self.validation_rounds(cfg, release.rule, clients)
         local_release = Release("best_val")  # OpenFGL's selection of its local models
         per_round = max(1, int(round(cfg.client_fraction * len(clients))))
         # length of an encrypted contribution: every float parameter (+ the weight, without DP)
@@ -201,7 +206,7 @@ class FedAvgLoop(Accounting):
                 downloaded = shared_part(global_model.state_dict(), cfg.keep_local)
                 for model in local:
                     load_shared(model, downloaded, cfg.keep_local)
-            val = scores("val")
+            val = scores("val") if r in validated else UNREAD
             history.append({"round": r, "val_accuracy": val["accuracy"], **scored_apart})
             release.offer(r, val["accuracy"], released)
             report_round(r + 1, cfg.rounds, val_accuracy=val["accuracy"])
@@ -314,6 +319,15 @@ class FedAvgLoop(Accounting):
         were."""
         with torch.random.fork_rng():
             return self.score_each(models, clients, split)
+
+    @staticmethod
+    def validation_rounds(
+        cfg: FedAvgConfig, rule: ReleaseRule, clients: Sequence[Any]
+    ) -> Collection[int]:
+        """The rounds whose validation scores are computed (the others record NaN): every
+        round here, as graph-level scoring draws each loader's seed from the global generator
+        that training draws from too, so skipping it would change the trained weights."""
+        return range(cfg.rounds)
 
     # uploads each client makes in ``start``, before the rounds: counted in the ledger
     uploads_before_rounds = 0

@@ -226,3 +226,24 @@ def test_the_recipe_rebuilds_the_released_model(trained, federation):
         strict=True,
     ):
         assert torch.equal(a, b)
+
+
+def test_released_last_only_the_last_rounds_validation_is_scored(trained, federation, monkeypatch):
+    """The recipe releases the last round (as reference models train): nothing selects on
+    the other rounds' validation, so only the last round's is scored (its val_accuracy is
+    reported), and the model is the one trained before."""
+    from fgl_workbench.targets.cefedgnn.target import CEFedGNN
+
+    splits = []
+    score = CEFedGNN._score
+    monkeypatch.setattr(
+        CEFedGNN, "_score", staticmethod(lambda *a: splits.append(a[-1]) or score(*a))
+    )
+    again = TARGETS.get("ce-fedgnn").fit(federation, trained.recipe.config, [], seed=0)
+    assert trained.recipe.config["rounds"] > 1 and splits == ["val", "test"]
+    for a, b in zip(
+        again.global_model.state_dict().values(),
+        trained.global_model.state_dict().values(),
+        strict=True,
+    ):
+        assert torch.equal(a, b)
