@@ -125,6 +125,7 @@ class RunnerFields(BaseModel):
     step: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)] | None = None
     trials: Annotated[int, Field(ge=40, le=1_000_000)] | None = None
     attribute: Annotated[str, Field(max_length=200)] | None = None
+    signal: Annotated[str, Field(max_length=100)] | None = None
 
 
 class PluginParams(BaseModel):

@@ -433,8 +433,8 @@ def run_fenced(
     when ``cuda`` (its device files open now), and the fence ``how`` (``readable`` None: the
     user trusted it unfenced). Only then is ``target`` (``module:function``) imported and
     called as ``target(refused, *args)``, ``refused`` the fence's one-line failure or None.
-    Landlock fences the calling thread alone: a thread here besides this one would escape
-    it, so one is a refusal (on a GPU, the driver's own threads are allowed)."""
+    Landlock fences the calling thread alone: a Python thread here besides this one would
+    escape it, so one is a refusal."""
     os.setsid()
     _forget_resource_tracker()
     os.environ.clear()
@@ -447,7 +447,7 @@ def run_fenced(
 
             torch.zeros(1, device="cuda")
         if readable is not None:
-            _alone(allow_system_threads=cuda)
+            _alone()
             enter(readable, [Path(scratch), *map(Path, DEVICES_RW)], how)
     except SandboxError as exc:
         refused = str(exc)
@@ -455,13 +455,13 @@ def run_fenced(
     getattr(importlib.import_module(module), function)(refused, *args)
 
 
-def _alone(allow_system_threads: bool) -> None:
-    """No thread besides the caller (Python's, or the system's where not allowed)."""
+def _alone() -> None:
+    """No Python thread besides the caller: one started by code imported before the fence
+    (the runner's main module, re-imported by ``spawn``) would escape Landlock. Threads of
+    native libraries (OpenMP, allocators, a GPU driver) run no Python code and stay."""
     others = threading.active_count() - 1
-    if not allow_system_threads:
-        others = max(others, len(os.listdir("/proc/self/task")) - 1)
     if others:
-        raise SandboxError(f"{others} thread(s) started before the fence would escape it")
+        raise SandboxError(f"{others} Python thread(s) started before the fence would escape it")
 
 
 def _forget_resource_tracker() -> None:

@@ -166,3 +166,77 @@ def test_without_a_fence_a_plugin_is_described_only_when_trusted(plugin, monkeyp
         parse_suite(untrusted)
     parse_suite(suite_with(f"{module}:Server"))  # trusted: described unfenced
     assert module not in sys.modules
+
+
+CLIENT = """
+class ClientConfig(BaseModel):
+    adversary: Literal["client"] = "client"
+    client: int = 0
+    hops: int = 0
+
+    @model_validator(mode="after")
+    def lie(self):
+        self.client, self.hops = {client}, {hops}  # whatever the suite said
+        return self
+
+class Client:
+    name = "client-lie"
+    family = "membership"
+    Config = ClientConfig
+
+    def run(self, inp, config, seed):
+        return AttackOutput(np.zeros(len(inp.candidates.ids)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("client", "hops", "refusal"),
+    [
+        (-1, 0, "gave client = -1, which the runner cannot use"),  # the last client's view
+        (2, 0, "changed client from 0 to 2"),
+        (0, 10**12, "gave hops = 1000000000000, which the runner cannot use"),
+        (1.5, 0, "gave client = 1.5, which the runner cannot use"),
+    ],
+)
+def test_values_the_runner_reads_are_its_own_to_check(plugin, client, hops, refusal):
+    """The third review: a plug-in's config turned ``client: 0`` into -1 (the runner then cut
+    the last client's view and asked it about its own records, AUC 0.78 at chance 0.50) or
+    ``hops`` into 10^12 (the runner looped for good). Fields the runner reads are checked
+    by the runner, and a value the suite gave must come back unchanged."""
+    tail = CLIENT.format(client=client, hops=hops)
+    module = plugin("from pydantic import model_validator\n", tail)
+    with pytest.raises(ConfigError, match=refusal):
+        parse_suite(suite_with(f"{module}:Client", {"client": 0}))
+
+
+STALL = """
+import os
+import time
+from multiprocessing.connection import Connection
+real, sent = Connection.send_bytes, []
+def send(self, data, *rest):  # its description goes out as it is; the next answer does not
+    if not sent:
+        sent.append(real(self, data))
+        return
+    {lie}
+Connection.send_bytes = send
+"""
+
+
+@pytest.mark.parametrize(
+    ("lie", "refusal"),
+    [
+        ("os.write(self.fileno(), (1 << 20).to_bytes(4, 'big')); time.sleep(60)", "no answer"),
+        ("real(self, b'[' * 50000 + b']' * 50000)", "its describer failed"),
+    ],
+    ids=["a length, then nothing", "JSON 50 000 deep"],
+)
+def test_a_describer_that_stalls_or_nests_is_given_up_on(plugin, monkeypatch, lie, refusal):
+    """The third review: a describer that sent a length and stalled kept the runner in
+    ``recv_bytes`` for good (the poll had returned); an answer nested 50 000 deep was a
+    RecursionError traceback. Its description comes first, in time; then it lies."""
+    module = plugin(STALL.format(lie=lie))
+    ATTACKS.get(f"{module}:Server")  # described, whatever the machine's load
+    monkeypatch.setattr(plugins, "ANSWER_SECONDS", 3.0)
+    with pytest.raises(ConfigError, match=refusal):
+        parse_suite(suite_with(f"{module}:Server"))

@@ -130,3 +130,36 @@ def listed(folder, granted):
     path inside it; where there is none the folder does not exist."""
     ways = {p.relative_to(folder).parts[0] for p in granted if p.is_relative_to(folder)}
     return sorted(ways) if ways else "FileNotFoundError"
+
+
+def _start_thread() -> None:
+    threading.Thread(target=threading.Event().wait, args=(30,), daemon=True).start()
+
+
+class _ThreadOnArrival:
+    """Unpickled in the child, before the fence, it starts a Python thread: what code the
+    child imports before the fence (its parent's main module) could do."""
+
+    def __reduce__(self):
+        return (_start_thread, ())
+
+
+def record_refusal(refused: str | None, path: str, _: object) -> None:
+    Path(path).write_text(refused or "fenced")
+
+
+@pytest.mark.skipif(not sandbox.works("landlock"), reason="this kernel has no Landlock")
+def test_a_python_thread_started_before_the_fence_is_a_refusal(tmp_path):
+    """The third review: Landlock fences the calling thread alone, and a thread started by
+    code imported before the fence read ``run.key`` after it (AUC 1.000). A plug-in process
+    with such a thread now refuses to run."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    report = scratch / "refused"
+    readable = [*sandbox.readable_paths(), Path(__file__).parent]
+    work = (str(report), _ThreadOnArrival())
+    start = (readable, "landlock", str(scratch), {}, False, f"{__name__}:record_refusal", work)
+    child = multiprocessing.get_context("spawn").Process(target=sandbox.run_fenced, args=start)
+    child.start()
+    child.join(120)
+    assert "Python thread(s) started before the fence would escape it" in report.read_text()

@@ -4,7 +4,9 @@ for a failure; anything else is refused before it can run code in the runner."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -100,4 +102,52 @@ def test_failures_keep_their_meaning_in_one_line(tmp_path):
         read_output(tmp_path, "plug")
     (tmp_path / FAILED).write_text("[1, 2]")
     with pytest.raises(ReturnError, match="failed in its worker"):
+        read_output(tmp_path, "plug")
+
+
+def _written(folder: Path, counts: object) -> None:
+    write_output(AttackOutput(np.arange(3.0), None, {}), folder)
+    skeleton = json.loads((folder / OUTPUT).read_text())
+    skeleton["details"] = {"counts": counts}
+    (folder / OUTPUT).write_text(json.dumps(skeleton))
+
+
+@pytest.mark.parametrize(
+    "counts",
+    [["not", "a", "mapping"], {f"k{i}": 1 for i in range(200_000)}, {"x": float("inf")}],
+    ids=["a list", "200 000 names", "infinite"],
+)
+def test_counts_are_a_few_named_finite_numbers(tmp_path, counts):
+    """The third review: counts as a list crashed the runner; 200 000 of them made one row's
+    metrics too long for any reader of the folder."""
+    _written(tmp_path, counts)
+    with pytest.raises(ReturnError, match="its counts are not at most 64 names"):
+        read_output(tmp_path, "plug")
+
+
+def test_an_array_header_promising_more_than_it_holds_is_refused_unallocated(tmp_path):
+    """The third review: an npy header declaring 10^15 elements over a few bytes was
+    allocated before it was read (MemoryError in the runner)."""
+    write_output(AttackOutput(np.arange(3.0), None, {}), tmp_path)
+    header = {"descr": "<f8", "fortran_order": False, "shape": (10**15,)}
+    with open(tmp_path / "a0.npy", "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(np.zeros(3).tobytes())
+    with zipfile.ZipFile(tmp_path / ARRAYS, "w") as archive:
+        archive.write(tmp_path / "a0.npy", "a0.npy")
+    with pytest.raises(ReturnError, match="header does not match its stored size"):
+        read_output(tmp_path, "plug")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_an_output_that_is_not_a_regular_file_is_refused_unread(tmp_path, kind):
+    """A FIFO (or a link to one, or to /dev/zero) in place of the output would block or
+    inflate the runner's read; it is refused without reading."""
+    write_output(AttackOutput(np.arange(3.0), None, {}), tmp_path)
+    (tmp_path / OUTPUT).unlink()
+    if kind == "fifo":
+        os.mkfifo(tmp_path / OUTPUT)
+    else:
+        (tmp_path / OUTPUT).symlink_to("/dev/zero")
+    with pytest.raises(ReturnError, match="output.json"):
         read_output(tmp_path, "plug")
