@@ -9,10 +9,12 @@ from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from fgl_workbench.models.functional import dropout as fast_dropout
+from fgl_workbench.models.sparse import operator
 
 
 class NodeGNN(nn.Module):
-    """``layers`` message-passing layers (GCN, GraphSAGE-mean or GAT) with ReLU, dropout between."""
+    """``layers`` message-passing layers (GCN, GraphSAGE-mean or GAT) with ReLU, dropout between.
+    GCN and GraphSAGE aggregate by a sparse product (``models.sparse``), GAT over edges."""
 
     def __init__(
         self,
@@ -57,11 +59,35 @@ class NodeGNN(nn.Module):
         return (edge_weight,)
 
 
+class SparseGCNConv(GCNConv):
+    """PyG's ``GCNConv`` (same parameters, so weights and snapshots carry over) aggregating
+    with the graph's normalised Â, built once per graph (``models.sparse``). Weighted edges
+    (a condensed graph's learnt A') keep PyG's edge-wise path."""
+
+    def forward(
+        self, x: torch.Tensor, edge_index: torch.Tensor, edge_weight: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if edge_weight is not None:
+            return super().forward(x, edge_index, edge_weight)
+        adjacency = operator(edge_index, x.size(0), "gcn", x.dtype)
+        out = adjacency.times(self.lin(x))
+        return out if self.bias is None else out + self.bias
+
+
+class SparseSAGEConv(SAGEConv):
+    """PyG's mean ``SAGEConv`` (same parameters) aggregating with the graph's mean operator,
+    built once per graph (``models.sparse``)."""
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        mean = operator(edge_index, x.size(0), "mean", x.dtype).times(x.contiguous())
+        return self.lin_l(mean) + self.lin_r(x)
+
+
 def _conv(kind: str, i: int, o: int, heads: int, last: bool) -> nn.Module:
     if kind == "gcn":
-        return GCNConv(i, o)
+        return SparseGCNConv(i, o)
     if kind == "sage":
-        return SAGEConv(i, o, aggr="mean")
+        return SparseSAGEConv(i, o, aggr="mean")
     if kind == "gat":
         # Hidden layers concatenate heads of size o / heads; the output layer averages them.
         if last:

@@ -18,7 +18,6 @@ client sampling, GAT, graph level, scored releases) return None and train one at
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +26,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from fgl_workbench.data.datasets import Dataset, NodeDataset
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import Partition
 from fgl_workbench.models import ModelSpec
+from fgl_workbench.models.sparse import SparseRows, operator
 from fgl_workbench.seeding import derive_seed, seed_everything
 from fgl_workbench.targets.centralized import CentralizedConfig, pooled_client
 from fgl_workbench.targets.fedavg import FedAvgConfig
@@ -201,21 +200,13 @@ class ClientGraph:
     @classmethod
     def of(cls, data: Data, masks: torch.Tensor, arch: str) -> ClientGraph:
         n = int(data.num_nodes)
-        edge_index = data.edge_index
-        if arch == "gcn":
-            edge_index, weight = gcn_norm(edge_index, None, n, add_self_loops=True)
-        else:  # SAGE's mean over in-neighbours (an MLP never aggregates)
-            degree = torch.bincount(edge_index[1], minlength=n).clamp(min=1)
-            weight = 1.0 / degree[edge_index[1]].to(data.x.dtype)
-        # row i (a target) sums its sources' rows
-        adjacency = torch.sparse_coo_tensor(
-            edge_index.flip(0), weight, (n, n), check_invariants=False
-        ).coalesce()
+        # SAGE's mean over in-neighbours (an MLP never aggregates)
+        adjacency = operator(data.edge_index, n, "gcn" if arch == "gcn" else "mean", data.x.dtype)
         x = data.x
         sparse = arch != "sage" and x.numel() and (x != 0).float().mean() < SPARSE_BELOW
         if sparse:  # bag-of-words features: SAGE averages them first, so only GCN and MLP
             x = SparseRows(x)
-        return cls(x, data.y, masks.to(data.x.device), SparseRows(adjacency), n)
+        return cls(x, data.y, masks.to(data.x.device), adjacency, n)
 
     def aggregate(self, h: torch.Tensor) -> torch.Tensor:
         """GCN's weighted sum or SAGE's mean over in-neighbours, of h [n, D]."""
@@ -325,33 +316,6 @@ class StackedNet:
             ]
             out.append(_state(self.arch, template, layers))
         return out
-
-
-class SparseRows:
-    """Sparse input features in CSR, with their transpose kept for the backward pass: COO's
-    product and its backward cost 10 ms per step on a Cora client, CSR's 2.4 ms."""
-
-    def __init__(self, x: torch.Tensor) -> None:
-        """``x``: dense, or a sparse COO matrix (a graph's aggregation operator)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "CSR support is in beta"
-            self.csr = x.to_sparse_csr()
-            transposed = x.t().coalesce() if x.is_sparse else x.t().contiguous()
-            self.csr_t = transposed.to_sparse_csr()
-
-    def times(self, w: torch.Tensor) -> torch.Tensor:
-        return _SparseTimes.apply(self.csr, self.csr_t, w)
-
-
-class _SparseTimes(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, x_t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        ctx.x_t = x_t
-        return x @ w
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, torch.Tensor]:
-        return None, None, ctx.x_t @ grad.contiguous()
 
 
 def _times(h: torch.Tensor | SparseRows, w: torch.Tensor) -> torch.Tensor:

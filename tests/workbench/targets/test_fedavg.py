@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from torch_geometric.nn.conv import gcn_conv
 
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
@@ -408,3 +409,19 @@ def test_dp_fedavg_draws_its_clients_where_the_audit_does(small_csbm, monkeypatc
         )
     assert uploads(FEDAVG.fit(fed, cfg, [dp], seed=0)) == 3 * 4 > sampled
     assert calls.count("client_update") == 3 * 4 and calls.count("server_aggregate") == 3
+
+
+def test_each_clients_graph_is_normalised_once(small_csbm, monkeypatch):
+    """Training, validation and test scoring over every round reuse one GCN normalisation
+    per client (PyG's uncached GCNConv renormalised at every forward)."""
+    normalised = []
+    real = gcn_conv.gcn_norm
+
+    def counted(edge_index, *args, **kwargs):
+        normalised.append(id(edge_index))
+        return real(edge_index, *args, **kwargs)
+
+    monkeypatch.setattr(gcn_conv, "gcn_norm", counted)
+    fed = build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
+    FEDAVG.fit(fed, {"rounds": 4, "model": {"arch": "gcn", "hidden": 16}}, [], seed=0)
+    assert sorted(normalised) == sorted(id(c.data.edge_index) for c in fed.clients)
