@@ -1,10 +1,12 @@
 """Wall time of an 8-cell suite of realistic cells (real Cora, FedAvg over 10 Louvain clients,
 100 rounds, 8 seeds, loss-threshold MIA: 10-20 s each) with the serial executor, the process
 executor (2 processes) and the Ray executor (a local instance with 2 CPUs, its start-up
-included), each into a fresh results folder; the speed-up is serial / executor. Every run's
-rows are compared with the serial run's: the executor changes no stream, but a serial cell
-uses both cores' intra-op threads and a parallel one a single thread, which rounds float
-reductions differently.
+included), each into a fresh results folder; the speed-up is serial / executor. Every cell
+has one intra-op thread (``threads=1``), serial and parallel alike, so the speed-up is the
+executor's alone and every run's rows equal the serial run's.
+
+It needs an idle machine: another job on a core turns the measure into a measure of that job
+(the load averages are printed before and after).
 
     FGLWB_DATA=../shared/data python benchmarks/suite.py
 """
@@ -12,6 +14,7 @@ reductions differently.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import tempfile
 import time
@@ -39,8 +42,8 @@ def rows(out: Path) -> list:
 
 
 def difference(a: list, b: list) -> str:
-    """Identical, or the largest difference in a utility figure: cells running with one
-    intra-op thread (the parallel executors') round their reductions unlike cells with two."""
+    """Identical, or the largest difference in a utility figure (a cell's reductions round
+    with its thread count, the same here everywhere, so any difference is a bug)."""
     if a == b:
         return "identical rows"
     gaps = [
@@ -55,7 +58,10 @@ def difference(a: list, b: list) -> str:
 
 def main() -> None:
     suite = parse_suite(SUITE)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, 8 cells")
+    print(
+        f"torch {torch.__version__}, one intra-op thread per cell, 8 cells (needs an idle machine)"
+    )
+    print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     print(f"{'executor':<22}{'wall s':>9}{'speed-up':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         timings = {}
@@ -66,13 +72,14 @@ def main() -> None:
         ]:
             out = Path(tmp) / name.split(",")[0]
             start = time.perf_counter()
-            run_suite(suite, out, quiet=True, **kwargs)
+            run_suite(suite, out, quiet=True, threads=1, **kwargs)
             timings[name] = time.perf_counter() - start
             speed = timings["serial"] / timings[name]
             print(f"{name:<22}{timings[name]:>9.1f}{speed:>10.2f}")
         serial = rows(Path(tmp) / "serial")
         for name in ("process", "ray"):
             print(f"{name} vs serial: {difference(rows(Path(tmp) / name), serial)}")
+    print("load average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":

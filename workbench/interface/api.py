@@ -82,19 +82,21 @@ def run_suite(
     keep_client_secrets: bool = False,
     device: str | None = None,
     trust_plugins: bool = False,
+    threads: int | None = None,
 ) -> RunSummary:
     """Runs a suite (a YAML path, its parsed mapping, or a ``Suite``) into ``out``: every
     cell not stored there yet is trained and attacked; finished cells are skipped, so an
     interrupted run resumes. ``executor``/``jobs``/``address`` as ``fgl-workbench run``;
     ``keep_client_secrets``, ``trust_plugins`` and ``device`` (None: the suite's) as the
-    suite's fields."""
+    suite's fields; ``threads``: each cell's intra-op threads (None: ``OMP_NUM_THREADS`` if
+    set, else the cores the machine's load leaves free; ``summary.threads`` says which)."""
     with trusting(trust_plugins):
         suite = _with_secrets(_as_suite(suite), keep_client_secrets)
     if trust_plugins:
         suite = suite.model_copy(update={"trust_plugins": True})
     if device is not None:
         suite = suite.model_copy(update={"device": device})
-    return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address)
+    return runner.run_suite(suite, out, data_root, quiet, jobs, executor, address, threads)
 
 
 def audit(
@@ -110,6 +112,7 @@ def audit(
     keep_client_secrets: bool = False,
     device: str | None = None,
     trust_plugins: bool = False,
+    threads: int | None = None,
 ) -> RunSummary:
     """``run_suite`` with the canary audit on (the suite's ``audit:`` block, or ``canaries``
     per audited claim): every cell with a DP defense gets its lower bounds on ε beside the
@@ -132,6 +135,7 @@ def audit(
         keep_client_secrets=keep_client_secrets,
         device=device,
         trust_plugins=trust_plugins,
+        threads=threads,
     )
 
 
@@ -195,12 +199,13 @@ def attack(
     jobs: int = 1,
     device: str | None = None,
     trust_plugins: bool = False,
+    threads: int | None = None,
 ) -> tuple[int, int]:
     """Runs attacks (``[{"name": ..., "params": {...}}]``) against the trained targets a
     finished run stored, without retraining, on ``device`` (default: the one the folder's
     cells ran on); their rows join the results
-    folder. Plug-ins run unfenced only with ``trust_plugins``. Returns (cells attacked,
-    cells without a stored target)."""
+    folder. Plug-ins run unfenced only with ``trust_plugins``; ``threads`` as
+    ``run_suite``'s. Returns (cells attacked, cells without a stored target)."""
     entries = []
     for i, raw in enumerate(attacks):
         try:
@@ -215,7 +220,9 @@ def attack(
                 found = format_errors(exc, f"attacks[{i}].params", model=config)
                 raise ConfigError(f"invalid attack\n{found}") from None
         entries.append(entry)
-    return attack_stored(out, entries, data_root, jobs, device=device, trust_plugins=trust_plugins)
+    return attack_stored(
+        out, entries, data_root, jobs, device=device, trust_plugins=trust_plugins, threads=threads
+    )
 
 
 def build_report(out: str | Path, sources: Sequence[str | Path] | None = None) -> Path:

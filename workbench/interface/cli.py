@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     att.add_argument("--data-root", default=None, help="datasets folder (else $FGLWB_DATA)")
     att.add_argument("--jobs", type=int, default=1, help="worker processes for reference models")
+    _threads_argument(att)
     _trust_argument(att)
     _device_argument(att)
     _mlflow_arguments(att)
@@ -138,6 +139,16 @@ def _mlflow_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _threads_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op threads per cell (default: OMP_NUM_THREADS if set, else the cores the "
+        "machine's load leaves free, shared among --jobs cells; the run states its choice)",
+    )
+
+
 def _trust_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trust-plugins",
@@ -180,6 +191,7 @@ def _suite_arguments(p: argparse.ArgumentParser) -> None:
         help="with --executor ray: 'local' starts a private Ray instance with --jobs CPUs, "
         "'auto' joins the running cluster, or a Ray address",
     )
+    _threads_argument(p)
     _device_argument(p)
     _mlflow_arguments(p)
 
@@ -202,6 +214,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         how = {"quiet": args.quiet, "jobs": args.jobs, "executor": args.executor}
         how |= {"address": args.address, "keep_client_secrets": args.keep_client_secrets}
         how |= {"device": args.device, "trust_plugins": args.trust_plugins}
+        how |= {"threads": args.threads}
         if args.command == "run":
             summary = api.run_suite(args.suite, args.out, args.data_root, **how)
         else:
@@ -239,6 +252,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             device=args.device,
             trust_plugins=args.trust_plugins,
+            threads=args.threads,
         )
         print(f"{done} cell(s) attacked, {missing} without a stored target")
         path = api.build_report(args.out)

@@ -18,9 +18,10 @@ from fgl_workbench.errors import ConfigError
 from fgl_workbench.progress import Progress
 from fgl_workbench.registry import reading_untrusted
 from fgl_workbench.running.cell import CellJob, attack_cell, auditable, cell_dataset, partition_cell
-from fgl_workbench.running.executors import EXECUTORS, Executor, run_jobs
+from fgl_workbench.running.executors import EXECUTORS, Executor, effective, run_jobs
 from fgl_workbench.running.isolated import admit
 from fgl_workbench.running.suite import AttackEntry, Suite, expand
+from fgl_workbench.running.threads import Threads, check_requested, intra_op, machine_threads
 from fgl_workbench.storage.snapshot import restore
 from fgl_workbench.storage.store import ResultsStore, writing
 
@@ -33,6 +34,7 @@ class RunSummary:
     cells_total: int
     cells_run: int
     cells_skipped: int
+    threads: Threads  # each cell's intra-op threads and why
 
 
 def run_suite(
@@ -43,15 +45,19 @@ def run_suite(
     jobs: int = 1,
     executor: Executor = "serial",
     address: str = "local",
+    threads: int | None = None,
 ) -> RunSummary:
     """Runs every pending cell on the suite's device. ``serial``: cells one after another,
     ``jobs`` worker processes training each cell's shadow and reference models.
     ``process``: ``jobs`` processes (this one and ``jobs − 1`` workers) each running whole
     cells (references in-process).
     ``ray``: every cell a Ray task on the instance at ``address`` (``local`` starts one with
-    ``jobs`` CPUs). The numbers depend on none of these."""
+    ``jobs`` CPUs). ``threads``: each cell's intra-op threads (None: sized to the free cores,
+    ``fgl_workbench.running.threads``), stated once unless ``quiet``. The numbers depend on
+    none of these but the thread count, and on it only in float rounding."""
     if jobs < 1:
         raise ConfigError(f"--jobs: expected a whole number >= 1 (got {jobs})")
+    check_requested(threads)
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
     device = str(resolve_device(suite.device, "device"))
@@ -75,9 +81,12 @@ def run_suite(
                 job = CellJob(cell, pending, root, suite.delta, streams, device, reference_jobs)
                 todo.append(job)
         store.close()
-        with Progress(len(todo), suite.name, quiet) as progress:
-            run_jobs(executor, todo, out_dir, progress, jobs, address)
-        return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo))
+        plan = machine_threads(threads, effective(executor, jobs, len(todo)), jobs)
+        if not quiet and todo:
+            print(plan.describe(), flush=True)
+        with intra_op(plan.per_cell), Progress(len(todo), suite.name, quiet) as progress:
+            run_jobs(executor, todo, out_dir, progress, plan.per_cell, jobs, address)
+        return RunSummary(Path(out_dir), len(cells), len(todo), len(cells) - len(todo), plan)
 
 
 def attack_stored(
@@ -88,13 +97,22 @@ def attack_stored(
     quiet: bool = True,
     device: str | None = None,
     trust_plugins: bool = False,
+    threads: int | None = None,
 ) -> tuple[int, int]:
     """Runs ``attacks`` against every trained target a results folder stored, without
     retraining: the cell's federation is rebuilt from its seed, the target read back from
     its snapshot (``weights_only``). Attacks stored already are skipped; plug-ins run unfenced
-    only with ``trust_plugins``. Returns (cells attacked, cells without a snapshot)."""
+    only with ``trust_plugins``; ``threads`` as ``run_suite``'s (cells one at a time).
+    Returns (cells attacked, cells without a snapshot)."""
+    plan = machine_threads(threads, "serial", 1)
+    if not quiet:
+        print(plan.describe(), flush=True)
     admit([a.name for a in attacks], trust_plugins, guarded(out_dir, data_root))
-    with writing(out_dir, create=False), reading_untrusted(f"the results folder {out_dir}"):
+    with (
+        writing(out_dir, create=False),
+        reading_untrusted(f"the results folder {out_dir}"),
+        intra_op(plan.per_cell),
+    ):
         return _attack_stored(out_dir, attacks, data_root, jobs, quiet, device, trust_plugins)
 
 

@@ -141,3 +141,43 @@ def test_dry_run_lists_cells_and_what_is_done(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", str(suite), "--out", str(out), "--dry-run"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith(": 0 to run, 4 already in " + str(out))
+
+
+def test_run_states_its_thread_count_once_and_an_explicit_count_wins(tmp_path, capsys, monkeypatch):
+    """By default the run sizes each cell's threads to the free cores and says so in one
+    line; --threads N reaches every cell and the caller's own count comes back after."""
+    import torch
+
+    from fgl_workbench.running import cell as cell_module
+    from fgl_workbench.running.threads import machine_threads
+
+    seen = []
+    original = cell_module.run_cell
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cell_module, "run_cell", recording)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.getloadavg", lambda: (1.0, 1.0, 1.0))  # a steady load to compare
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        "name: s\nreproducible: true\nseeds: [0, 1]\n"
+        "datasets: [{name: csbm, params: {num_nodes: 200}}]\n"
+        "partitions: [{method: metis, num_clients: 2}]\n"
+        "targets: [{name: fedavg, params: {rounds: 2}}]\n"
+    )
+    before = torch.get_num_threads()
+    expected = machine_threads(None, "serial", 1).describe()
+    assert main(["run", str(suite), "--out", str(tmp_path / "a")]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("intra-op threads")]
+    assert lines == [expected]
+    assert seen == [machine_threads(None, "serial", 1).per_cell] * 2
+    seen.clear()
+    assert main(["run", str(suite), "--out", str(tmp_path / "b"), "--threads", "3"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("intra-op threads")]
+    assert lines == ["intra-op threads: 3 per cell (as asked; --threads N to change)"]
+    assert seen == [3, 3] and torch.get_num_threads() == before
+    assert main(["run", str(suite), "--out", str(tmp_path / "c"), "--threads", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: --threads: expected a whole number >= 1")

@@ -21,22 +21,33 @@ def run_jobs(
     jobs: list[CellJob],
     out_dir: str | Path,
     progress: Progress,
+    threads: int,
     workers: int = 1,
     address: str = "local",
 ) -> None:
     """Runs every job with ``executor``: ``workers`` processes (process, local Ray CPUs);
-    ``address`` the Ray instance (``local``, ``auto`` or a cluster's address)."""
+    ``address`` the Ray instance (``local``, ``auto`` or a cluster's address); ``threads``
+    intra-op threads per cell (this process's count is the caller's to set)."""
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor: expected one of {', '.join(EXECUTORS)} (got {executor!r})")
-    if executor == "ray":
+    chosen = effective(executor, workers, len(jobs))
+    if chosen == "ray":
         from fgl_workbench.running.executors.ray import run_on_ray
 
-        run_on_ray(jobs, out_dir, progress, workers, address)
-    elif executor == "process" and workers > 1 and len(jobs) > 1:
+        run_on_ray(jobs, out_dir, progress, workers, address, threads)
+    elif chosen == "process":
         from fgl_workbench.running.executors.process import run_in_processes
 
-        run_in_processes(jobs, out_dir, progress, workers)
+        run_in_processes(jobs, out_dir, progress, workers, threads)
     else:
         from fgl_workbench.running.executors.serial import run_serially
 
         run_serially(jobs, out_dir, progress)
+
+
+def effective(executor: Executor, workers: int, cells: int) -> Executor:
+    """The executor that actually runs ``cells``: the process executor with one worker or
+    one cell is the serial one."""
+    if executor == "process" and (workers < 2 or cells < 2):
+        return "serial"
+    return executor

@@ -1,5 +1,5 @@
 """Cells on this machine's cores: this process and ``workers − 1`` worker processes pull cells
-from one queue, each with its share of the cores as intra-op threads.
+from one queue, each with the runner's intra-op thread count (its share of the free cores).
 
 Workers are spawned once per suite (fork with live OpenMP pools can hang) and keep the
 datasets they load (``fgl_workbench.running.cell.cell_dataset``), so no cell pays a start-up; and
@@ -14,21 +14,20 @@ from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
-import torch
-
 from fgl_workbench.progress import Progress
 from fgl_workbench.running.cell import CellJob, run_job
 
 
 def run_in_processes(
-    jobs: list[CellJob], out_dir: str | Path, progress: Progress, workers: int
+    jobs: list[CellJob], out_dir: str | Path, progress: Progress, workers: int, threads: int
 ) -> None:
+    """Runs ``jobs`` here and in ``workers − 1`` spawned workers, each cell with ``threads``
+    intra-op threads (this process's count is already set by the caller)."""
     queue = deque(jobs)
     lock = threading.Lock()
     failures: list[BaseException] = []
     running = [0]
     all_done = threading.Event()
-    threads = max(1, torch.get_num_threads() // workers)
 
     def take() -> CellJob | None:
         with lock:
@@ -50,7 +49,6 @@ def run_in_processes(
             all_done.set()
 
     context = multiprocessing.get_context("spawn")
-    before = torch.get_num_threads()
     with ProcessPoolExecutor(workers - 1, mp_context=context) as pool:
 
         def submit() -> None:
@@ -70,17 +68,13 @@ def run_in_processes(
 
         for _ in range(workers - 1):
             submit()
-        torch.set_num_threads(threads)
-        try:
-            while (job := take()) is not None:
-                try:
-                    run_job(job, out_dir)
-                except BaseException as exc:
-                    done(job, exc)
-                    raise
-                done(job, None)
-        finally:
-            torch.set_num_threads(before)
+        while (job := take()) is not None:
+            try:
+                run_job(job, out_dir)
+            except BaseException as exc:
+                done(job, exc)
+                raise
+            done(job, None)
         with lock:
             idle = not running[0]
         if not idle:

@@ -31,11 +31,17 @@ RETRIES = 3
 
 
 def run_on_ray(
-    jobs: list[CellJob], out_dir: str | Path, progress: Progress, cpus: int, address: str
+    jobs: list[CellJob],
+    out_dir: str | Path,
+    progress: Progress,
+    cpus: int,
+    address: str,
+    threads: int = 1,
 ) -> None:
     """Submits every pending cell and writes each one's rows as it completes. ``address``:
     ``local`` starts a private instance with ``cpus`` CPUs (all cores when ``cpus`` is 1),
-    ``auto`` joins the running cluster, anything else is passed to ``ray.init``."""
+    ``auto`` joins the running cluster, anything else is passed to ``ray.init``; ``threads``:
+    each task's intra-op threads (one by default: a task holds one CPU)."""
     ray = _import_ray()
     if not jobs:  # nothing to run: no instance to start
         return
@@ -59,8 +65,8 @@ def run_on_ray(
                 datasets[dkey] = ray.put(loaded)
             pkey = config_hash([dkey, cell.partition.model_dump(), cell.seed])
             if pkey not in partitions:
-                partitions[pkey] = partition_task.remote(cell, datasets[dkey], job.streams)
-            refs[cell_task.remote(job, datasets[dkey], partitions[pkey])] = cell
+                partitions[pkey] = partition_task.remote(cell, datasets[dkey], job.streams, threads)
+            refs[cell_task.remote(job, datasets[dkey], partitions[pkey], threads)] = cell
         store = ResultsStore(out_dir)
         total = int(ray.cluster_resources().get("CPU", 1))
         try:
@@ -128,13 +134,15 @@ def _get(ray: Any, ref: Any) -> BufferedResults:
         raise
 
 
-def _partition(cell: Cell, dataset: Dataset, streams: Streams) -> Partitioned:
-    torch.set_num_threads(1)
+def _partition(cell: Cell, dataset: Dataset, streams: Streams, threads: int) -> Partitioned:
+    torch.set_num_threads(threads)
     return partition_cell(cell, dataset, streams)
 
 
-def _cell(job: CellJob, dataset: Dataset, partitioned: Partitioned) -> BufferedResults:
-    torch.set_num_threads(1)  # one CPU per task: Ray packs as many tasks as there are CPUs
+def _cell(
+    job: CellJob, dataset: Dataset, partitioned: Partitioned, threads: int
+) -> BufferedResults:
+    torch.set_num_threads(threads)
     results = BufferedResults()
     # Ray renumbers the GPUs it hands a task from 0
     where = torch.device("cuda", 0) if job.device.startswith("cuda") else torch.device("cpu")

@@ -1,4 +1,5 @@
-"""Cells one after another in this process, the progress bar naming each one's stage."""
+"""Cells one after another in this process (with the caller's intra-op thread count), the
+progress bar naming each one's stage."""
 
 from __future__ import annotations
 
