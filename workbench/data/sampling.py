@@ -33,7 +33,7 @@ class FanoutSampler:
         if not fanouts or any(f < 1 for f in fanouts):
             raise ConfigError(f"fanouts: each hop needs at least one neighbour, got {fanouts}")
         src, dst = edge_index.cpu()
-        order = torch.argsort(dst * num_nodes + src)
+        order = torch.sort(dst, stable=True).indices
         self.col = src[order]
         self.rowptr = torch.zeros(num_nodes + 1, dtype=torch.long)
         self.rowptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
