@@ -15,6 +15,7 @@ Run it on an otherwise idle machine with ``OMP_NUM_THREADS=1``.
 
     OMP_NUM_THREADS=1 python benchmarks/scale.py [--sizes 10000,100000,1000000,10000000]
         [--partitioner metis|leiden|iid]
+    OMP_NUM_THREADS=1 python benchmarks/scale.py --data-only 10000000   # CSBM, partition, clients
 """
 
 from __future__ import annotations
@@ -44,6 +45,29 @@ def suite(n: int, partitioner: str) -> dict:
         "targets": [{"name": "fedavg", "params": {"rounds": 10, "local_epochs": 3}}],
         "attacks": [{"name": "mia-threshold", "params": {"signal": "loss", "hops": 0}}],
     }
+
+
+def data_only(n: int) -> None:
+    """The stages before training at one size: CSBM, cheap partition, federation."""
+    from fgl_workbench.data.catalog import load_dataset
+    from fgl_workbench.data.federation import build_federation
+    from fgl_workbench.data.partition import make_partition
+
+    start = time.perf_counter()
+    dataset = load_dataset("csbm", {"num_nodes": n, "avg_degree": 10.0})
+    generated = time.perf_counter()
+    even = EVEN_SHARES["params"]
+    part = make_partition(dataset, EVEN_SHARES["method"], 10, 0, params=even, aux_fraction=0.1)
+    partitioned = time.perf_counter()
+    build_federation(dataset, part)
+    built = time.perf_counter()
+    print(
+        f"{n:,} nodes, {dataset.data.edge_index.shape[1]:,} directed edges: CSBM "
+        f"{generated - start:.1f} s, iid partition {partitioned - generated:.1f} s, federation "
+        f"{built - partitioned:.1f} s; peak "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
 
 
 def one(n: int, partitioner: str) -> None:
@@ -79,7 +103,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000,10000000")
     parser.add_argument("--partitioner", default="metis", help="metis, leiden or iid")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--data-only", type=int, help="time the data stages at this size")
     args = parser.parse_args()
+    if args.data_only:
+        return data_only(args.data_only)
     if args.one:
         return one(args.one, args.partitioner)
     sizes = [int(s) for s in args.sizes.split(",")]

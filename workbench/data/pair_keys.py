@@ -1,6 +1,6 @@
-"""Node pairs as int64 keys ``u * n + v`` in sorted arrays: the edge sets of graphs with tens
-of millions of edges, where a Python set of them would take several GB and numpy's hashed
-``unique`` is many times slower than a sort."""
+"""Sorted int64 arrays as sets: node pairs as keys ``u * n + v`` (the edge set of a graph with
+tens of millions of edges, where a Python set would take several GB), and labels. numpy 2.x's
+hashed ``unique`` is many times slower than one sort."""
 
 from __future__ import annotations
 
