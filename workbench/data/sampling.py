@@ -68,7 +68,7 @@ class FanoutSampler:
         segment = torch.repeat_interleave(torch.arange(frontier.numel()), degree)
         first = torch.cumsum(degree, 0) - degree
         position = start[segment] + torch.arange(segment.numel()) - first[segment]
-        noise = torch.rand(segment.numel(), generator=generator)
+        noise = torch.rand(segment.numel(), generator=generator, device=generator.device).cpu()
         shuffled = torch.argsort(noise)
         order = shuffled[torch.sort(segment[shuffled], stable=True).indices]  # random per node
         rank = torch.arange(segment.numel()) - first[segment[order]]

@@ -18,29 +18,36 @@ from fgl_workbench.data.sampling import FanoutSampler, SampledBatch
 HAS_NEIGHBOR_LOADER = WITH_PYG_LIB or WITH_TORCH_SPARSE
 
 
-def sampled_batches(
-    data: Data, fanouts: Sequence[int], batch_size: int, generator: torch.Generator
-) -> Iterator[SampledBatch]:
-    """One epoch of batches over the training nodes in a random order, as sampled subgraphs
-    with their seeds first: from ``NeighborLoader`` where it runs, from ``FanoutSampler``
-    otherwise."""
-    seeds = data.train_mask.nonzero().view(-1).cpu()
-    seeds = seeds[torch.randperm(seeds.numel(), generator=generator)]
-    if HAS_NEIGHBOR_LOADER:
+class NeighbourBatches:
+    """Batches of a client's training nodes with their sampled neighbourhoods, seeds first:
+    from ``NeighborLoader`` where it runs, from ``FanoutSampler`` otherwise. The CSR (or the
+    loader's graph) is built once, not per epoch."""
+
+    def __init__(self, data: Data, fanouts: Sequence[int], batch_size: int) -> None:
+        self.seeds = data.train_mask.nonzero().view(-1).cpu()
+        self.fanouts, self.batch_size = list(fanouts), batch_size
+        self.graph = Data(edge_index=data.edge_index.cpu(), num_nodes=data.num_nodes)
+        self.sampler = (
+            None if HAS_NEIGHBOR_LOADER else FanoutSampler(data.edge_index, data.num_nodes, fanouts)
+        )
+
+    def epoch(self, generator: torch.Generator) -> Iterator[SampledBatch]:
+        """One pass over the training nodes in an order drawn from ``generator`` (which also
+        draws the fan-out sampler's neighbours; NeighborLoader's come from torch's seed). Batches
+        are built on the CPU whatever the generator's device."""
+        order = torch.randperm(self.seeds.numel(), generator=generator, device=generator.device)
+        seeds = self.seeds[order.cpu()]
+        if self.sampler is not None:
+            for batch in seeds.split(self.batch_size):
+                yield self.sampler.sample(batch, generator)
+            return
         from torch_geometric.loader import NeighborLoader
 
         loader = NeighborLoader(
-            Data(edge_index=data.edge_index.cpu(), num_nodes=data.num_nodes),
-            num_neighbors=list(fanouts),
-            input_nodes=seeds,
-            batch_size=batch_size,
+            self.graph, num_neighbors=self.fanouts, input_nodes=seeds, batch_size=self.batch_size
         )
         for b in loader:
             yield SampledBatch(b.n_id, b.edge_index, b.batch_size)
-        return
-    sampler = FanoutSampler(data.edge_index, data.num_nodes, fanouts)
-    for batch in seeds.split(batch_size):
-        yield sampler.sample(batch, generator)
 
 
 def train_node_minibatch_epochs(
@@ -57,8 +64,9 @@ def train_node_minibatch_epochs(
     the CPU and moved to the data's device."""
     model.train()
     device = data.x.device
+    batches = NeighbourBatches(data, fanouts, batch_size)
     for _ in range(epochs):
-        for b in sampled_batches(data, fanouts, batch_size, generator):
+        for b in batches.epoch(generator):
             nodes = b.nodes.to(device)
             opt.zero_grad()
             out = model(data.x[nodes], b.edge_index.to(device))[: b.num_seeds]
