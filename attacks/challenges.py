@@ -13,6 +13,7 @@ from fgl_workbench.attacks.attributes import attribute_values
 from fgl_workbench.attacks.metrics import value_fractions
 from fgl_workbench.data.datasets import NodeDataset
 from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.data.pair_keys import sorted_contains, sorted_unique
 from fgl_workbench.defenses.metric_dp import MetricReleases
 from fgl_workbench.errors import ConfigError, NotApplicableError
 
@@ -204,14 +205,14 @@ def link_challenge(
     owner = held_owner(federation, among)
     src, dst = ds.data.edge_index.numpy(force=True)
     keep = (src < dst) & (owner[src] >= 0) & (owner[dst] >= 0)
-    edges = np.unique(np.stack([src[keep], dst[keep]]), axis=1)
+    adjacent = sorted_unique(src[keep] * n + dst[keep])  # keys u * n + v of the edges
+    edges = np.stack([adjacent // n, adjacent % n])
     edges = edges[:, rng.permutation(edges.shape[1])]
     cut = owner[edges[0]] != owner[edges[1]]
     intra = edges[:, ~cut]
     known = int(known_fraction * intra.shape[1])
     known_edges, intra = intra[:, :known], intra[:, known:][:, :max_pairs]
     cut_edges = edges[:, cut][:, :max_pairs]
-    adjacent = set((edges[0] * n + edges[1]).tolist())
     taken: set[int] = set()
     non_intra = _non_edges(owner, intra.shape[1], True, adjacent, taken, rng)
     non_cut = _non_edges(owner, cut_edges.shape[1], False, adjacent, taken, rng)
@@ -257,28 +258,34 @@ def _non_edges(
     owner: np.ndarray,
     count: int,
     same_client: bool | None,
-    adjacent: set[int],
+    adjacent: np.ndarray,
     taken: set[int],
     rng: np.random.Generator,
 ) -> np.ndarray:
     """``count`` distinct non-adjacent pairs (u < v) of client nodes, inside one client,
-    across two, or (``same_client=None``) either, both ends uniform; ``taken`` keeps the
-    draws of one challenge disjoint."""
+    across two, or (``same_client=None``) either, both ends uniform; ``adjacent`` holds the
+    edges' sorted keys u * n + v (a binary search, not a set of every edge); ``taken`` keeps
+    the draws of one challenge disjoint."""
     n = owner.size
     nodes = np.flatnonzero(owner >= 0)
-    by_client = {k: np.flatnonzero(owner == k) for k in np.unique(owner[nodes])}
+    by_client = np.argsort(owner, kind="stable")  # each client's nodes in a run, in id order
+    sizes = np.bincount(owner[nodes])
+    first = np.searchsorted(owner[by_client], np.arange(sizes.size))
     out: list[tuple[int, int]] = []
     while len(out) < count:
         u = rng.choice(nodes, size=2 * (count - len(out)) + 16)
         if same_client:
-            v = np.array([rng.choice(by_client[owner[x]]) for x in u])
+            client = owner[u]  # one draw per pair, as rng.choice on each client's nodes
+            v = by_client[first[client] + rng.integers(0, sizes[client])]
         else:
             v = rng.choice(nodes, size=u.size)
-        for a, b in zip(np.minimum(u, v).tolist(), np.maximum(u, v).tolist(), strict=True):
-            key = a * n + b
-            if a == b or key in adjacent or key in taken:
-                continue
-            if same_client is not None and (owner[a] == owner[b]) != same_client:
+        lo, hi = np.minimum(u, v), np.maximum(u, v)
+        keys = lo * n + hi
+        fit = (lo != hi) & ~sorted_contains(adjacent, keys)
+        if same_client is not None:
+            fit &= (owner[lo] == owner[hi]) == same_client
+        for a, b, key in zip(lo[fit].tolist(), hi[fit].tolist(), keys[fit].tolist(), strict=True):
+            if key in taken:
                 continue
             taken.add(key)
             out.append((a, b))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sklearn.cluster import KMeans
 
 from fgl_workbench.data.datasets import Dataset, NodeDataset
+from fgl_workbench.data.pair_keys import sorted_unique
 from fgl_workbench.data.partition import PARTITIONERS, PartitionerSpec, local_edges
 from fgl_workbench.errors import ConfigError, PartitionError
 
@@ -202,7 +203,7 @@ def label_dirichlet(
         )
     for _ in range(p.max_tries):
         shares: list[list[np.ndarray]] = [[] for _ in range(k)]
-        for c in np.unique(labels):
+        for c in sorted_unique(labels):
             members = rng.permutation(ids[labels == c])
             props = rng.dirichlet(np.full(k, p.alpha))
             cuts = (np.cumsum(props)[:-1] * members.size).astype(np.int64)

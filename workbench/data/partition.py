@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from fgl_workbench.data.datasets import Dataset, Level, NodeDataset
+from fgl_workbench.data.pair_keys import sorted_unique
 from fgl_workbench.errors import ConfigError, PartitionError
 from fgl_workbench.registry import Registry
 
@@ -152,7 +153,7 @@ def make_partition(
         aux = stratified_sample(all_ids, labels, aux_fraction, rng)
     else:
         aux = _aux_outside(all_ids, labels, np.concatenate(public), aux_fraction, rng)
-    rest = np.setdiff1d(all_ids, aux)
+    rest = np.setdiff1d(all_ids, aux, assume_unique=True)  # both sorted, distinct: no hashing
     shares = spec.split(dataset, rest, num_clients, rng, spec.params(**(params or {})))
     clients = []
     for k, ids in enumerate(shares):
@@ -212,7 +213,7 @@ def stratified_sample(
     if fraction <= 0:
         return np.zeros(0, dtype=np.int64)
     picked = []
-    for c in np.unique(labels[ids]):
+    for c in sorted_unique(labels[ids]):
         members = rng.permutation(ids[labels[ids] == c])
         picked.append(members[: int(round(fraction * members.size))])
     return np.sort(np.concatenate(picked)).astype(np.int64)
@@ -230,7 +231,7 @@ def stratified_split(
             f"partition.split: expected 3 non-negative ratios summing to 1, got {ratios}"
         )
     parts: tuple[list, list, list] = ([], [], [])
-    for c in np.unique(labels[ids]):
+    for c in sorted_unique(labels[ids]):
         members = rng.permutation(ids[labels[ids] == c])
         n_train = int(ratios[0] * members.size)
         n_val = int(ratios[1] * members.size)

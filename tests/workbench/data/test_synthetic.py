@@ -1,7 +1,19 @@
-import numpy as np
-import torch
+import hashlib
 
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from fgl_workbench.data import synthetic
 from fgl_workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
+
+# The CSBM these parameters gave when PyG's coalesce and to_undirected built its edges and its
+# features were drawn whole (before issue 44): the key-based, block-wise version keeps it.
+PYG_BUILT = (
+    {"num_nodes": 3000, "num_features": 16, "homophily": 0.3, "seed": 2},
+    "d78c3166ad5a9b81",
+)
 
 
 def test_csbm_is_deterministic_by_seed():
@@ -9,6 +21,23 @@ def test_csbm_is_deterministic_by_seed():
     assert torch.equal(a.data.x, b.data.x) and torch.equal(a.data.edge_index, b.data.edge_index)
     c = csbm(CSBMParams(seed=6))
     assert not torch.equal(a.data.edge_index, c.data.edge_index)
+
+
+@pytest.mark.parametrize("block", [synthetic.FEATURE_BLOCK, 100])
+def test_csbm_is_the_graph_pyg_built_whatever_the_feature_block(monkeypatch, block):
+    monkeypatch.setattr(synthetic, "FEATURE_BLOCK", block)
+    params, digest = PYG_BUILT
+    data = csbm(CSBMParams(**params)).data
+    hashed = hashlib.sha256()
+    for t in (data.x, data.edge_index, data.y):
+        hashed.update(t.numpy().tobytes())
+    assert hashed.hexdigest()[:16] == digest
+
+
+def test_csbm_accepts_ten_million_nodes_and_names_the_field_past_the_cap():
+    assert CSBMParams(num_nodes=10_000_000).num_nodes == 10_000_000
+    with pytest.raises(ValidationError, match="num_nodes"):
+        CSBMParams(num_nodes=synthetic.MAX_NODES + 1)
 
 
 def test_csbm_homophily_and_degree_follow_params():
