@@ -96,7 +96,8 @@ def kept_environment() -> dict[str, str]:
 
 def readable_for(references: list[str]) -> list[Path]:
     """What a fenced plug-in process reads: Python, the workbench, the plug-ins' own code."""
-    return sandbox.readable_paths() + sandbox.plugin_paths(GROUP, references)
+    plugins = sandbox.plugin_paths(GROUP, references) + sandbox.plugin_folders()
+    return sandbox.readable_paths() + plugins
 
 
 def imported(reference: str) -> Any:

@@ -31,6 +31,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
+from importlib.machinery import PathFinder
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -181,7 +182,9 @@ def plugin_paths(group: str, names: Iterable[str] = ()) -> list[Path]:
     modules |= {name.split(":")[0] for name in names if ":" in name}
     found = set()
     for module in modules:
-        spec = importlib.util.find_spec(module.split(".")[0])  # top level: runs nothing
+        top = module.split(".")[0]  # the top level: finding it runs nothing
+        spec = PathFinder.find_spec(top, [str(p) for p in plugin_folders()])
+        spec = spec or importlib.util.find_spec(top)
         if spec is None:
             continue
         if spec.submodule_search_locations:
@@ -189,6 +192,22 @@ def plugin_paths(group: str, names: Iterable[str] = ()) -> list[Path]:
         elif spec.origin:
             found.add(Path(spec.origin))
     return sorted(found)
+
+
+PLUGIN_PATH_VARIABLE = "FGLWB_PLUGIN_PATH"
+
+
+def plugin_folders() -> list[Path]:
+    """The folders of ``FGLWB_PLUGIN_PATH`` (``os.pathsep``-separated): where plug-in
+    attacks named by ``module:Class`` live. Only fenced processes put them on their Python
+    path, so nothing there (a module named like an optional dependency of ours, say) is
+    ever imported by the runner, as it would be from a folder on the runner's own path."""
+    text = os.environ.get(PLUGIN_PATH_VARIABLE, "")
+    folders = [Path(p) for p in text.split(os.pathsep) if p]
+    for folder in folders:
+        if not folder.is_dir():
+            raise ConfigError(f"{PLUGIN_PATH_VARIABLE}: {folder} is not a folder")
+    return folders
 
 
 def check_fenced_off(readable: Iterable[Path], protected: Iterable[Path]) -> None:
@@ -437,6 +456,7 @@ def run_fenced(
     escape it, so one is a refusal."""
     os.setsid()
     _forget_resource_tracker()
+    folders = [str(p) for p in plugin_folders()]  # read before the environment goes
     os.environ.clear()
     os.environ.update(environment, TMPDIR=scratch)
     tempfile.tempdir = scratch
@@ -451,6 +471,7 @@ def run_fenced(
             enter(readable, [Path(scratch), *map(Path, DEVICES_RW)], how)
     except SandboxError as exc:
         refused = str(exc)
+    sys.path[:0] = folders
     module, _, function = target.partition(":")
     getattr(importlib.import_module(module), function)(refused, *args)
 

@@ -240,3 +240,26 @@ def test_a_describer_that_stalls_or_nests_is_given_up_on(plugin, monkeypatch, li
     monkeypatch.setattr(plugins, "ANSWER_SECONDS", 3.0)
     with pytest.raises(ConfigError, match=refusal):
         parse_suite(suite_with(f"{module}:Server"))
+
+
+def test_plugin_folders_reach_only_fenced_processes(tmp_path, monkeypatch):
+    """The third review: with a plug-in's folder on the Python path, a ``pyg_lib.py`` shipped
+    beside it ran in the runner (torch_geometric imports it if present) and, through a
+    thread, in the worker before its fence (AUC 1.000). Folders in ``FGLWB_PLUGIN_PATH``
+    are put on the path of fenced processes only: the runner describes and runs the
+    plug-in without ever importing from there."""
+    folder = tmp_path / "vendor"
+    folder.mkdir()
+    (folder / "vendor_attack.py").write_text(HEADER + GOOD)
+    marker = tmp_path / "ran"
+    (folder / "pyg_lib.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.setenv(sandbox.PLUGIN_PATH_VARIABLE, str(folder))
+    monkeypatch.setattr(ATTACKS, "_items", dict(ATTACKS._items))
+    monkeypatch.setattr(ATTACKS, "_origins", dict(ATTACKS._origins))
+    parse_suite(suite_with("vendor_attack:Server", {"rounds": 2}))
+    assert ATTACKS.get("vendor_attack:Server").name == "server-guess"
+    assert str(folder) not in sys.path and "vendor_attack" not in sys.modules
+    assert not marker.exists()
+    monkeypatch.setenv(sandbox.PLUGIN_PATH_VARIABLE, str(tmp_path / "missing"))
+    with pytest.raises(ConfigError, match="FGLWB_PLUGIN_PATH: .*missing is not a folder"):
+        sandbox.plugin_folders()
