@@ -185,14 +185,19 @@ def reading_sentence(readings: list[str]) -> str:
 
 # each reading as the verdict counts it: (reading, plural verb, singular verb, what it means)
 READING_WORDS = (
-    ("leaks", "leak", "leaks", " (the AUC's 95 % interval above 0.5)"),
-    ("at chance", "are at chance", "is at chance", " (the AUC's 95 % interval within 0.5 ± 0.05)"),
+    ("leaks", "leak", "leaks", " (the AUC's 95 % interval above its chance line's)"),
+    (
+        "at chance",
+        "are at chance",
+        "is at chance",
+        " (the AUC's 95 % interval within the chance AUC ± 0.05)",
+    ),
     ("below chance", "rank members below chance", "ranks members below chance", ""),
     (
         "inconclusive",
         "are inconclusive",
         "is inconclusive",
-        " (the AUC's interval holds 0.5 but reaches past 0.5 ± 0.05)",
+        " (the AUC's interval neither above the chance line's nor within its AUC ± 0.05)",
     ),
     ("n/a", "state no interval", "states no interval", ""),
 )

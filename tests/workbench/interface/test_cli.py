@@ -15,7 +15,7 @@ def test_quickstart_end_to_end(quickstart, capsys):
     the stored metrics say, in the reading column's words, and claims no ceiling crossed
     (the audit says the accounting holds). A re-run finds everything done."""
     from fgl_workbench.reports.report import report_content
-    from fgl_workbench.reports.summary import reading
+    from fgl_workbench.reports.summary import chance_of, reading
     from fgl_workbench.reports.verdict import reading_sentence
 
     db = sqlite3.connect(quickstart / "results.sqlite")
@@ -40,7 +40,9 @@ def test_quickstart_end_to_end(quickstart, capsys):
         b.text.split(" (seed")[0]: b for b in report_content(quickstart).sections[0].blocks[2:]
     }
     readings = {
-        label: [reading((m["auc_ci_low"], m["auc_ci_high"])) for m in metrics[label]]
+        label: [
+            reading((m["auc_ci_low"], m["auc_ci_high"]), chance_of([m])) for m in metrics[label]
+        ]
         for label in cells
     }
     assert verdict[plain.rsplit("/seed", 1)[0]].kind == "warn"
