@@ -165,10 +165,13 @@ def readable_paths() -> list[Path]:
     site-packages), the workbench's own packages and the system's shared libraries."""
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     libraries = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    # the workbench's packages' folders (not any module named under it: PyG writes the
+    # propagate code it generates for our layers to /tmp, under our modules' names)
     own = {
-        str(Path(module.__file__).parent)
+        str(Path(folder))
         for name, module in list(sys.modules.items())
-        if name.split(".")[0] == "fgl_workbench" and getattr(module, "__file__", None)
+        if name.split(".")[0] == "fgl_workbench"
+        for folder in getattr(module, "__path__", None) or ()
     }
     return [Path(p) for p in sorted(prefixes | libraries | own | set(SYSTEM_READ))]
 

@@ -26,6 +26,10 @@ def test_a_protected_folder_inside_a_readable_one_is_refused(tmp_path):
 
 
 def test_the_runners_python_is_readable_and_nothing_else_of_it():
+    """Nor the temporary folder where PyG writes the code it generates for our layers, under
+    our modules' names (a run then refused any results folder under /tmp)."""
+    import fgl_workbench.models.node  # noqa: F401  (its layers' generated modules)
+
     readable = sandbox.readable_paths()
     assert any(p == sandbox.Path(sys.prefix) for p in readable)
     assert not any(p in (sandbox.Path("/"), sandbox.Path("/tmp")) for p in readable)
