@@ -129,6 +129,9 @@ class RunnerFields(BaseModel):
     signal: Annotated[str, Field(max_length=100)] | None = None
 
 
+REQUIRED = set(RunnerFields.model_fields) - {"step", "signal"}  # read without a None check
+
+
 class PluginParams(BaseModel):
     """A plug-in attack's parameters, checked by its own ``Config`` in the describer: the
     fields it declares are listed here (the adversary with its choices) and hold the values
@@ -138,7 +141,8 @@ class PluginParams(BaseModel):
     __plugin_reference__: ClassVar[str]
 
     def __init__(self, **params: Any) -> None:
-        super().__init__(**_DESCRIBER.validated(self.__plugin_reference__, params))
+        declared = set(type(self).model_fields)
+        super().__init__(**_DESCRIBER.validated(self.__plugin_reference__, params, declared))
 
 
 @dataclass(frozen=True)
@@ -260,7 +264,9 @@ class _Describer:
             raise got[0]
         return got[0]
 
-    def validated(self, reference: str, params: dict[str, Any]) -> dict[str, Any]:
+    def validated(
+        self, reference: str, params: dict[str, Any], declared: set[str]
+    ) -> dict[str, Any]:
         """``params`` as the plug-in's ``Config`` takes them; its errors as a
         ``ValidationError`` naming each field, the inputs being ours. Refused where the
         plug-in could run neither fenced nor trusted, answered before or not."""
@@ -278,7 +284,8 @@ class _Describer:
                 raise _out_of_form(f"attack '{reference}'", exc) from None
             if checked.problems:
                 raise _invalid(reference, checked.problems, params)
-            self._checked[key] = _runner_safe(reference, checked.params or {}, params)
+            values = checked.params or {}
+            self._checked[key] = _runner_safe(reference, values, params, declared)
         return self._checked[key]
 
     def _start_for(self, reference: str) -> None:
@@ -305,10 +312,10 @@ class _Describer:
         self._conn = ours
 
     def close(self) -> None:
-        if self._process is not None:
+        if self._process is not None and self._process.pid is not None:  # it started
+            sandbox.kill_session(self._process.pid)  # it and whatever it started
             self._process.kill()
-            self._process.join()
-            sandbox.kill_session(self._process.pid)
+            self._process.join(5)  # a process it left outside its session holds the pipe
         if self._conn is not None:
             self._conn.close()
         if self._scratch is not None:
@@ -335,13 +342,24 @@ def _invalid(reference: str, problems: list[_Problem], params: dict[str, Any]) -
     )
 
 
-def _runner_safe(reference: str, values: dict[str, Any], given: dict[str, Any]) -> dict:
+def _runner_safe(
+    reference: str, values: dict[str, Any], given: dict[str, Any], declared: set[str]
+) -> dict:
     """The plug-in's values, once those the runner reads are within ``RunnerFields`` and
     equal to what the user gave: a config that turned ``client: 0`` into ``-1`` (the last
     client, whose own records the attack would then be asked about) is refused."""
     odd = [k for k in values if not _plain_name(k)]
     if odd:
         raise PluginError(f"attack '{reference}': its config gave a field named {odd[0][:40]!r}")
+    read = RunnerFields.model_fields.keys() & values.keys()
+    undeclared = sorted(read - declared)  # an adversary it never declared would pick the view
+    if undeclared:
+        raise PluginError(
+            f"attack '{reference}': its config gave {undeclared[0]}, a field it does not declare"
+        )
+    unset = sorted(k for k in read & REQUIRED if values[k] is None)
+    if unset:
+        raise PluginError(f"attack '{reference}': its config left {unset[0]} unset (None)")
     try:
         RunnerFields.model_validate(values)
     except ValidationError as exc:

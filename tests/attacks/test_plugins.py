@@ -263,3 +263,42 @@ def test_plugin_folders_reach_only_fenced_processes(tmp_path, monkeypatch):
     monkeypatch.setenv(sandbox.PLUGIN_PATH_VARIABLE, str(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="FGLWB_PLUGIN_PATH: .*missing is not a folder"):
         sandbox.plugin_folders()
+
+
+UNSAFE = """
+class UnsafeConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    {fields}
+
+    def model_dump(self, **kwargs):
+        return {{**super().model_dump(**kwargs), **{extra}}}
+
+class Unsafe:
+    name = "unsafe"
+    family = "membership"
+    Config = UnsafeConfig
+
+    def run(self, inp, config, seed):
+        return AttackOutput(np.zeros(len(inp.candidates.ids)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("fields", "extra", "refusal"),
+    [
+        ("pass", "{'adversary': 'server'}", "gave adversary, a field it does not declare"),
+        (
+            "adversary: Literal['client'] = 'client'\n    client: int | None = None",
+            "{}",
+            "left client unset",
+        ),
+    ],
+    ids=["an undeclared adversary", "a client left None"],
+)
+def test_a_config_cannot_pick_the_view_behind_the_suites_back(plugin, fields, extra, refusal):
+    """The fourth review: a config without an adversary field whose dump said "server" got
+    the server's view for a row stored as the querier's; a curious client left None was a
+    traceback in the runner."""
+    module = plugin("", UNSAFE.format(fields=fields, extra=extra))
+    with pytest.raises(ConfigError, match=refusal):
+        parse_suite(suite_with(f"{module}:Unsafe"))

@@ -35,7 +35,7 @@ from fgl_workbench.data.partition import Partition, make_partition
 from fgl_workbench.defenses import applied
 from fgl_workbench.defenses.calibration import calibrating
 from fgl_workbench.device import on_device
-from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.progress import listening_to_rounds, round_text
 from fgl_workbench.running.calibration import calibrate_defenses, check_met
 from fgl_workbench.running.isolated import isolated, run_isolated
@@ -276,6 +276,20 @@ def communication(trained: TrainedTarget) -> dict[str, Any]:
     }
 
 
+def _family_inputs(name: str, attack: Any, config: Any, inputs: CellInputs) -> Any:
+    """The attack's view, knowledge, candidates and scorer from its family; a plug-in whose
+    config lacks what its family reads (``source``, ``attribute``, ...) is one line."""
+    try:
+        return FAMILIES[attack.family].inputs(attack, config, inputs)
+    except (NotApplicableError, ConfigError):
+        raise
+    except Exception as exc:
+        if not isolated(name):
+            raise
+        why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        raise ReturnError(f"{name}: its config lacks what its family reads ({why})") from None
+
+
 def run_attack(
     cell: Cell, entry: AttackEntry, inputs: CellInputs, store: ResultSink
 ) -> tuple[AttackRow, str]:
@@ -290,7 +304,7 @@ def run_attack(
     seed_everything(seed)
     fence = None  # built in: runs in this process
     try:
-        family = FAMILIES[attack.family].inputs(attack, cfg, inputs)
+        family = _family_inputs(entry.name, attack, cfg, inputs)
         inp = AttackInput(family.view, family.knowledge, family.candidates, family.references)
         if isolated(entry.name):
             out, fence = run_isolated(entry.name, inp, cfg, seed, cell.trust_plugins)

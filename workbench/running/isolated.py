@@ -21,6 +21,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -92,14 +93,22 @@ def run_isolated(
     try:
         with sandbox.undumpable():
             worker.start()
-            worker.join(plugin_seconds())
-            if worker.is_alive():
+            _wait(worker, plugin_seconds())
+            if worker.exitcode is None:
                 raise ReturnError(f"{name}: no output within {plugin_seconds():.0f} s")
         return returned.read_output(Path(scratch), name), recorded
     finally:
         worker.kill()
         sandbox.kill_session(worker.pid)  # whatever it started, too
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _wait(worker: multiprocessing.process.BaseProcess, seconds: float) -> None:
+    """Until the worker itself ends (or ``seconds`` pass): its exit status, polled, not
+    ``join``, whose pipe a process the plug-in started and left running holds open."""
+    deadline = time.monotonic() + seconds
+    while worker.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 WORK = "fgl_workbench.running.isolated:_work"

@@ -28,6 +28,7 @@ from fgl_workbench.sandbox import SandboxError
 OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
 ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
 MAX_BYTES = 1 << 30  # what a worker may hand back, files and decompressed arrays alike
+MAX_JSON = 1 << 20  # its JSON skeleton or failure line: arrays travel in the npz
 MAX_MESSAGE = 500  # characters of a worker's failure message kept
 MAX_COUNTS, MAX_COUNT_NAME = 64, 64  # what an attack counts beside its metrics, stored per row
 NUMERIC = "biuf"  # array kinds accepted: bool, integers, floats
@@ -107,7 +108,10 @@ def read_output(folder: Path, name: str) -> AttackOutput:
 
     if not isinstance(skeleton, dict) or set(skeleton) != {"scores", "threshold", "details"}:
         raise ReturnError(f"{name}: its output is not scores, threshold and details")
-    scores, details = decode(skeleton["scores"]), decode(skeleton["details"])
+    try:
+        scores, details = decode(skeleton["scores"]), decode(skeleton["details"])
+    except RecursionError:
+        raise ReturnError(f"{name}: its output is nested too deeply") from None
     threshold = skeleton["threshold"]
     if not isinstance(scores, np.ndarray):
         raise ReturnError(f"{name}: its scores are not an array")
@@ -140,7 +144,7 @@ def _check_counts(counts: Any, name: str) -> None:
 
 def _loaded_json(path: Path, name: str) -> Any:
     try:
-        return json.loads(_bounded(path, name))
+        return json.loads(_bounded(path, name, MAX_JSON))
     except (ValueError, RecursionError) as exc:
         raise ReturnError(
             f"{name}: its worker handed back no readable {path.name} ({exc})"
@@ -151,7 +155,7 @@ def _loaded_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
     """Every array of the npz, read from one copy of the file: each checked (plain numeric,
     its header's shape exactly its stored size, the sizes declared before decompressing)
     and read with pickles refused."""
-    data = io.BytesIO(_bounded(path, name))
+    data = io.BytesIO(_bounded(path, name, MAX_BYTES))
     try:
         with zipfile.ZipFile(data) as archive:
             if sum(i.file_size for i in archive.infolist()) > MAX_BYTES:
@@ -188,7 +192,7 @@ def _check_header(member: IO[bytes], stored: int, name: str) -> None:
         raise ReturnError(f"{name}: an array's header does not match its stored size")
 
 
-def _bounded(path: Path, name: str) -> bytes:
+def _bounded(path: Path, name: str, limit: int) -> bytes:
     """The file's bytes, read once through one descriptor (no second open a process left
     behind could swap under it), refused unless a regular file of at most ``MAX_BYTES``."""
     try:
@@ -199,7 +203,7 @@ def _bounded(path: Path, name: str) -> bytes:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise ReturnError(f"{name}: its worker's {path.name} is not a regular file")
-        data = f.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        raise ReturnError(f"{name}: its worker's {path.name} exceeds {MAX_BYTES} bytes")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ReturnError(f"{name}: its worker's {path.name} exceeds {limit} bytes")
     return data

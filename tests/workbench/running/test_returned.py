@@ -114,8 +114,8 @@ def _written(folder: Path, counts: object) -> None:
 
 @pytest.mark.parametrize(
     "counts",
-    [["not", "a", "mapping"], {f"k{i}": 1 for i in range(200_000)}, {"x": float("inf")}],
-    ids=["a list", "200 000 names", "infinite"],
+    [["not", "a", "mapping"], {f"k{i}": 1 for i in range(2_000)}, {"x": float("inf")}],
+    ids=["a list", "2 000 names", "infinite"],
 )
 def test_counts_are_a_few_named_finite_numbers(tmp_path, counts):
     """The third review: counts as a list crashed the runner; 200 000 of them made one row's
@@ -150,4 +150,27 @@ def test_an_output_that_is_not_a_regular_file_is_refused_unread(tmp_path, kind):
     else:
         (tmp_path / OUTPUT).symlink_to("/dev/zero")
     with pytest.raises(ReturnError, match="output.json"):
+        read_output(tmp_path, "plug")
+
+
+@pytest.mark.parametrize(
+    ("skeleton", "refusal"),
+    [
+        (
+            '{"scores": [], "threshold": null, "details": ' + '{"a": ' * 600 + "1" + "}" * 601,
+            "nested too deeply",
+        ),
+        (
+            '{"scores": [' + "[]," * 400_000 + '[]], "threshold": null, "details": {}}',
+            "output.json exceeds",
+        ),
+    ],
+    ids=["600 mappings deep", "a skeleton past 1 MiB"],
+)
+def test_a_skeleton_too_deep_or_too_large_is_one_line(tmp_path, skeleton, refusal):
+    """The fourth review: details 600 mappings deep overflowed the runner's decoding
+    (RecursionError); a 75 MB skeleton of empty lists took the runner to 4 GiB."""
+    write_output(AttackOutput(np.arange(3.0), None, {}), tmp_path)
+    (tmp_path / OUTPUT).write_text(skeleton)
+    with pytest.raises(ReturnError, match=refusal):
         read_output(tmp_path, "plug")
