@@ -158,7 +158,7 @@ def test_the_strongest_is_ranked_at_low_fpr_with_the_auc_and_chance_line_beside(
     assert "Strongest at low FPR: mia-rmia as the querier, TPR 9.0% [5.0%, 13.0%]" in v.text
     assert "AUC 0.600 [0.560, 0.640] against a chance line of 0.530 [0.490, 0.570]" in v.text
     (v,) = verdicts([cell], [broad], 1e-5)  # no chance line stated: none shown, no failure
-    assert "AUC 0.700 [0.660, 0.740]." in v.text and "chance line" not in v.text
+    assert "AUC 0.700 [0.660, 0.740]." in v.text and "against a chance line" not in v.text
 
 
 def test_a_band_above_the_ceiling_warns_and_a_noisy_line_does_not():
