@@ -81,7 +81,7 @@ def fence(trusted: bool) -> str:
     if trusted:
         return TRUSTED
     raise ConfigError(
-        "plug-in attacks: this kernel cannot sandbox them (no Landlock, no user namespaces) "
+        "plug-in attacks: this kernel cannot sandbox them (both fences need user namespaces) "
         f"or {sandbox.SANDBOX_VARIABLE}=none says not to; pass "
         "--trust-plugins (suite: trust_plugins: true) to run them unfenced"
     )

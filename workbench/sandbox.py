@@ -7,14 +7,19 @@ runner's ``/proc/<pid>`` entries, and rebuild the ground truth from them. Landlo
 workbench's own code and to writing a private temporary folder; once applied it cannot be
 lifted, not even by root (whose capabilities the worker also drops). Landlock's ptrace rule
 keeps the worker out of the runner's memory; the runner is made non-dumpable while a worker
-lives as a second lock on ``/proc/<pid>/mem`` and ``environ``.
+lives as a second lock on ``/proc/<pid>/mem`` and ``environ``. Landlock does not fence System
+V IPC, UDP or a process that leaves the session, through which two plug-in rows of one suite
+could talk (the fourth review: a querier row scored AUC 1.000 from the ids curious-client rows
+left in shared memory), so a Landlock worker also runs in its own user, PID, network and IPC
+namespaces: its segments and sockets are its own, and everything it started dies with it.
 
 Where the kernel has no Landlock but lets an unprivileged process create user namespaces, the
-worker is fenced by namespaces instead: a new root holding only what Landlock would grant
+worker is fenced by namespaces alone: a new root holding only what Landlock would grant
 (read-only binds of ``readable``, read-write binds of ``writable``), a fresh ``/proc`` of a
 new PID namespace, a network namespace with nothing in it, and no capabilities. Where
-neither works there is no fence: ``mechanism()`` says so and the caller refuses plug-ins
-unless the user trusts them. ``FGLWB_SANDBOX`` (read where the run is decided) forces one."""
+neither works (Landlock without user namespaces included) there is no fence: ``mechanism()``
+says so and the caller refuses plug-ins unless the user trusts them. ``FGLWB_SANDBOX`` (read
+where the run is decided) forces one."""
 
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import importlib
 import importlib.util
 import os
 import signal
+import site
 import subprocess
 import sys
 import sysconfig
@@ -58,10 +64,12 @@ REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/dev/urandom", "/dev/random")
 DEVICES_RW = ("/dev/null",)
 
-# the namespace fence: a user namespace to own the others; mounts, PIDs, network, System V IPC
+# every fence's namespaces: a user namespace to own the others; PIDs (what the worker starts
+# dies with it), network (no loopback to another worker), System V IPC; the namespace fence
+# adds its own mounts
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x08000000, 0x10000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+ISOLATED = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 1 << 12, 1 << 14, 1 << 18, 2
 # a bind's flags that a user namespace may not clear, kept from the mount it comes from
@@ -71,6 +79,15 @@ KEPT_MOUNT_FLAGS = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
 # (Python finds a module by listing its folder: /etc holds ld.so.cache alone, /tmp the
 # scratch folder's way)
 SKELETON_MODE = 0o555
+
+# the kernel's keyrings are no namespace's: a key a worker links into the session keyring it
+# inherited, or into the user's keyring (found by its serial), outlives it and reaches the next
+# worker. A seccomp filter answers these calls EPERM: (audit arch, add_key, request_key, keyctl)
+KEYRING_CALLS = {"x86_64": (0xC000003E, 248, 249, 250), "aarch64": (0xC00000B7, 217, 218, 219)}
+X32_BIT = 0x40000000  # x86-64's x32 calls share its audit arch: their numbers carry this bit
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+SECCOMP_RET_ALLOW, SECCOMP_RET_EPERM = 0x7FFF0000, 0x00050000 | 1
 
 SANDBOX_VARIABLE = "FGLWB_SANDBOX"
 MECHANISMS = ("landlock", "namespaces")  # the best first
@@ -86,6 +103,19 @@ class _RulesetAttr(ctypes.Structure):
         ("handled_access_net", ctypes.c_uint64),
         ("scoped", ctypes.c_uint64),
     ]
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockProgram(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -106,24 +136,19 @@ def landlock_abi() -> int:
 
 
 @functools.cache
-def namespaces_work() -> bool:
-    """Whether this machine lets the namespace fence be built, tried once (cached) in a
-    short-lived Python process: the fence forks, and forking the runner, whose threads may
-    hold locks, is no probe."""
-    if not sys.platform.startswith("linux"):
+def works(how: str) -> bool:
+    """Whether this machine can build fence ``how`` (one of ``MECHANISMS``), tried once
+    (cached) in a short-lived Python process: both fences fork, and forking the runner, whose
+    threads may hold locks, is no probe."""
+    if not sys.platform.startswith("linux") or (how == "landlock" and not landlock_abi()):
         return False
     probe = f"import sys; sys.path = {sys.path!r}; from fgl_workbench import sandbox; "
-    probe += "sandbox.enter([], [], 'namespaces')"
+    probe += f"sandbox.enter([], [], {how!r})"
     try:
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
-
-
-def works(how: str) -> bool:
-    """Whether this machine can build fence ``how`` (one of ``MECHANISMS``)."""
-    return landlock_abi() > 0 if how == "landlock" else namespaces_work()
 
 
 def chosen() -> str | None:
@@ -141,16 +166,19 @@ def chosen() -> str | None:
             f"{SANDBOX_VARIABLE}={asked!r}: choose one of {', '.join(MECHANISMS)} or none"
         )
     if not works(asked):
-        raise ConfigError(f"{SANDBOX_VARIABLE}={asked}: this machine cannot fence with {asked}")
+        why = " (Landlock needs user namespaces beside it)" if asked == "landlock" else ""
+        raise ConfigError(
+            f"{SANDBOX_VARIABLE}={asked}: this machine cannot fence with {asked}{why}"
+        )
     return asked
 
 
 def mechanism() -> str | None:
     """The fence a plug-in's worker gets here, in the words its row records (``Landlock ABI
-    n``, ``namespaces``); None where there is none."""
+    n + namespaces``, ``namespaces``); None where there is none."""
     how = chosen()
     if how == "landlock":
-        return f"Landlock ABI {landlock_abi()}"
+        return f"Landlock ABI {landlock_abi()} + namespaces"
     return how
 
 
@@ -162,9 +190,11 @@ def handled_rights(abi: int) -> int:
 
 def readable_paths() -> list[Path]:
     """What a plug-in's code needs to read: the Python installation (its libraries and
-    site-packages), the workbench's own packages and the system's shared libraries."""
+    site-packages, the user's own and any a ``.pth`` file adds), the workbench's own packages
+    and the system's shared libraries."""
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     libraries = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    libraries |= {p for p in [site.getusersitepackages(), *sys.path] if _is_site_packages(p)}
     # the workbench's packages' folders (not any module named under it: PyG writes the
     # propagate code it generates for our layers to /tmp, under our modules' names)
     own = {
@@ -174,6 +204,11 @@ def readable_paths() -> list[Path]:
         for folder in getattr(module, "__path__", None) or ()
     }
     return [Path(p) for p in sorted(prefixes | libraries | own | set(SYSTEM_READ))]
+
+
+def _is_site_packages(path: str) -> bool:
+    """A folder installed packages live in (``pip install --user`` puts them in the user's)."""
+    return Path(path).name in ("site-packages", "dist-packages") and os.path.isdir(path)
 
 
 def plugin_paths(group: str, names: Iterable[str] = ()) -> list[Path]:
@@ -226,21 +261,75 @@ def check_fenced_off(readable: Iterable[Path], protected: Iterable[Path]) -> Non
                 )
 
 
-def enter(readable: Iterable[Path], writable: Iterable[Path], how: str | None = None) -> None:
+def enter(
+    readable: Iterable[Path], writable: Iterable[Path], how: str | None = None, cuda: bool = False
+) -> None:
     """Fences this process for good with ``how`` (one of ``MECHANISMS``; None: ``chosen()``):
     from now on it reads only ``readable`` and writes only ``writable`` (and what it had
-    open), and holds no capabilities. Raises ``SandboxError`` where the fence cannot be
-    built."""
+    open), holds no capabilities, shares no System V IPC or network with anyone and takes
+    whatever it starts down with it. Only the last of three processes returns from here
+    (``_isolate``). ``cuda``: a GPU context is opened inside the namespaces, before the
+    filesystem closes (Landlock only: the namespace fence's root has no device files). Raises
+    ``SandboxError`` where the fence cannot be built."""
     how = how or chosen()
-    if how == "landlock":
-        _enter_landlock(readable, writable)
-    elif how == "namespaces":
-        _enter_namespaces(readable, writable)
-    else:
+    if how not in MECHANISMS:
         raise SandboxError(f"no sandbox {how!r} here: choose one of {', '.join(MECHANISMS)}")
+    if cuda and how == "namespaces":
+        raise SandboxError(
+            "namespaces: this fence's new root has no GPU device files; run plug-ins on the "
+            "CPU or where Landlock fences them"
+        )
+    readable, writable = list(readable), list(writable)
+    if how == "landlock":
+        _isolate()
+        if cuda:
+            _open_cuda()
+        _enter_landlock(readable, writable)
+    else:
+        root = tempfile.mkdtemp(prefix="fglwb-root-")  # the new root's mount point
+        _isolate(CLONE_NEWNS, remove=root)
+        try:
+            _build_root(root, readable, writable)
+        except OSError as exc:
+            raise SandboxError(f"namespaces: {exc}") from None
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        _drop_capabilities(int(Path("/proc/sys/kernel/cap_last_cap").read_text()))
+    _deny_keyrings()
 
 
-def _enter_landlock(readable: Iterable[Path], writable: Iterable[Path]) -> None:
+def _deny_keyrings() -> None:
+    """A seccomp filter (``no_new_privs`` is set) answering ``add_key``, ``request_key`` and
+    ``keyctl`` with EPERM, as every call of another architecture's numbering (x86's ``int
+    0x80``, x32) is answered. This process is single-threaded here (``_isolate`` forked it),
+    so the filter covers all it will run."""
+    arch, *calls = KEYRING_CALLS.get(os.uname().machine, (None,))
+    if arch is None:
+        raise SandboxError(f"no system call numbers for {os.uname().machine}: cannot fence")
+    n = len(calls)  # a jump's offset counts the instructions it skips: to the last, EPERM
+    program = [
+        (BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (BPF_JEQ_K, 1, 0, arch),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_EPERM),
+        (BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+        (BPF_JGE_K, n + 1, 0, X32_BIT),
+        *((BPF_JEQ_K, n - i, 0, call) for i, call in enumerate(calls)),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_EPERM),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))
+    fprog = _SockProgram(len(program), filters)
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise SandboxError(f"seccomp: {os.strerror(ctypes.get_errno())}")
+
+
+def _open_cuda() -> None:
+    """A GPU context, its device files opened while they can still be."""
+    import torch
+
+    torch.zeros(1, device="cuda")
+
+
+def _enter_landlock(readable: list[Path], writable: list[Path]) -> None:
     """Landlock: binds and connects no TCP socket (ABI ≥ 4), reaches no abstract unix
     socket and signals no process outside (ABI ≥ 6)."""
     abi = landlock_abi()
@@ -266,34 +355,30 @@ def _enter_landlock(readable: Iterable[Path], writable: Iterable[Path]) -> None:
     _drop_capabilities(last_capability)
 
 
-def _enter_namespaces(readable: Iterable[Path], writable: Iterable[Path]) -> None:
-    """Namespaces: only the last of three processes returns from here. This one, maybe
-    threaded (unshare refuses a user namespace to a threaded process), forks; its
-    single-threaded child enters new user (its own uid and gid mapped, so root keeps no
-    capability outside), mount, PID, network and IPC namespaces and forks again; that
-    grandchild, the new PID namespace's first process, moves into a new root and goes on.
-    Each parent only waits and exits with its child's status."""
+def _isolate(more: int = 0, remove: str | None = None) -> None:
+    """New user (its own uid and gid mapped, so root keeps no capability outside), PID,
+    network and IPC namespaces, and ``more``: this process, maybe threaded (unshare refuses a
+    user namespace to a threaded process), forks; its single-threaded child unshares and
+    forks again; that grandchild, the new PID namespace's first process, returns. Each parent
+    only waits and exits with its child's status; ``remove`` is an empty folder the first
+    removes. When the grandchild ends, the kernel kills all it started (a ``setsid`` orphan
+    included)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         raise SandboxError(
-            "namespaces: this worker's CUDA context cannot follow it into the fence (CUDA "
-            "does not survive a fork); run plug-ins on the CPU or where Landlock fences them"
+            "this worker's CUDA context cannot follow it into the fence (CUDA does not "
+            "survive a fork): open it inside (enter(cuda=True))"
         )
-    readable, writable = list(readable), list(writable)
-    root = tempfile.mkdtemp(prefix="fglwb-root-")  # the new root's mount point
-    _continue_in_child(remove=root)
+    _continue_in_child(remove=remove)
     uid, gid = os.getuid(), os.getgid()
     try:
-        _check(_libc.unshare(NAMESPACES), "unshare")
+        _check(_libc.unshare(ISOLATED | more), "unshare")
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
         Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-        _continue_in_child()
-        _build_root(root, readable, writable)
     except OSError as exc:
         raise SandboxError(f"namespaces: {exc}") from None
-    _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    _drop_capabilities(int(Path("/proc/sys/kernel/cap_last_cap").read_text()))
+    _continue_in_child()
 
 
 def _continue_in_child(remove: str | None = None) -> None:
@@ -465,13 +550,11 @@ def run_fenced(
     tempfile.tempdir = scratch
     refused = None
     try:
-        if cuda:
-            import torch
-
-            torch.zeros(1, device="cuda")
         if readable is not None:
             _alone()
-            enter(readable, [Path(scratch), *map(Path, DEVICES_RW)], how)
+            enter(readable, [Path(scratch), *map(Path, DEVICES_RW)], how, cuda)
+        elif cuda:
+            _open_cuda()
     except SandboxError as exc:
         refused = str(exc)
     sys.path[:0] = folders

@@ -2,6 +2,7 @@
 grants), the runner is non-dumpable only while plug-ins run, FGLWB_SANDBOX picks the fence,
 and a child fenced by namespaces reaches nothing but what it is given."""
 
+import contextlib
 import importlib
 import json
 import multiprocessing
@@ -9,6 +10,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,19 @@ def test_the_runners_python_is_readable_and_nothing_else_of_it():
     assert not any(p in (sandbox.Path("/"), sandbox.Path("/tmp")) for p in readable)
 
 
+def test_packages_installed_for_the_user_or_by_a_pth_file_are_readable(tmp_path, monkeypatch):
+    """``pip install --user`` puts packages in the user's site-packages, and a ``.pth`` file
+    may add another: a plug-in importing them fenced must be able to read them (run as a
+    user other than root, a venv whose ``.pth`` adds another venv's packages failed so)."""
+    user, added = tmp_path / "user" / "site-packages", tmp_path / "other" / "dist-packages"
+    user.mkdir(parents=True)
+    added.mkdir(parents=True)
+    monkeypatch.setattr(sandbox.site, "getusersitepackages", lambda: str(user))
+    monkeypatch.setattr(sys, "path", [*sys.path, str(added), str(tmp_path)])
+    readable = sandbox.readable_paths()
+    assert user in readable and added in readable and tmp_path not in readable
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
 def test_the_runner_is_non_dumpable_while_a_plugin_runs():
     before = sandbox._prctl(sandbox.PR_GET_DUMPABLE, 0)
@@ -54,11 +69,11 @@ def test_fglwb_sandbox_picks_the_fence_in_one_line(monkeypatch):
     monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, "seccomp")
     with pytest.raises(ConfigError, match="FGLWB_SANDBOX='seccomp': choose one of landlock"):
         sandbox.mechanism()
-    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.setattr(sandbox, "works", lambda how: how != "landlock")
     monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, "landlock")
     with pytest.raises(ConfigError, match="FGLWB_SANDBOX=landlock: this machine cannot") as no:
         sandbox.mechanism()
-    assert "\n" not in str(no.value)
+    assert "\n" not in str(no.value) and "user namespaces beside it" in str(no.value)
 
 
 def fenced_child(readable, scratch, secret, parent, port, unix_name):
@@ -167,3 +182,68 @@ def test_a_python_thread_started_before_the_fence_is_a_refusal(tmp_path):
     child.start()
     child.join(120)
     assert "Python thread(s) started before the fence would escape it" in report.read_text()
+
+
+SHM_KEY = 0x43C0  # the fourth review's segment key
+_, ADD_KEY, _, KEYCTL = sandbox.KEYRING_CALLS[os.uname().machine]
+KEY_NAME, SESSION_KEYRING, KEYCTL_SEARCH = b"fglwb-test-ids", -3, 10
+
+
+def leave_traces(refused: str | None, scratch: str, port: int) -> None:
+    """What the fourth review's colluding rows did, from inside a fence: a System V shared
+    memory segment left behind, a UDP datagram to a port of the runner's machine, and a
+    ``setsid`` orphan that keeps beating in the scratch folder."""
+    if refused:
+        Path(scratch, "refused").write_text(refused)
+        return
+    libc = sandbox._libc
+    segment = libc.shmget(SHM_KEY, 4096, 0o1600)  # IPC_CREAT, owner read-write
+    Path(scratch, "segment").write_text(str(segment))
+    key = libc.syscall(ADD_KEY, b"user", KEY_NAME, b"member ids", 10, SESSION_KEYRING)
+    Path(scratch, "key").write_text(str(key))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, contextlib.suppress(OSError):
+        udp.sendto(b"member ids", ("127.0.0.1", port))
+    if os.fork() == 0:
+        os.setsid()
+        beat = Path(scratch, "beat")
+        for _ in range(600):
+            with beat.open("a") as f:
+                f.write(".")
+            time.sleep(0.05)
+        os._exit(0)
+    time.sleep(0.3)
+
+
+@pytest.mark.parametrize("how", sandbox.MECHANISMS)
+def test_a_fenced_worker_leaves_nothing_another_can_reach(how, tmp_path):
+    """The fourth review's collusion (a querier row scored AUC 1.000 on ids curious-client
+    rows left in System V shared memory, or sent over UDP from an orphan that outlived its
+    row): under either fence the segment is the worker's own and goes with it, the datagram
+    reaches nobody, and the orphan dies with the worker. Nor can it leave a key in the
+    session keyring every worker inherits (no namespace holds keyrings)."""
+    if not sandbox.works(how):
+        pytest.skip(f"this machine cannot fence with {how}")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.settimeout(0.5)
+        readable = [*sandbox.readable_paths(), Path(__file__).parent]
+        work = (str(scratch), listener.getsockname()[1])
+        start = (readable, how, str(scratch), {}, False, f"{__name__}:leave_traces", work)
+        child = multiprocessing.get_context("spawn").Process(target=sandbox.run_fenced, args=start)
+        child.start()
+        child.join(120)
+        with pytest.raises(TimeoutError):
+            listener.recvfrom(64)
+    assert child.exitcode == 0 and not (scratch / "refused").exists()
+    assert int((scratch / "segment").read_text()) >= 0  # made, inside the fence
+    left = sandbox._libc.shmget(SHM_KEY, 0, 0)
+    if left >= 0:  # not to fool a later run
+        sandbox._libc.shmctl(left, 0, None)  # IPC_RMID
+    assert left == -1  # gone with its namespace
+    assert int((scratch / "key").read_text()) == -1  # refused inside
+    assert sandbox._libc.syscall(KEYCTL, KEYCTL_SEARCH, SESSION_KEYRING, b"user", KEY_NAME, 0) < 0
+    beats = (scratch / "beat").read_text()
+    time.sleep(0.5)
+    assert (scratch / "beat").read_text() == beats  # the orphan died with the worker

@@ -61,6 +61,8 @@ class Snoop:
 
 
 OUT_VARIABLE = "SNOOP_OUT"  # the test says where the results folder is (else /proc/PPID)
+# and the runner's pid, which a worker in its own PID namespace cannot learn from getppid()
+RUNNER_VARIABLE = "SNOOP_RUNNER"
 REACHES = ("cmdline", "environ", "mem", "run_key", "results", "snapshot", "data_root")
 # where the test listens, as a runner-side accomplice would: a TCP port, an abstract socket
 PORT_VARIABLE, SOCKET_VARIABLE = "SNOOP_PORT", "SNOOP_SOCKET"
@@ -70,7 +72,7 @@ CALLS = ("tcp", "abstract_socket")
 def _reach(out: Path) -> dict[str, Callable[[], object]]:
     """Each thing a cheating plug-in opens: the runner's /proc entries, the results folder's
     run key, database and snapshot, and the data root."""
-    parent = f"/proc/{os.getppid()}"
+    parent = f"/proc/{os.environ.get(RUNNER_VARIABLE) or os.getppid()}"
     return {
         "cmdline": lambda: Path(parent, "cmdline").read_bytes(),
         "environ": lambda: Path(parent, "environ").read_bytes(),

@@ -19,6 +19,7 @@ from snoop_attack import (
     OUT_VARIABLE,
     PORT_VARIABLE,
     REACHES,
+    RUNNER_VARIABLE,
     SOCKET_VARIABLE,
     reachable_secrets,
 )
@@ -89,14 +90,16 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(
     folder's run key, database and snapshot and the data root, and rebuilds the ground truth
     from them (AUC 1.000 unfenced), reaches none of them and scores at chance, under each
     fence (forced by FGLWB_SANDBOX); its module's import-time code, run again in the worker,
-    is fenced as well. Landlock answers each with a permission error; in the namespaces'
-    new root and empty network they are not there at all."""
+    is fenced as well. Landlock answers each file with a permission error; in the
+    namespaces' new root they are not there at all; under both the worker's network namespace
+    holds no loopback to the runner's sockets."""
     if not sandbox.works(how):
         pytest.skip(f"this machine cannot fence with {how}")
     monkeypatch.setenv(sandbox.SANDBOX_VARIABLE, how)
     out = tmp_path / "out"
     monkeypatch.setenv(OUT_VARIABLE, str(out))  # where the cheat looks: kept in its worker
-    known = f"{OUT_VARIABLE},FGLWB_DATA,{PORT_VARIABLE},{SOCKET_VARIABLE}"
+    monkeypatch.setenv(RUNNER_VARIABLE, str(os.getpid()))  # the runner is this process
+    known = f"{OUT_VARIABLE},{RUNNER_VARIABLE},FGLWB_DATA,{PORT_VARIABLE},{SOCKET_VARIABLE}"
     monkeypatch.setenv(PLUGIN_ENVIRONMENT, known)  # the cheat knows where everything is
     with accomplice(monkeypatch):  # the runner's side listens, as an accomplice would
         run_suite(parse_suite(SECRET_RAW), out, quiet=True)
@@ -108,8 +111,9 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(
     assert metrics["auc"] < 0.75
     tried = (*REACHES, *CALLS, "at_import")  # at import: its import-time code ran fenced too
     assert {k: metrics[f"attack_reached_{k}"] for k in tried} == dict.fromkeys(tried, 0.0)
-    if how == "landlock":
-        assert {k: metrics[f"attack_denied_{k}"] for k in tried} == dict.fromkeys(tried, 1.0)
+    if how == "landlock":  # the disk and /proc refused by Landlock (sockets: no network)
+        opened = (*REACHES, "at_import")
+        assert {k: metrics[f"attack_denied_{k}"] for k in opened} == dict.fromkeys(opened, 1.0)
     assert (out / "run.key").is_file()  # it was there to be read
     assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
 
