@@ -25,7 +25,7 @@ from scipy.special import binom, gammaln, log_ndtr
 
 _STOP = -30.0  # Opacus stops the fractional series after the first term below e^-30
 _MAX_TERMS = 10_000_000
-_FIRST_BLOCK = 8  # most series end within ~10 terms; the long tail gets doubling blocks
+_FIRST_BLOCK = 12  # most series end within ~10 terms; the long tail gets doubling blocks
 _CHUNK = 1024  # configurations per block of work (cache-sized)
 # The fractional series' signed sum carries an absolute rounding error in log A of some ulps
 # of its terms' total mass over A: up to ~400 measured against 40-digit quadrature (σ ≈ 0.6,
@@ -54,9 +54,14 @@ def laplace(scale_ratio: np.ndarray, orders: np.ndarray) -> np.ndarray:
 
 
 def subsampled_gaussian(
-    q: np.ndarray, noise_multiplier: np.ndarray, orders: np.ndarray
+    q: np.ndarray,
+    noise_multiplier: np.ndarray,
+    orders: np.ndarray,
+    needed: np.ndarray | None = None,
 ) -> np.ndarray:
-    """One step of the Poisson-subsampled Gaussian mechanism (sampling rate q)."""
+    """One step of the Poisson-subsampled Gaussian mechanism (sampling rate q). ``needed``
+    (one row per configuration, one column per order): a fractional order a configuration
+    does not need is NaN there, its series (nearly all of the time) not summed."""
     q = np.atleast_1d(np.asarray(q, dtype=float))
     z = np.atleast_1d(np.asarray(noise_multiplier, dtype=float))
     q, z = np.broadcast_arrays(q, z)
@@ -69,19 +74,23 @@ def subsampled_gaussian(
     out[(z == 0) & (q > 0)] = np.inf
     sub = (q > 0) & (q < 1) & (z > 0)
     if sub.any():
-        out[sub] = _log_a_chunked(q[sub], z[sub], orders) / (orders - 1)
+        wanted = np.ones((q.size, orders.size), bool) if needed is None else needed
+        out[sub] = _log_a_chunked(q[sub], z[sub], orders, wanted[sub]) / (orders - 1)
     return out
 
 
-def _log_a_chunked(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+def _log_a_chunked(
+    q: np.ndarray, z: np.ndarray, orders: np.ndarray, needed: np.ndarray
+) -> np.ndarray:
     """``_log_a`` over blocks of configurations, on threads: blocks keep the working arrays in
     cache, and numpy releases the GIL inside each operation, so the cores share the work."""
     starts = range(0, q.size, _CHUNK)
     if len(starts) == 1:
-        return _log_a(q, z, orders)
+        return _log_a(q, z, orders, needed)
 
     def block(s: int) -> np.ndarray:
-        return _log_a(q[s : s + _CHUNK], z[s : s + _CHUNK], orders)
+        rows = slice(s, s + _CHUNK)
+        return _log_a(q[rows], z[rows], orders, needed[rows])
 
     # each thread in a copy of this context, so the caller's np.errstate holds there too
     threads = min(len(starts), os.cpu_count() or 1)
@@ -90,11 +99,11 @@ def _log_a_chunked(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarr
         return np.concatenate([r.result() for r in running])
 
 
-def _log_a(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
+def _log_a(q: np.ndarray, z: np.ndarray, orders: np.ndarray, needed: np.ndarray) -> np.ndarray:
     """log A_α for every order: the exact sum at integer orders; at fractional ones the series
     where it lies in its bracket from the neighbouring integer orders, else the bracket's upper
-    end (the chord of the convex log A between ⌊α⌋ and ⌈α⌉). Every integer order needed,
-    listed or bracketing, is summed once."""
+    end (the chord of the convex log A between ⌊α⌋ and ⌈α⌉); NaN at a fractional order not
+    ``needed``. Every integer order needed, listed or bracketing, is summed once."""
     is_int = orders == np.round(orders)
     frac = orders[~is_int]
     lo_order, hi_order = np.floor(frac), np.ceil(frac)
@@ -111,7 +120,7 @@ def _log_a(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
         floor = np.stack([at[int(a)] for a in lo_order], 1)
         ceil = np.stack([at[int(a)] for a in hi_order], 1)
         chord = floor + (frac - lo_order) * (ceil - floor)
-        series, mass = _log_a_frac(q, z, frac)
+        series, mass = _log_a_frac(q, z, frac, needed[:, ~is_int])
         # tiny q: log A (~1e-16) is below what the sum of O(1) terms resolves, and the series
         # fell 4 % under the true value (q = 1e-6, σ = 50, α = 3.3): with its rounding
         # allowance it is a bound again, or the chord takes over
@@ -122,7 +131,8 @@ def _log_a(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> np.ndarray:
         # value (log A grows with α), where a series lost in rounding would understate the RDP
         slack = 1e-9 * np.maximum(1.0, np.abs(chord))
         sound = np.isfinite(bound) & (bound >= floor) & (series <= chord + slack)
-        out[:, ~is_int] = np.where(sound, np.minimum(bound, chord), chord)
+        value = np.where(sound, np.minimum(bound, chord), chord)
+        out[:, ~is_int] = np.where(needed[:, ~is_int], value, np.nan)
     return out
 
 
@@ -153,9 +163,12 @@ def _log_expm1(x: np.ndarray) -> np.ndarray:
         return np.where(x > 30, x + np.log1p(-np.exp(-np.minimum(x, 745))), np.log(np.expm1(x)))
 
 
-def _log_a_frac(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _log_a_frac(
+    q: np.ndarray, z: np.ndarray, orders: np.ndarray, needed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The two-sided erfc series for fractional α (Mironov et al. 2019, Sec. 3.3): log A and
-    the log of its terms' total absolute mass (what its rounding error scales with).
+    the log of its terms' total absolute mass (what its rounding error scales with), for each
+    (configuration, order) pair ``needed`` (-inf elsewhere).
 
     Terms are computed in growing blocks along i for the pairs still running; a pair's
     series ends at its first term past i = α that is e^-30 below the largest term so far
@@ -171,7 +184,7 @@ def _log_a_frac(q: np.ndarray, z: np.ndarray, orders: np.ndarray) -> tuple[np.nd
     z0 = z**2 * np.log(1 / q - 1) + 0.5
     sums = {key: np.full(b * k, -np.inf) for key in ("p0", "n0", "p1", "n1")}
     peaks = np.full(b * k, -np.inf)
-    active = np.arange(b * k)
+    active = np.flatnonzero(needed)
     start, width = 0, _FIRST_BLOCK
     while active.size:
         if start >= _MAX_TERMS:

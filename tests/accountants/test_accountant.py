@@ -25,6 +25,7 @@ from fgl_workbench.accountants import (
     max_steps,
     subsampled_gaussian_grid,
 )
+from fgl_workbench.accountants import accountant as accountant_module
 from fgl_workbench.accountants.accountant import InfiniteEpsilonWarning, OrderGridWarning
 
 
@@ -226,6 +227,34 @@ def test_grid_matches_single_calls_and_dedupes_pairs():
             eps(sgm(q[i], s[i], int(n[i])), orders="opacus", refine=False), rel=1e-12
         )
     assert e[3] == 0.0  # no steps, no loss
+
+
+@pytest.mark.parametrize("orders", ["opacus", "extended"])
+@pytest.mark.parametrize("kind", ["improved", "classic"])
+def test_the_grid_skips_only_orders_that_cannot_win(orders, kind, monkeypatch):
+    """Fractional orders whose ε, bounded below by the floor integer order's log A, cannot beat
+    an integer order are not summed: ε and the best order are bit for bit those of every
+    order summed, on scattered and swept configurations (one pair, many step counts), q = 1,
+    σ = 0 and no steps included; and most orders are skipped, or the pruning did nothing."""
+    rng = np.random.default_rng(7)
+    q = np.concatenate([10 ** rng.uniform(-5, -0.3, 400), [0.1] * 50, [1.0, 0.3, 0.2]])
+    s = np.concatenate([rng.uniform(0.3, 20, 400), [0.7] * 50, [2.0, 0.0, 1.0]])
+    steps = np.concatenate([rng.integers(1, 100_000, 400), np.geomspace(1, 1e6, 50), [5, 5, 0]])
+    pruned = subsampled_gaussian_grid(q, s, steps, 1e-5, orders=orders, conversion_kind=kind)
+    asked = []
+    summed = accountant_module.analysis.subsampled_gaussian
+
+    def every_order(q, z, grid, needed=None):
+        if needed is not None:
+            asked.append(needed.mean())
+        return summed(q, z, grid)
+
+    monkeypatch.setattr(accountant_module.analysis, "subsampled_gaussian", every_order)
+    full = subsampled_gaussian_grid(q, s, steps, 1e-5, orders=orders, conversion_kind=kind)
+    np.testing.assert_array_equal(pruned[0], full[0])
+    np.testing.assert_array_equal(pruned[1], full[1])
+    (share,) = asked
+    assert share < 0.5
 
 
 def test_never_nan_never_negative_and_inf_is_warned():
