@@ -153,7 +153,8 @@ def _trust_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trust-plugins",
         action="store_true",
-        help="run plug-in attacks even where the kernel cannot sandbox them (no Landlock): "
+        help="run plug-in attacks even where the kernel cannot sandbox them (no unprivileged "
+        "user namespaces, which both fences need): "
         "they can then read what you can; the report marks their rows",
     )
 

@@ -159,7 +159,8 @@ class Suite(_Strict):
     trust_plugins: bool = Field(
         False,
         description="run plug-in attacks even where the kernel cannot sandbox them (no "
-        "Landlock): they can then read what the user can; their rows are marked",
+        "unprivileged user namespaces, which both fences need): they can then read what the "
+        "user can; their rows are marked",
     )
     reproducible: bool = Field(
         False,

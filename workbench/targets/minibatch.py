@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.weak import WeakIdKeyDictionary
 from torch_geometric.data import Data
 from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
@@ -50,21 +51,33 @@ class NeighbourBatches:
             yield SampledBatch(b.n_id, b.edge_index, b.batch_size)
 
 
+# a client's data → {(fan-outs, batch size): its batches}: the CSR is built in the first round
+# only, and goes with the client's graph
+_BUILT: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def neighbour_batches(data: Data, fanouts: Sequence[int], batch_size: int) -> NeighbourBatches:
+    """The client's ``NeighbourBatches``, built on its first use only."""
+    built = _BUILT.setdefault(data.edge_index, {})
+    key = (tuple(fanouts), batch_size)
+    if key not in built:
+        built[key] = NeighbourBatches(data, fanouts, batch_size)
+    return built[key]
+
+
 def train_node_minibatch_epochs(
     model: nn.Module,
     data: Data,
     opt: torch.optim.Optimizer,
     epochs: int,
-    fanouts: Sequence[int],
-    batch_size: int,
+    batches: NeighbourBatches,
     generator: torch.Generator,
 ) -> None:
-    """Cross-entropy on the client's training nodes, ``batch_size`` seeds per step, each
-    seed's ``len(fanouts)``-hop sampled neighbourhood as its graph. Batches are sampled on
-    the CPU and moved to the data's device."""
+    """Cross-entropy on the client's training nodes, one batch of seeds per step, each
+    seed's sampled neighbourhood as its graph. Batches are sampled on the CPU and moved to
+    the data's device."""
     model.train()
     device = data.x.device
-    batches = NeighbourBatches(data, fanouts, batch_size)
     for _ in range(epochs):
         for b in batches.epoch(generator):
             nodes = b.nodes.to(device)

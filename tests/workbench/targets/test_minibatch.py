@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.models.node import NodeGNN
-from fgl_workbench.targets.minibatch import train_node_minibatch_epochs
+from fgl_workbench.targets.minibatch import neighbour_batches, train_node_minibatch_epochs
 from fgl_workbench.targets.training import node_logits
 
 
@@ -16,7 +16,7 @@ def _train(data, seed: int) -> NodeGNN:
     model = NodeGNN("gcn", data.num_features, 16, int(data.y.max()) + 1)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     gen = torch.Generator().manual_seed(seed)
-    train_node_minibatch_epochs(model, data, opt, 20, [5, 5], 32, gen)
+    train_node_minibatch_epochs(model, data, opt, 20, neighbour_batches(data, [5, 5], 32), gen)
     return model
 
 

@@ -3,7 +3,7 @@ recipe (which seeds the reference models) leaves out."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -15,6 +15,17 @@ from fgl_workbench.targets.training import (
 from fgl_workbench.transcript import (
     KeepPayloads,
 )
+
+
+class NeighbourSampling(BaseModel):
+    """Mini-batch local training: ``batch_size`` training nodes per step, each with a
+    neighbourhood sampled hop by hop (``fanouts[h]`` in-neighbours per node at hop h)."""
+
+    model_config = ConfigDict(extra="forbid")
+    fanouts: list[Annotated[int, Field(ge=1, le=1000)]] = Field(
+        [10, 10], min_length=1, max_length=8
+    )
+    batch_size: int = Field(1024, ge=1, le=10_000_000)
 
 
 class FedAvgConfig(BaseModel):
@@ -44,6 +55,13 @@ class FedAvgConfig(BaseModel):
         None,
         description="node level: each client fine-tunes the released model on its own training "
         "nodes (early-stopped on its validation nodes) and deploys its personalised model",
+    )
+    sampling: NeighbourSampling | None = Field(
+        None,
+        description="node level: train each client on mini-batches of its training nodes "
+        "with sampled neighbourhoods, for clients too large for full-batch training "
+        "({fanouts: [10, 10], batch_size: 1024}: 1024 seeds per step, at most 10 "
+        "in-neighbours per node per hop); none: full batch",
     )
     keep_local: list[str] = Field(
         default_factory=list,
@@ -82,5 +100,5 @@ def recipe_excludes(cfg: FedAvgConfig) -> set[str]:
     """Fields left out of the recipe: how it is scored, and the options left off, so a
     recipe's identity (which seeds the reference models) is the one it had before they
     existed."""
-    left_off = {name for name in ("fine_tune", "keep_local") if not getattr(cfg, name)}
+    left_off = {n for n in ("fine_tune", "keep_local", "sampling") if not getattr(cfg, n)}
     return {"score_local_models"} | left_off

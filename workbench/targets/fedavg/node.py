@@ -16,6 +16,7 @@ from fgl_workbench.query import (
 )
 from fgl_workbench.targets.fedavg.config import FedAvgConfig
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
+from fgl_workbench.targets.minibatch import neighbour_batches, train_node_minibatch_epochs
 from fgl_workbench.targets.training import (
     ReleaseRule,
     score_node_clients,
@@ -37,7 +38,11 @@ class NodeFedAvg(FedAvgLoop):
 
     @staticmethod
     def train_local(model: nn.Module, c: NodeClient, opt, cfg: FedAvgConfig, gen, dp_sgd) -> int:
-        train_node_epochs(model, c.data, opt, cfg.local_epochs)
+        if cfg.sampling is None:
+            train_node_epochs(model, c.data, opt, cfg.local_epochs)
+        else:
+            batches = neighbour_batches(c.data, cfg.sampling.fanouts, cfg.sampling.batch_size)
+            train_node_minibatch_epochs(model, c.data, opt, cfg.local_epochs, batches, gen)
         return 0
 
     @staticmethod

@@ -57,6 +57,7 @@ class Accounting:
         options = (
             ("fine_tune", cfg.fine_tune, "node", {"secure-aggregation"}),
             ("keep_local", cfg.keep_local, "graph", {"dp-sgd"}),
+            ("sampling", cfg.sampling, "node", set(SUPPORTED_DEFENSES)),
             (
                 "score_local_models",
                 cfg.score_local_models,
