@@ -25,13 +25,12 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 from torch_geometric.data import Data
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import subgraph
 
 from fgl_workbench.data.datasets import NodeDataset
 from fgl_workbench.data.federation import NodeClient
 from fgl_workbench.defenses.base import DEFENSES, PrivacyUnit
-from fgl_workbench.models import ModelConfig, ModelSpec
+from fgl_workbench.models import ModelConfig, ModelSpec, sparse
 from fgl_workbench.seeding import derive_seed
 from fgl_workbench.transcript import SERVER, Transcript, client
 
@@ -64,9 +63,8 @@ class IBEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> tuple[torch.Tensor, ...]:
         h = self.w2(F.relu(self.w1(x)))
-        ei, w = gcn_norm(edge_index, num_nodes=x.size(0), add_self_loops=True)
-        adj = torch.sparse_coo_tensor(ei, w, (x.size(0),) * 2, check_invariants=False)
-        z = torch.sparse.mm(adj, h)
+        # Â built once per graph (not renormalised at every step), as the GCN layers' is
+        z = sparse.operator(edge_index, x.size(0), "gcn", h.dtype).times(h)
         return z[:, : self.dim], F.softplus(z[:, self.dim :]) + 1e-10
 
 

@@ -10,6 +10,7 @@ from fgl_workbench.defenses import applied
 from fgl_workbench.defenses.information_bottleneck import (
     IB_HEAD,
     IBConfig,
+    IBEncoder,
     kl_to_standard_normal,
     shared_head,
     transform_clients,
@@ -116,3 +117,30 @@ def test_a_narrower_encoder_keeps_z_in_the_feature_space(federation):
         a.data.x.shape == b.data.x.shape for a, b in zip(out, federation.clients, strict=True)
     )
     assert kl > 0
+
+
+def test_the_encoder_aggregates_with_the_graphs_cached_operator(small_csbm, monkeypatch):
+    """The encoder's Â·h is GCN's normalised product (as PyG's ``gcn_norm`` weighs it),
+    built once per graph: equal to the product renormalised at every forward, gradients
+    flow to the features, and a second forward on the same graph builds nothing."""
+    from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+    from fgl_workbench.models import sparse
+
+    data = small_csbm.data
+    edge_index = data.edge_index.clone()  # a graph no operator was built for yet
+    built = []
+    real = sparse.build_operator
+    monkeypatch.setattr(sparse, "build_operator", lambda *a: built.append(1) or real(*a))
+    torch.manual_seed(0)
+    encoder = IBEncoder(data.num_features, 8)
+    x = data.x.clone().requires_grad_(True)
+    mu, sigma = encoder(x, edge_index)
+    (mu.sum() + sigma.sum()).backward()
+    encoder(data.x, edge_index)
+    assert built == [1] and x.grad.abs().sum() > 0
+    with torch.no_grad():
+        h = encoder.w2(torch.relu(encoder.w1(data.x)))
+        ei, w = gcn_norm(data.edge_index, num_nodes=x.size(0), add_self_loops=True)
+        z = torch.sparse.mm(torch.sparse_coo_tensor(ei.flip(0), w, (x.size(0),) * 2), h)
+    torch.testing.assert_close(mu.detach(), z[:, : data.num_features])
