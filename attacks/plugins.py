@@ -311,6 +311,11 @@ class _Describer:
         theirs.close()
         self._conn = ours
 
+    def stop(self) -> None:
+        """Ends the describer, waiting for any question being answered."""
+        with self._lock:
+            self.close()
+
     def close(self) -> None:
         if self._process is not None and self._process.pid is not None:  # it started
             sandbox.kill_session(self._process.pid)  # it and whatever it started
@@ -404,6 +409,14 @@ def _at(params: Any, loc: Any) -> Any:
 
 
 _DESCRIBER = _Describer()
+
+
+def stop_describer() -> None:
+    """Ends the describer before a plug-in's worker starts, so that no plug-in process lives
+    beside a worker: the fifth review's describer, alive through every row, took what one
+    row's worker signalled (file locks, inotify) and passed it to a later row's (AUC 1.000).
+    A later question starts a new one; the answers given stay known."""
+    _DESCRIBER.stop()
 
 
 def _serve(refused: str | None, conn: Connection) -> None:

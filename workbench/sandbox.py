@@ -80,14 +80,26 @@ KEPT_MOUNT_FLAGS = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
 # scratch folder's way)
 SKELETON_MODE = 0o555
 
-# the kernel's keyrings are no namespace's: a key a worker links into the session keyring it
-# inherited, or into the user's keyring (found by its serial), outlives it and reaches the next
-# worker. A seccomp filter answers these calls EPERM: (audit arch, add_key, request_key, keyctl)
-KEYRING_CALLS = {"x86_64": (0xC000003E, 248, 249, 250), "aarch64": (0xC00000B7, 217, 218, 219)}
+# What no namespace holds, and so would pass from one plug-in process to another (the fifth
+# review: a lock taken by a worker, seen by the long-lived describer and read by a later row's
+# worker, AUC 1.000): the kernel's keyrings (a key linked into the session keyring every worker
+# inherits, or into the user's, by its serial), file locks and leases on files both may read
+# (``flock``, ``fcntl``'s lock, lease and directory-notify commands) and inotify or fanotify
+# watches on them. A seccomp filter answers these calls EPERM. Per architecture: its audit
+# arch, ``fcntl``'s number, and the calls refused whole (flock, add_key, request_key, keyctl,
+# inotify_init, inotify_init1, fanotify_init; arm64 has no inotify_init)
+SHARED_STATE_CALLS = {
+    "x86_64": (0xC000003E, 72, (73, 248, 249, 250, 253, 294, 300)),
+    "aarch64": (0xC00000B7, 25, (32, 217, 218, 219, 26, 262)),
+}
+# fcntl's F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE,
+# F_GETLEASE, F_NOTIFY
+FCNTL_SHARED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 X32_BIT = 0x40000000  # x86-64's x32 calls share its audit arch: their numbers carry this bit
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
 SECCOMP_RET_ALLOW, SECCOMP_RET_EPERM = 0x7FFF0000, 0x00050000 | 1
+SECCOMP_ARCH, SECCOMP_NR, SECCOMP_ARG1 = 4, 0, 24  # offsets in seccomp_data (arg: low word)
 
 SANDBOX_VARIABLE = "FGLWB_SANDBOX"
 MECHANISMS = ("landlock", "namespaces")  # the best first
@@ -281,7 +293,11 @@ def enter(
         )
     readable, writable = list(readable), list(writable)
     if how == "landlock":
-        _isolate()
+        _isolate(CLONE_NEWNS)
+        try:
+            _read_only_in_place(readable)
+        except OSError as exc:
+            raise SandboxError(f"Landlock's namespaces: {exc}") from None
         if cuda:
             _open_cuda()
         _enter_landlock(readable, writable)
@@ -294,32 +310,65 @@ def enter(
             raise SandboxError(f"namespaces: {exc}") from None
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
         _drop_capabilities(int(Path("/proc/sys/kernel/cap_last_cap").read_text()))
-    _deny_keyrings()
+    _deny_shared_state()
 
 
-def _deny_keyrings() -> None:
-    """A seccomp filter (``no_new_privs`` is set) answering ``add_key``, ``request_key`` and
-    ``keyctl`` with EPERM, as every call of another architecture's numbering (x86's ``int
-    0x80``, x32) is answered. This process is single-threaded here (``_isolate`` forked it),
-    so the filter covers all it will run."""
-    arch, *calls = KEYRING_CALLS.get(os.uname().machine, (None,))
-    if arch is None:
-        raise SandboxError(f"no system call numbers for {os.uname().machine}: cannot fence")
-    n = len(calls)  # a jump's offset counts the instructions it skips: to the last, EPERM
-    program = [
-        (BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+def _deny_shared_state() -> None:
+    """A seccomp filter (``no_new_privs`` is set) answering EPERM to the calls that reach
+    what no namespace holds (``SHARED_STATE_CALLS``, ``FCNTL_SHARED``), as to every call of
+    another architecture's numbering (x86's ``int 0x80``, x32). This process is
+    single-threaded here (``_isolate`` forked it), so the filter covers all it will run."""
+    machine = os.uname().machine
+    if machine not in SHARED_STATE_CALLS:
+        raise SandboxError(f"no system call numbers for {machine}: cannot fence")
+    arch, fcntl, calls = SHARED_STATE_CALLS[machine]
+    steps: list[tuple[int, int | str, int, int] | str] = [
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARCH),
         (BPF_JEQ_K, 1, 0, arch),
         (BPF_RET_K, 0, 0, SECCOMP_RET_EPERM),
-        (BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-        (BPF_JGE_K, n + 1, 0, X32_BIT),
-        *((BPF_JEQ_K, n - i, 0, call) for i, call in enumerate(calls)),
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_NR),
+        (BPF_JGE_K, "deny", 0, X32_BIT),
+        (BPF_JEQ_K, "fcntl", 0, fcntl),
+        *((BPF_JEQ_K, "deny", 0, call) for call in calls),
         (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        "fcntl",
+        (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG1),
+        *((BPF_JEQ_K, "deny", 0, command) for command in FCNTL_SHARED),
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        "deny",
         (BPF_RET_K, 0, 0, SECCOMP_RET_EPERM),
     ]
+    program = _resolved(steps)
     filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))
     fprog = _SockProgram(len(program), filters)
     if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         raise SandboxError(f"seccomp: {os.strerror(ctypes.get_errno())}")
+
+
+def _resolved(steps: list) -> list[tuple[int, int, int, int]]:
+    """A BPF program with its labels (strings among the steps) gone and each jump to a label
+    made the count of instructions it skips."""
+    at, program = {}, []
+    for step in steps:
+        if isinstance(step, str):
+            at[step] = len(program)
+        else:
+            program.append(step)
+    return [
+        (code, at[jt] - i - 1 if isinstance(jt, str) else jt, jf, k)
+        for i, (code, jt, jf, k) in enumerate(program)
+    ]
+
+
+def _read_only_in_place(readable: list[Path]) -> None:
+    """Each readable path bound onto itself read-only, in this process's own mount namespace:
+    reading there stamps no access time, which the fifth review read back from row to row
+    (a worker read one byte of chosen files under ``/usr``, relatime stamped them, a later
+    row's worker ``stat``-ed them: AUC 1.000, the bits outliving the run). What is mounted
+    beneath a readable path stays out, as in the namespace fence's root."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back out
+    for path in sorted(str(p) for p in readable):  # a folder before what lies inside it
+        _bind("", path, write=False)
 
 
 def _open_cuda() -> None:
@@ -535,15 +584,17 @@ def run_fenced(
 ) -> None:
     """A plug-in process's whole start, before anything of the workbench beyond this module
     is imported: its own session (the runner kills it and whatever it started together), no
-    handle on the runner's resource tracker (which would unlink shared memory it names), the
-    environment replaced by ``environment``, temporary files in ``scratch``, a GPU context
-    when ``cuda`` (its device files open now), and the fence ``how`` (``readable`` None: the
-    user trusted it unfenced). Only then is ``target`` (``module:function``) imported and
-    called as ``target(refused, *args)``, ``refused`` the fence's one-line failure or None.
-    Landlock fences the calling thread alone: a Python thread here besides this one would
-    escape it, so one is a refusal."""
+    handle on the runner's resource tracker (which would unlink shared memory it names), its
+    standard streams off the user's terminal, the environment replaced by ``environment``,
+    temporary files in ``scratch``, a GPU context when ``cuda`` (opened inside the fence's
+    namespaces), and the fence ``how`` (``readable`` None: the user trusted it unfenced).
+    Only then is ``target`` (``module:function``) imported and called as ``target(refused,
+    *args)``, ``refused`` the fence's one-line failure or None. Landlock fences the calling
+    thread alone: a Python thread here besides this one would escape it, so one is a
+    refusal."""
     os.setsid()
     _forget_resource_tracker()
+    _off_the_terminal(scratch)
     folders = [str(p) for p in plugin_folders()]  # read before the environment goes
     os.environ.clear()
     os.environ.update(environment, TMPDIR=scratch)
@@ -560,6 +611,19 @@ def run_fenced(
     sys.path[:0] = folders
     module, _, function = target.partition(":")
     getattr(importlib.import_module(module), function)(refused, *args)
+
+
+def _off_the_terminal(scratch: str) -> None:
+    """Standard input from ``/dev/null``, output and errors to a file in the scratch folder
+    (gone with it): the fifth review's plug-in, holding the user's terminal on its inherited
+    descriptors, read what the user typed and wrote escape sequences and a fake verdict line
+    onto the screen."""
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    console = os.open(os.path.join(scratch, "console.txt"), os.O_WRONLY | os.O_CREAT, 0o600)
+    for fd, target in ((0, nothing), (1, console), (2, console)):
+        os.dup2(target, fd)
+    os.close(nothing)
+    os.close(console)
 
 
 def _alone() -> None:

@@ -3,6 +3,7 @@ grants), the runner is non-dumpable only while plug-ins run, FGLWB_SANDBOX picks
 and a child fenced by namespaces reaches nothing but what it is given."""
 
 import contextlib
+import fcntl
 import importlib
 import json
 import multiprocessing
@@ -185,11 +186,11 @@ def test_a_python_thread_started_before_the_fence_is_a_refusal(tmp_path):
 
 
 SHM_KEY = 0x43C0  # the fourth review's segment key
-_, ADD_KEY, _, KEYCTL = sandbox.KEYRING_CALLS[os.uname().machine]
+ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(os.uname().machine, (0, 0))
 KEY_NAME, SESSION_KEYRING, KEYCTL_SEARCH = b"fglwb-test-ids", -3, 10
 
 
-def leave_traces(refused: str | None, scratch: str, port: int) -> None:
+def leave_traces(refused: str | None, scratch: str, port: int, stamped: str) -> None:
     """What the fourth review's colluding rows did, from inside a fence: a System V shared
     memory segment left behind, a UDP datagram to a port of the runner's machine, and a
     ``setsid`` orphan that keeps beating in the scratch folder."""
@@ -201,6 +202,20 @@ def leave_traces(refused: str | None, scratch: str, port: int) -> None:
     Path(scratch, "segment").write_text(str(segment))
     key = libc.syscall(ADD_KEY, b"user", KEY_NAME, b"member ids", 10, SESSION_KEYRING)
     Path(scratch, "key").write_text(str(key))
+    shared = {}  # the fifth review's channels through what every process may read
+    with open(__file__, "rb") as readable:
+        for name, how in (("flock", fcntl.LOCK_SH), ("lockf", fcntl.LOCK_SH | fcntl.LOCK_NB)):
+            try:
+                (fcntl.flock if name == "flock" else fcntl.lockf)(readable, how)
+                shared[name] = "taken"
+            except OSError as exc:
+                shared[name] = type(exc).__name__
+    shared["inotify"] = libc.inotify_init1(0)
+    Path(stamped).read_bytes()  # relatime would stamp its access time, days old
+    shared["stdin_is_null"] = os.path.samestat(os.fstat(0), os.stat(os.devnull))
+    console = os.stat(Path(scratch, "console.txt"))
+    shared["console"] = [os.path.samestat(os.fstat(fd), console) for fd in (1, 2)]
+    Path(scratch, "shared.json").write_text(json.dumps(shared))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, contextlib.suppress(OSError):
         udp.sendto(b"member ids", ("127.0.0.1", port))
     if os.fork() == 0:
@@ -220,16 +235,22 @@ def test_a_fenced_worker_leaves_nothing_another_can_reach(how, tmp_path):
     rows left in System V shared memory, or sent over UDP from an orphan that outlived its
     row): under either fence the segment is the worker's own and goes with it, the datagram
     reaches nobody, and the orphan dies with the worker. Nor can it leave a key in the
-    session keyring every worker inherits (no namespace holds keyrings)."""
+    session keyring every worker inherits, lock a file every worker may read, watch one, or
+    stamp its access time by reading it (the fifth review's channels: no namespace holds
+    keyrings, locks, inotify or access times)."""
     if not sandbox.works(how):
         pytest.skip(f"this machine cannot fence with {how}")
-    scratch = tmp_path / "scratch"
+    scratch, stamped = tmp_path / "scratch", tmp_path / "readable" / "old"
     scratch.mkdir()
+    stamped.parent.mkdir()
+    stamped.write_text("read me")
+    days_ago = time.time() - 3 * 86400
+    os.utime(stamped, (days_ago, days_ago))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
         listener.bind(("127.0.0.1", 0))
         listener.settimeout(0.5)
-        readable = [*sandbox.readable_paths(), Path(__file__).parent]
-        work = (str(scratch), listener.getsockname()[1])
+        readable = [*sandbox.readable_paths(), Path(__file__).parent, stamped.parent]
+        work = (str(scratch), listener.getsockname()[1], str(stamped))
         start = (readable, how, str(scratch), {}, False, f"{__name__}:leave_traces", work)
         child = multiprocessing.get_context("spawn").Process(target=sandbox.run_fenced, args=start)
         child.start()
@@ -243,6 +264,14 @@ def test_a_fenced_worker_leaves_nothing_another_can_reach(how, tmp_path):
         sandbox._libc.shmctl(left, 0, None)  # IPC_RMID
     assert left == -1  # gone with its namespace
     assert int((scratch / "key").read_text()) == -1  # refused inside
+    assert stamped.stat().st_atime == days_ago  # reading it, fenced, left no stamp
+    assert json.loads((scratch / "shared.json").read_text()) == {
+        "flock": "PermissionError",
+        "lockf": "PermissionError",
+        "inotify": -1,
+        "stdin_is_null": True,  # not the user's terminal (the review read keystrokes)
+        "console": [True, True],  # a file in the scratch folder, not the screen
+    }
     assert sandbox._libc.syscall(KEYCTL, KEYCTL_SEARCH, SESSION_KEYRING, b"user", KEY_NAME, 0) < 0
     beats = (scratch / "beat").read_text()
     time.sleep(0.5)

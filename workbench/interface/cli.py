@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="import every component and plug-in and list what the registries hold (slow: "
         "loads torch; checks that each plug-in loads and satisfies its interface)",
     )
+    _trust_argument(lst)
     cli_epsilon.add_parser(sub)
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -268,10 +269,24 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         with reading_untrusted(f"the results folder {args.out}"):
             return _export(args)
-    for kind in [args.kind] if args.kind else KINDS:
-        print(f"{kind}:")
-        for line in listing(kind, args.imported):
-            print(f"  {line}")
+    return _list(args)
+
+
+def _list(args: argparse.Namespace) -> int:
+    """Each kind's components; with ``--import`` plug-in attacks are described by a fenced
+    process, or unfenced where the user trusts them and the kernel has no fence."""
+    from contextlib import nullcontext
+
+    trusted = nullcontext()
+    if args.imported:
+        from fgl_workbench.attacks.plugins import trusting
+
+        trusted = trusting(args.trust_plugins)
+    with trusted:
+        for kind in [args.kind] if args.kind else KINDS:
+            print(f"{kind}:")
+            for line in listing(kind, args.imported):
+                print(f"  {line}")
     return 0
 
 

@@ -39,6 +39,7 @@ from fgl_workbench.attacks.plugins import (
     imported,
     kept_environment,
     readable_for,
+    stop_describer,
     trusting,
 )
 from fgl_workbench.device import adopt_device
@@ -90,6 +91,7 @@ def run_isolated(
     work = (reference, str(device), scratch, payload)
     start = (readable, how, scratch, kept_environment(), device.type == "cuda", WORK, work)
     worker = context.Process(target=sandbox.run_fenced, args=start)
+    stop_describer()
     try:
         with sandbox.undumpable():
             worker.start()

@@ -196,3 +196,25 @@ def test_what_a_plugin_sends_back_runs_no_code_in_the_runner(tmp_path, monkeypat
     except WorkbenchError as refused:
         assert "\n" not in str(refused)
     assert not marker.exists()
+
+
+@pytest.mark.skipif(sandbox.mechanism() is None, reason="this machine has no fence")
+def test_no_describer_lives_beside_a_plugins_worker(tmp_path, monkeypatch):
+    """The fifth review's carrier: the describer, a plug-in process alive through every row,
+    watched the locks one row's worker took and took them itself for a later row's worker to
+    read (AUC 1.000). It now ends before a worker starts: none is running when the worker's
+    output is read (a later question would start a new one)."""
+    from fgl_workbench.attacks import plugins
+    from fgl_workbench.running import returned
+
+    alive = []
+    read = returned.read_output
+
+    def spied(scratch, name):
+        alive.append(plugins._DESCRIBER._process is not None)
+        return read(scratch, name)
+
+    monkeypatch.setattr(returned, "read_output", spied)
+    raw = {**RAW, "seeds": [0], "attacks": [{"name": PLUGIN}]}
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    assert alive == [False]
