@@ -66,7 +66,6 @@ from fgl_workbench.storage import rows as checks
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
     SANDBOXED_MARK,
-    SHARED_MARK,
     STORE_FILE,
     TRUSTED_MARK,
     AttackRow,
@@ -258,15 +257,10 @@ def _plugins(attacks: list[AttackRow]) -> str:
         text += (
             f" Rows marked [{SANDBOXED_MARK}] come from third-party attacks run in a worker the "
             "kernel fenced off (Landlock, namespaces) from the results folder, the data root "
-            "and the runner."
-        )
-    if SHARED_MARK in marks:
-        text += (
-            f" Rows marked [{SHARED_MARK}] ran fenced in a suite whose plug-in rows observe as "
-            "different adversaries: what one plug-in saw can reach another through the "
-            "machine's shared caches (timing reads of files another row read), which no "
-            "process fence closes, so such a row may show more than its own adversary could "
-            "learn; compare it with a built-in attack of the same adversary."
+            "and the runner. What another plug-in run on this machine saw can still reach them "
+            "through the kernel's shared caches (timing reads of files it read), which no "
+            "process fence closes, so a plug-in row may show more than its own adversary "
+            "could learn; compare it with a built-in attack of the same adversary."
         )
     if TRUSTED_MARK in marks:
         text += (

@@ -82,19 +82,21 @@ SKELETON_MODE = 0o555
 
 # What no namespace holds, and so would pass from one plug-in process to another (the fifth
 # review: a lock taken by a worker, seen by the long-lived describer and read by a later row's
-# worker, AUC 1.000): the kernel's keyrings (a key linked into the session keyring every worker
-# inherits, or into the user's, by its serial), file locks and leases on files both may read
-# (``flock``, ``fcntl``'s lock, lease and directory-notify commands) and inotify or fanotify
-# watches on them. A seccomp filter answers these calls EPERM. Per architecture: its audit
-# arch, ``fcntl``'s number, and the calls refused whole (flock, add_key, request_key, keyctl,
-# inotify_init, inotify_init1, fanotify_init; arm64 has no inotify_init)
+# worker, AUC 1.000; the sixth: a file's write-life hint, set by one row and read by the next):
+# the kernel's keyrings (a key linked into the session keyring every worker inherits, or into
+# the user's, by its serial), file locks, leases, notifications and hints on files both may
+# read, inotify or fanotify watches on them, and the page cache's exact state (``mincore``,
+# ``cachestat``). A seccomp filter answers these calls EPERM, and ``fcntl`` with any command
+# but those on the descriptor itself (``FCNTL_OWN``). Per architecture: its audit arch,
+# ``fcntl``'s number, and the calls refused whole (flock, add_key, request_key, keyctl,
+# inotify_init, inotify_init1, fanotify_init, mincore, cachestat; arm64 has no inotify_init)
 SHARED_STATE_CALLS = {
-    "x86_64": (0xC000003E, 72, (73, 248, 249, 250, 253, 294, 300)),
-    "aarch64": (0xC00000B7, 25, (32, 217, 218, 219, 26, 262)),
+    "x86_64": (0xC000003E, 72, (73, 248, 249, 250, 253, 294, 300, 27, 451)),
+    "aarch64": (0xC00000B7, 25, (32, 217, 218, 219, 26, 262, 232, 451)),
 }
-# fcntl's F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE,
-# F_GETLEASE, F_NOTIFY
-FCNTL_SHARED = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
+# fcntl's commands on the descriptor and its own memfd: F_DUPFD, F_GETFD, F_SETFD, F_GETFL,
+# F_SETFL, F_DUPFD_CLOEXEC, F_SETPIPE_SZ, F_GETPIPE_SZ, F_ADD_SEALS, F_GET_SEALS
+FCNTL_OWN = (0, 1, 2, 3, 4, 1030, 1031, 1032, 1033, 1034)
 X32_BIT = 0x40000000  # x86-64's x32 calls share its audit arch: their numbers carry this bit
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
@@ -315,9 +317,9 @@ def enter(
 
 def _deny_shared_state() -> None:
     """A seccomp filter (``no_new_privs`` is set) answering EPERM to the calls that reach
-    what no namespace holds (``SHARED_STATE_CALLS``, ``FCNTL_SHARED``), as to every call of
-    another architecture's numbering (x86's ``int 0x80``, x32). This process is
-    single-threaded here (``_isolate`` forked it), so the filter covers all it will run."""
+    what no namespace holds (``SHARED_STATE_CALLS``, ``fcntl`` beyond ``FCNTL_OWN``), as to
+    every call of another architecture's numbering (x86's ``int 0x80``, x32). This process
+    is single-threaded here (``_isolate`` forked it), so the filter covers all it will run."""
     machine = os.uname().machine
     if machine not in SHARED_STATE_CALLS:
         raise SandboxError(f"no system call numbers for {machine}: cannot fence")
@@ -333,10 +335,11 @@ def _deny_shared_state() -> None:
         (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
         "fcntl",
         (BPF_LD_W_ABS, 0, 0, SECCOMP_ARG1),
-        *((BPF_JEQ_K, "deny", 0, command) for command in FCNTL_SHARED),
-        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+        *((BPF_JEQ_K, "allow", 0, command) for command in FCNTL_OWN),
         "deny",
         (BPF_RET_K, 0, 0, SECCOMP_RET_EPERM),
+        "allow",
+        (BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW),
     ]
     program = _resolved(steps)
     filters = (_SockFilter * len(program))(*(_SockFilter(*step) for step in program))

@@ -302,26 +302,3 @@ def test_a_config_cannot_pick_the_view_behind_the_suites_back(plugin, fields, ex
     module = plugin("", UNSAFE.format(fields=fields, extra=extra))
     with pytest.raises(ConfigError, match=refusal):
         parse_suite(suite_with(f"{module}:Unsafe"))
-
-
-def test_plugin_rows_of_other_adversaries_are_marked(plugin, tmp_path):
-    """The fifth review's page-cache channel: what one plug-in row saw reached another's
-    through the machine's caches, which no fence closes. Where a suite's plug-in rows observe
-    as more than one adversary, each is stored and marked as beside the others; one adversary's
-    rows alone are not."""
-    from fgl_workbench.running.runner import run_suite
-    from fgl_workbench.storage.store import SHARED_MARK, ResultsStore
-
-    module = plugin("")
-    fast = {**SUITE, "targets": [{"name": "fedavg", "params": {"rounds": 2}}]}
-    both = [{"name": f"{module}:Server", "params": {"adversary": a}} for a in ("server", "querier")]
-    run_suite(parse_suite({**fast, "attacks": both}), tmp_path / "both", quiet=True)
-    marks = {row.label for row in ResultsStore(tmp_path / "both").attacks()}
-    assert len(marks) == 2 and all(f"[{SHARED_MARK}]" in label for label in marks)
-    one = [
-        {"name": f"{module}:Server", "params": {"adversary": "querier", "rounds": r}}
-        for r in (1, 2)
-    ]
-    run_suite(parse_suite({**fast, "attacks": one}), tmp_path / "one", quiet=True)
-    marks = {row.label for row in ResultsStore(tmp_path / "one").attacks()}
-    assert len(marks) == 2 and not any(SHARED_MARK in label for label in marks)

@@ -188,6 +188,7 @@ def test_a_python_thread_started_before_the_fence_is_a_refusal(tmp_path):
 SHM_KEY = 0x43C0  # the fourth review's segment key
 ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(os.uname().machine, (0, 0))
 KEY_NAME, SESSION_KEYRING, KEYCTL_SEARCH = b"fglwb-test-ids", -3, 10
+F_SET_RW_HINT = 1036
 
 
 def leave_traces(refused: str | None, scratch: str, port: int, stamped: str) -> None:
@@ -211,6 +212,13 @@ def leave_traces(refused: str | None, scratch: str, port: int, stamped: str) -> 
             except OSError as exc:
                 shared[name] = type(exc).__name__
     shared["inotify"] = libc.inotify_init1(0)
+    with open(__file__, "rb") as readable:  # the sixth review's write-life hint (a u64)
+        try:
+            fcntl.fcntl(readable, F_SET_RW_HINT, bytes(8))
+            shared["hint"] = "set"
+        except OSError as exc:
+            shared["hint"] = type(exc).__name__
+        shared["own_flags"] = fcntl.fcntl(readable, fcntl.F_GETFL) >= 0  # still allowed
     Path(stamped).read_bytes()  # relatime would stamp its access time, days old
     shared["stdin_is_null"] = os.path.samestat(os.fstat(0), os.stat(os.devnull))
     console = os.stat(Path(scratch, "console.txt"))
@@ -237,7 +245,8 @@ def test_a_fenced_worker_leaves_nothing_another_can_reach(how, tmp_path):
     reaches nobody, and the orphan dies with the worker. Nor can it leave a key in the
     session keyring every worker inherits, lock a file every worker may read, watch one, or
     stamp its access time by reading it (the fifth review's channels: no namespace holds
-    keyrings, locks, inotify or access times)."""
+    keyrings, locks, inotify or access times), or set a file's write-life hint (the sixth
+    review's: a value on the inode, read back by a later row)."""
     if not sandbox.works(how):
         pytest.skip(f"this machine cannot fence with {how}")
     scratch, stamped = tmp_path / "scratch", tmp_path / "readable" / "old"
@@ -269,6 +278,8 @@ def test_a_fenced_worker_leaves_nothing_another_can_reach(how, tmp_path):
         "flock": "PermissionError",
         "lockf": "PermissionError",
         "inotify": -1,
+        "hint": "PermissionError",
+        "own_flags": True,
         "stdin_is_null": True,  # not the user's terminal (the review read keystrokes)
         "console": [True, True],  # a file in the scratch folder, not the screen
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,6 @@ from fgl_workbench.running.suite import AttackEntry, Cell, config_hash
 from fgl_workbench.seeding import Streams, seed_everything
 from fgl_workbench.storage.snapshot import SnapshotError, snapshot
 from fgl_workbench.storage.store import (
-    BESIDE_OTHERS,
     CALIBRATED_SIGMA,
     AttackRow,
     CellRow,
@@ -233,33 +232,12 @@ def attack_cell(
         return
     seeds = partial(streams.seed, cell.seed)
     knowledge = background_knowledge(federation, trained)
-    shared = len(plugin_viewpoints(cell, attacks)) > 1
     with ReferencePool(jobs, seeds("references")) as pool:
         inputs = CellInputs(trained, federation, knowledge, pool, seeds, delta)
         for entry in attacks:
             report(f"attack {attack_label(entry.name, entry.params)}")
             row, row_hash = run_attack(cell, entry, inputs, store)
-            if shared and row.fence is not None:
-                row = replace(row, fence=f"{row.fence}{BESIDE_OTHERS}")
             store.put_attack(row, row_hash)
-
-
-def plugin_viewpoints(cell: Cell, attacks: list[AttackEntry]) -> set[tuple[str, int | None]]:
-    """The views the suite's plug-in rows observe as (party, client): where there is more than
-    one, what a plug-in row saw can reach another row's plug-in through the machine's shared
-    caches (the fifth review timed reads of files another row had read: AUC 1.000 for a querier
-    fed by curious clients), which no process fence closes."""
-    views = set()
-    with trusting(cell.trust_plugins):
-        for entry in attacks:
-            if not isolated(entry.name):
-                continue
-            cfg = ATTACKS.get(entry.name).Config(**entry.params)
-            party = getattr(cfg, "adversary", "querier")
-            if getattr(cfg, "source", None) == "exchanged":
-                party = "insider"
-            views.add((party, getattr(cfg, "client", 0) if party == "client" else None))
-    return views
 
 
 def ledger_epsilons(

@@ -286,18 +286,11 @@ class AttackRow:
 
 
 TRUSTED_MARK, SANDBOXED_MARK = "plug-in, not sandboxed", "plug-in, sandboxed"
-SHARED_MARK = "plug-in, sandboxed, beside other adversaries' plug-ins"
-# what a plug-in row's fence ends with where the suite's plug-in rows observe as more than one
-# adversary (``cell.plugin_viewpoints``)
-BESIDE_OTHERS = "; beside plug-in rows of other adversaries"
 
 
 def plugin_mark(fence: str) -> str:
-    """How a report marks a plug-in's row: fenced by the kernel (beside plug-in rows of other
-    adversaries, or not), or trusted without."""
-    if not fence.startswith("sandboxed"):
-        return TRUSTED_MARK
-    return SHARED_MARK if fence.endswith(BESIDE_OTHERS) else SANDBOXED_MARK
+    """How a report marks a plug-in's row: fenced by the kernel, or trusted without."""
+    return SANDBOXED_MARK if fence.startswith("sandboxed") else TRUSTED_MARK
 
 
 def attack_label(name: str, params: dict[str, Any]) -> str:

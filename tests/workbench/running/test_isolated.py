@@ -115,7 +115,9 @@ def test_a_sandboxed_plugin_reaches_nothing_on_disk_and_scores_at_chance(
         opened = (*REACHES, "at_import")
         assert {k: metrics[f"attack_denied_{k}"] for k in opened} == dict.fromkeys(opened, 1.0)
     assert (out / "run.key").is_file()  # it was there to be read
-    assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in repr(report_content(out))
+    content = repr(report_content(out))
+    assert f"snoop_attack:Cheat [{SANDBOXED_MARK}]" in content
+    assert "no process fence closes" in content  # what the fence does not cover, said
 
 
 @pytest.mark.parametrize("how", sandbox.MECHANISMS)
