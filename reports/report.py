@@ -245,11 +245,11 @@ def _intro(
         compared
         + f"{len(cells)} trained cell(s) in {len(configurations(cells))} configuration(s), "
         f"{len(attacks)} attack result(s); ε is reported at δ = {delta:g}. "
-        "Everything shown is read from the results store. " + streams + _plugins(attacks)
+        "Everything shown is read from the results store. " + streams + plugin_notes(attacks)
     )
 
 
-def _plugins(attacks: list[AttackRow]) -> str:
+def plugin_notes(attacks: list[AttackRow]) -> str:
     """The sentence that explains the marks on plug-in rows, where there are any."""
     marks = {plugin_mark(a.fence) for a in attacks if a.fence is not None}
     text = ""
@@ -258,9 +258,9 @@ def _plugins(attacks: list[AttackRow]) -> str:
             f" Rows marked [{SANDBOXED_MARK}] come from third-party attacks run in a worker the "
             "kernel fenced off (Landlock, namespaces) from the results folder, the data root "
             "and the runner. What another plug-in run on this machine saw can still reach them "
-            "through the kernel's shared caches (timing reads of files it read), which no "
-            "process fence closes, so a plug-in row may show more than its own adversary "
-            "could learn; compare it with a built-in attack of the same adversary."
+            "through the kernel's page cache (which files it read), which no process fence "
+            "closes, so a plug-in row may show more than its own adversary could learn; "
+            "compare it with a built-in attack of the same adversary."
         )
     if TRUSTED_MARK in marks:
         text += (

@@ -389,7 +389,7 @@ def print_measured(out: str | Path | list[str]) -> list:
     configuration (mean ± std over seeds), each attack's figures (TPRs and AUC with their 95 %
     intervals, the chance line where stated), and the privacy–utility points (returned)."""
     from fgl_workbench.reports.intervals import attack_tables
-    from fgl_workbench.reports.report import load_results
+    from fgl_workbench.reports.report import load_results, plugin_notes
     from fgl_workbench.reports.summary import across_seeds, format_interval, format_pm, markdown
     from fgl_workbench.reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
 
@@ -405,6 +405,8 @@ def print_measured(out: str | Path | list[str]) -> list:
         )
     for line in markdown(attack_tables(cells, attacks)):
         print(line)
+    if notes := plugin_notes(attacks):  # what a plug-in row's mark means, as in the report
+        print(notes.strip())
     points = tradeoff_points(cells, attacks)
     if privacy_axis(points) is not None:
         print("\nprivacy-utility:")

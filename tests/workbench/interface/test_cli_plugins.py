@@ -39,6 +39,8 @@ def test_without_a_sandbox_run_and_attack_need_trust_plugins(tmp_path, monkeypat
     assert "could read everything the user can" in report
     assert list(api.results(out)["fence"]) == [TRUSTED]  # export's column
     capsys.readouterr()
+    assert main(["report", out]) == 0  # the terminal's summary says what the mark means too
+    assert "could read everything the user can" in capsys.readouterr().out
     assert main(["attack", out, "--attack", "snoop_attack:Snoop"]) == 2
     assert "--trust-plugins" in capsys.readouterr().err
     assert main(["attack", out, "--attack", "snoop_attack:Snoop", "--trust-plugins"]) == 0
