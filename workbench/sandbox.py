@@ -296,6 +296,7 @@ def enter(
             "CPU or where Landlock fences them"
         )
     readable, writable = list(readable), list(writable)
+    last_capability = int(Path("/proc/sys/kernel/cap_last_cap").read_text())  # while readable
     if how == "landlock":
         _isolate(CLONE_NEWNS)
         try:
@@ -304,6 +305,7 @@ def enter(
             raise SandboxError(f"Landlock's namespaces: {exc}") from None
         if cuda:
             _open_cuda()
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
         _enter_landlock(readable, writable)
     else:
         root = tempfile.mkdtemp(prefix="fglwb-root-")  # the new root's mount point
@@ -313,7 +315,7 @@ def enter(
         except OSError as exc:
             raise SandboxError(f"namespaces: {exc}") from None
         _prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _drop_capabilities(int(Path("/proc/sys/kernel/cap_last_cap").read_text()))
+    _drop_capabilities(last_capability)
     _deny_shared_state()
 
 
@@ -390,7 +392,6 @@ def _enter_landlock(readable: list[Path], writable: list[Path]) -> None:
     if not abi:
         raise SandboxError("this kernel has no Landlock: the plug-in's worker cannot be fenced")
     handled = handled_rights(abi)
-    last_capability = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
     network = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
     attr = _RulesetAttr(handled, network, scoped)
@@ -402,11 +403,9 @@ def _enter_landlock(readable: list[Path], writable: list[Path]) -> None:
             _grant(ruleset, path, EXECUTE | READ_FILE | READ_DIR)
         for path in writable:
             _grant(ruleset, path, handled)
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _call(SYS_RESTRICT_SELF, ruleset, 0)
+        _call(SYS_RESTRICT_SELF, ruleset, 0)  # no_new_privs is set
     finally:
         os.close(ruleset)
-    _drop_capabilities(last_capability)
 
 
 def _isolate(more: int = 0, remove: str | None = None) -> None:

@@ -47,6 +47,21 @@ class Server:
 """
 
 
+def zero_scorer(cls: str, name: str, config: str) -> str:
+    """A membership plug-in class scoring every candidate 0, with config class ``config``
+    (what these tests check is refused before it runs). No braces: it joins ``.format``
+    templates."""
+    return f"""
+class {cls}:
+    name = "{name}"
+    family = "membership"
+    Config = {config}
+
+    def run(self, inp, config, seed):
+        return AttackOutput(np.zeros(len(inp.candidates.ids)))
+"""
+
+
 @pytest.fixture
 def plugin(monkeypatch, tmp_path):
     """Writes a plug-in module (its import-time code first) under a fresh name; returns that
@@ -179,14 +194,7 @@ class ClientConfig(BaseModel):
         self.client, self.hops = {client}, {hops}  # whatever the suite said
         return self
 
-class Client:
-    name = "client-lie"
-    family = "membership"
-    Config = ClientConfig
-
-    def run(self, inp, config, seed):
-        return AttackOutput(np.zeros(len(inp.candidates.ids)))
-"""
+""" + zero_scorer("Client", "client-lie", "ClientConfig")
 
 
 @pytest.mark.parametrize(
@@ -273,14 +281,7 @@ class UnsafeConfig(BaseModel):
     def model_dump(self, **kwargs):
         return {{**super().model_dump(**kwargs), **{extra}}}
 
-class Unsafe:
-    name = "unsafe"
-    family = "membership"
-    Config = UnsafeConfig
-
-    def run(self, inp, config, seed):
-        return AttackOutput(np.zeros(len(inp.candidates.ids)))
-"""
+""" + zero_scorer("Unsafe", "unsafe", "UnsafeConfig")
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ pass and query batch on that graph reuses it."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -17,8 +18,8 @@ from torch_geometric.nn.conv import gcn_conv
 
 OPERATORS = ("gcn", "mean")
 
-# edge_index → {(operator, nodes, dtype, edge_index version): its operator}; an entry goes with
-# its edge_index, and an edge_index changed in place gets a new one (its version moves)
+# edge_index → {(what, its parameters, edge_index version): what was built of that graph}; an
+# entry goes with its edge_index, and an edge_index changed in place gets a new one
 _BUILT: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
@@ -69,10 +70,20 @@ def build_operator(
     return SparseRows(adjacency)
 
 
+def built_for(edge_index: torch.Tensor, key: tuple, build: Callable[[], Any]) -> Any:
+    """What ``build()`` makes of the graph ``edge_index`` under ``key``, made on its first use
+    only: kept while the graph lives and unchanged (its version moves when changed in place)."""
+    built = _BUILT.setdefault(edge_index, {})
+    key = (*key, edge_index._version)
+    if key not in built:
+        built[key] = build()
+    return built[key]
+
+
 def operator(edge_index: torch.Tensor, num_nodes: int, kind: str, dtype: torch.dtype) -> SparseRows:
     """``build_operator``'s result for this graph, built on its first use only."""
-    key = (kind, num_nodes, dtype, edge_index._version)
-    built = _BUILT.setdefault(edge_index, {})
-    if key not in built:
-        built[key] = build_operator(edge_index, num_nodes, kind, dtype)
-    return built[key]
+    return built_for(
+        edge_index,
+        ("operator", kind, num_nodes, dtype),
+        lambda: build_operator(edge_index, num_nodes, kind, dtype),
+    )

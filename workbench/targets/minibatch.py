@@ -10,11 +10,11 @@ from collections.abc import Iterator, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.weak import WeakIdKeyDictionary
 from torch_geometric.data import Data
 from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
 from fgl_workbench.data.sampling import FanoutSampler, SampledBatch
+from fgl_workbench.models.sparse import built_for
 
 HAS_NEIGHBOR_LOADER = WITH_PYG_LIB or WITH_TORCH_SPARSE
 
@@ -51,18 +51,14 @@ class NeighbourBatches:
             yield SampledBatch(b.n_id, b.edge_index, b.batch_size)
 
 
-# a client's data → {(fan-outs, batch size): its batches}: the CSR is built in the first round
-# only, and goes with the client's graph
-_BUILT: WeakIdKeyDictionary = WeakIdKeyDictionary()
-
-
 def neighbour_batches(data: Data, fanouts: Sequence[int], batch_size: int) -> NeighbourBatches:
-    """The client's ``NeighbourBatches``, built on its first use only."""
-    built = _BUILT.setdefault(data.edge_index, {})
-    key = (tuple(fanouts), batch_size)
-    if key not in built:
-        built[key] = NeighbourBatches(data, fanouts, batch_size)
-    return built[key]
+    """The client's ``NeighbourBatches``, built on its first use only (the CSR in the first
+    round, not every round); it goes with the client's graph."""
+    return built_for(
+        data.edge_index,
+        ("batches", tuple(fanouts), batch_size),
+        lambda: NeighbourBatches(data, fanouts, batch_size),
+    )
 
 
 def train_node_minibatch_epochs(
