@@ -24,7 +24,6 @@ import hashlib
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,6 +49,7 @@ from fgl_workbench.seeding import derive_seed
 from fgl_workbench.targets import TARGETS, TrainedTarget
 from fgl_workbench.targets.batched import batchable, train_shared
 from fgl_workbench.targets.training import TrainingRecipe
+from fgl_workbench.thread_limits import intra_op
 
 EMPTY = np.zeros(0, dtype=np.int64)
 WORKER_STARTUP_SECONDS = (
@@ -64,16 +64,6 @@ class TrainJob:
     recipe: TrainingRecipe
     partition: Partition  # over positions in the adversary's dataset
     seed: int
-
-
-@contextmanager
-def single_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 _WORKER_DATASET: Dataset | None = None
@@ -91,7 +81,7 @@ def train_job(job: TrainJob, dataset: Dataset | None = None) -> dict[str, torch.
     back cheaply). Worker processes get the dataset once, at start-up."""
     dataset = dataset if dataset is not None else _WORKER_DATASET
     assert dataset is not None
-    with single_thread():
+    with intra_op(1):
         federation = build_federation(dataset, job.partition)
         target = TARGETS.get(job.recipe.target)
         trained = target.fit(federation, job.recipe.config, list(job.recipe.defenses), job.seed)

@@ -52,6 +52,7 @@ from fgl_workbench.storage.store import (
     attack_label,
 )
 from fgl_workbench.targets import TARGETS, TrainedTarget
+from fgl_workbench.thread_limits import intra_op
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,11 @@ def run_job(
 ) -> None:
     """Runs one cell on its device with its own connection to the store; ``threads``: the
     intra-op threads it may use (its share of the cores)."""
-    if threads is not None:
-        torch.set_num_threads(threads)
     where = torch.device(job.device)
     dataset = cell_dataset(job.cell, job.data_root, where)
     store = ResultsStore(out_dir)
     try:
-        with on_device(where):
+        with intra_op(threads or torch.get_num_threads()), on_device(where):
             run_cell(
                 job.cell,
                 job.attacks,

@@ -21,9 +21,10 @@ from fgl_workbench.running.cell import CellJob, attack_cell, auditable, cell_dat
 from fgl_workbench.running.executors import EXECUTORS, Executor, effective, run_jobs
 from fgl_workbench.running.isolated import admit
 from fgl_workbench.running.suite import AttackEntry, Suite, expand
-from fgl_workbench.running.threads import Threads, check_requested, intra_op, machine_threads
+from fgl_workbench.running.threads import Threads, check_requested, machine_threads
 from fgl_workbench.storage.snapshot import restore
 from fgl_workbench.storage.store import ResultsStore, writing
+from fgl_workbench.thread_limits import intra_op
 
 __all__ = ["EXECUTORS", "Executor", "RunSummary", "attack_stored", "run_suite"]
 

@@ -5,14 +5,14 @@ process keeps a core busy, every parallel kernel waits at its barrier for the th
 shares that core (the quickstart took 17 min instead of 80 s on two cores, one of them busy).
 So a run gives its cells the cores other work leaves free (the 1-minute load average
 subtracted), shared among the executor's workers; an explicit count (``--threads``, or
-``OMP_NUM_THREADS`` in the environment) wins."""
+``OMP_NUM_THREADS`` in the environment) wins. The count binds every thread pool a cell
+reaches (``fgl_workbench.thread_limits``)."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -85,15 +85,3 @@ def machine_threads(requested: int | None, executor: str, workers: int) -> Threa
     return choose_threads(
         requested, executor, workers, cores or 1, load, torch.get_num_threads(), os.environ
     )
-
-
-@contextmanager
-def intra_op(threads: int) -> Iterator[None]:
-    """Runs the block with ``threads`` intra-op threads, then gives the caller back its own
-    count (an API caller's process keeps its setting)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

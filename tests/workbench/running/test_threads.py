@@ -1,8 +1,7 @@
 import pytest
-import torch
 
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.running.threads import choose_threads, free_cores, intra_op
+from fgl_workbench.running.threads import choose_threads, free_cores
 
 
 def chosen(
@@ -52,10 +51,3 @@ def test_an_explicit_count_wins():
 def test_a_bad_count_is_one_line_naming_the_flag(bad):
     with pytest.raises(ConfigError, match=r"^--threads: expected a whole number >= 1"):
         chosen(requested=bad)
-
-
-def test_intra_op_gives_the_caller_its_count_back():
-    before = torch.get_num_threads()
-    with intra_op(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before

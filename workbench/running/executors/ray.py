@@ -26,6 +26,7 @@ from fgl_workbench.running.cell import CellJob, Partitioned, dataset_key, partit
 from fgl_workbench.running.suite import Cell, config_hash
 from fgl_workbench.seeding import Streams
 from fgl_workbench.storage.store import BufferedResults, ResultsStore
+from fgl_workbench.thread_limits import intra_op
 
 RETRIES = 3
 
@@ -135,18 +136,17 @@ def _get(ray: Any, ref: Any) -> BufferedResults:
 
 
 def _partition(cell: Cell, dataset: Dataset, streams: Streams, threads: int) -> Partitioned:
-    torch.set_num_threads(threads)
-    return partition_cell(cell, dataset, streams)
+    with intra_op(threads):
+        return partition_cell(cell, dataset, streams)
 
 
 def _cell(
     job: CellJob, dataset: Dataset, partitioned: Partitioned, threads: int
 ) -> BufferedResults:
-    torch.set_num_threads(threads)
     results = BufferedResults()
     # Ray renumbers the GPUs it hands a task from 0
     where = torch.device("cuda", 0) if job.device.startswith("cuda") else torch.device("cpu")
-    with on_device(where):
+    with intra_op(threads), on_device(where):
         run_cell(
             job.cell,
             job.attacks,
