@@ -51,6 +51,7 @@ class CellInputs:
 
 
 Score = Callable[[AttackOutput], tuple[dict[str, Any], ROC | None]]
+Records = tuple[np.ndarray, np.ndarray, np.ndarray, float]
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class FamilyInputs:
     # the cell's shared reference models: only for attacks whose knowledge is the cell's base
     # knowledge (the pool caches datasets built from it, which other families must not reach)
     references: Any = None
+    # each candidate's (ids, scores, is_member, threshold or NaN), kept beside the metrics
+    # (``fgl_workbench.storage.records``); the membership family's
+    records: Callable[[AttackOutput], Records] | None = None
 
 
 class AttackFamily(Protocol):

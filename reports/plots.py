@@ -1,5 +1,6 @@
-"""Figures for the report: ROC curves per attack, the attack × configuration heatmap and the
-communication cost. Each returns a matplotlib figure; the report embeds it as PNG."""
+"""Figures for the report: ROC curves per attack, member and non-member score histograms, the
+attack × configuration heatmap and the communication cost. Each returns a matplotlib figure;
+the report embeds it as PNG."""
 
 from __future__ import annotations
 
@@ -169,6 +170,24 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
     for ax in list(axes.flat)[len(attacks) :]:
         ax.set_visible(False)
     legend_below(fig, 1 if len(attacks) == 1 else 2, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def score_histogram_figure(scores: np.ndarray, is_member: np.ndarray) -> Figure:
+    """Member and non-member scores on shared bins, each as a share of its own class (the
+    classes may differ in size): where they overlap, no threshold tells them apart."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(5.2, 3.4))
+    bins = np.histogram_bin_edges(scores, bins=min(60, max(10, scores.size // 20)))
+    for label, pick, colour in (
+        ("members", is_member, "crimson"),
+        ("non-members", ~is_member, "steelblue"),
+    ):
+        weights = np.full(int(pick.sum()), 1.0 / max(int(pick.sum()), 1))
+        ax.hist(scores[pick], bins=bins, weights=weights, alpha=0.5, color=colour, label=label)
+    ax.set(xlabel="attack score", ylabel="share of the class")
+    ax.legend(fontsize=9, frameon=False)
     fig.tight_layout()
     return fig
 

@@ -22,6 +22,7 @@ from fgl_workbench.attacks.challenges import (
 from fgl_workbench.attacks.family import (
     CellInputs,
     FamilyInputs,
+    Records,
     adversary_view,
     configured_adversaries,
 )
@@ -55,8 +56,12 @@ class Membership:
             metrics.update(cell.shared(("membership-chance", left_out), chance))
             return metrics, curve
 
+        def records(out: AttackOutput) -> Records:
+            threshold = float("nan") if out.threshold is None else float(out.threshold)
+            return challenge.candidates.ids, out.scores, challenge.is_member, threshold
+
         view = adversary_view(config, cell, cell.knowledge)
-        return FamilyInputs(view, cell.knowledge, challenge.candidates, score, cell.pool)
+        return FamilyInputs(view, cell.knowledge, challenge.candidates, score, cell.pool, records)
 
 
 def per_client_metrics(out: AttackOutput, challenge: Challenge) -> dict[str, float | None]:

@@ -49,6 +49,7 @@ from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.defenses import DEFENSES, applied
 from fgl_workbench.errors import ConfigError
+from fgl_workbench.external import ScoreAudit, audit_scores
 from fgl_workbench.running import runner
 from fgl_workbench.running.runner import Executor, RunSummary, attack_stored
 from fgl_workbench.running.suite import (
@@ -255,12 +256,14 @@ __all__ = [
     "PrivacyLedger",
     "ResultsStore",
     "RunSummary",
+    "ScoreAudit",
     "SubsampledGaussian",
     "Suite",
     "TrainedTarget",
     "applied",
     "attack",
     "audit",
+    "audit_scores",
     "background_knowledge",
     "build_federation",
     "build_report",

@@ -42,6 +42,7 @@ from fgl_workbench.running.isolated import isolated, run_isolated
 from fgl_workbench.running.returned import ReturnError
 from fgl_workbench.running.suite import AttackEntry, Cell, config_hash
 from fgl_workbench.seeding import Streams, seed_everything
+from fgl_workbench.storage.records import ScoredRecords
 from fgl_workbench.storage.snapshot import SnapshotError, snapshot
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
@@ -336,6 +337,8 @@ def run_attack(
     artifact = (
         None if curve is None else store.save_roc(cell.cell_id, entry.key, curve.fpr, curve.tpr)
     )
+    if family.records is not None:
+        store.save_records(cell.cell_id, entry.key, ScoredRecords(*family.records(out)))
     row = AttackRow(
         cell.cell_id,
         entry.key,

@@ -28,6 +28,12 @@ from fgl_workbench.accountants.scope import UNITS
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.seeding import Streams
 from fgl_workbench.storage import rows as checks
+from fgl_workbench.storage.records import (
+    ScoredRecords,
+    read_records,
+    records_artifact,
+    write_records,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -544,6 +550,16 @@ class ResultsStore:
             np.savez_compressed(f, fpr=fpr, tpr=tpr)
         return rel
 
+    def save_records(self, cell_id: str, attack_key: str, records: ScoredRecords) -> None:
+        with written(self.root, records_artifact(cell_id, attack_key)) as f:
+            write_records(f, records)
+
+    def load_records(self, cell_id: str, attack_key: str) -> ScoredRecords | None:
+        """An attack row's per-record scores (``fgl_workbench.storage.records``), None where
+        the row has none (not a membership attack, or stored before they were kept)."""
+        path = inside(self.root, records_artifact(cell_id, attack_key))
+        return read_records(path) if path.is_file() else None
+
     def load_roc(self, rel: str) -> tuple[np.ndarray, np.ndarray]:
         """A stored ROC curve; ``rel`` (read from the database) must stay in the folder, and
         the file must hold two 1-D float arrays of at most ``ROC_CAP`` points each (sizes
@@ -709,6 +725,8 @@ class ResultSink(Protocol):
 
     def save_target(self, cell_id: str, data: bytes) -> None: ...
 
+    def save_records(self, cell_id: str, attack_key: str, records: ScoredRecords) -> None: ...
+
 
 @dataclass
 class BufferedResults:
@@ -719,6 +737,10 @@ class BufferedResults:
     attacks: list[tuple[AttackRow, str]] = field(default_factory=list)
     rocs: list[tuple[str, str, np.ndarray, np.ndarray]] = field(default_factory=list)
     targets: list[tuple[str, bytes]] = field(default_factory=list)
+    records: list[tuple[str, str, ScoredRecords]] = field(default_factory=list)
+
+    def save_records(self, cell_id: str, attack_key: str, records: ScoredRecords) -> None:
+        self.records.append((cell_id, attack_key, records))
 
     def save_target(self, cell_id: str, data: bytes) -> None:
         self.targets.append((cell_id, data))
@@ -738,6 +760,8 @@ class BufferedResults:
             store.save_target(*target)
         for roc in self.rocs:
             store.save_roc(*roc)
+        for records in self.records:
+            store.save_records(*records)
         for row, config_hash in self.cells:
             store.put_cell(row, config_hash)
         for row, config_hash in self.attacks:

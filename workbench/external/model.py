@@ -1,0 +1,310 @@
+"""``audit_model``: the membership audit of a GNN a user trained themselves, with the
+workbench's own attacks. The model answers as the workbench's own node-level deployments do
+(``fgl_workbench.query.NodeQueryAPI``: each query on its own k-hop subgraph), the querier knows
+the graph's features and edges and the candidates' labels (not who trained), and LiRA's and
+RMIA's reference models are trained by the user's own ``train_fn`` on the adversary's records,
+so the recipe they replay is the one the user ran."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.data import Data
+
+from fgl_workbench.adversary.candidates import Candidates
+from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
+from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks.membership.reference import ReferencePool, TrainJob
+from fgl_workbench.data.datasets import Dataset
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
+from fgl_workbench.query import NodeQueryAPI, observed
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.storage.store import attack_label
+from fgl_workbench.targets.training import TrainingRecipe
+
+if TYPE_CHECKING:
+    import pandas
+
+# (model_factory, graph, training mask, seed) -> the trained model
+TrainFn = Callable[[Callable[[], nn.Module], Data, torch.Tensor, int], nn.Module]
+DEFAULT_ATTACKS = (
+    {"name": "mia-threshold", "params": {"signal": "loss"}},
+    {"name": "mia-rmia"},
+    {"name": "mia-lira"},
+)
+# Kipf & Welling's schedule: what the recipe is assumed to be when the user gives none
+DEFAULT_RECIPE = {"epochs": 200, "lr": 0.01, "weight_decay": 5e-4}
+
+
+@dataclass(frozen=True)
+class ExternalSpec:
+    """What the reference pool needs of the released architecture: a fresh, untrained copy
+    (``fresh_copy`` of the user's model) and its class count."""
+
+    factory: Callable[[], nn.Module]
+    num_classes: int
+    level: str = "node"
+
+    def build(self) -> nn.Module:
+        return self.factory()
+
+
+class ExternalPool(ReferencePool):
+    """Reference models trained by the user's ``train_fn`` (in this process: a user's
+    function need not pickle), each on the graph the adversary's records induce with its
+    inclusion row as the training mask, as one client holding them all."""
+
+    def __init__(self, train_fn: TrainFn, seed: int) -> None:
+        super().__init__(jobs=1, seed=seed, batched=False)
+        self.train_fn = train_fn
+
+    @staticmethod
+    def _shards(dataset: Dataset, num_clients: int, seed: int) -> list[np.ndarray]:
+        return [np.arange(dataset.num_items)]
+
+    def _run(
+        self, jobs: list[TrainJob], dataset: Dataset, spec: Any
+    ) -> list[dict[str, torch.Tensor]]:
+        states = []
+        for job in jobs:
+            client = build_federation(dataset, job.partition).clients[0]
+            graph = Data(x=client.data.x, edge_index=client.data.edge_index, y=client.data.y)
+            model = trained(self.train_fn, spec.factory, graph, client.data.train_mask, job.seed)
+            states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return states
+
+
+def trained(
+    train_fn: TrainFn, factory: Callable[[], nn.Module], graph: Data, mask: torch.Tensor, seed: int
+) -> nn.Module:
+    seed_everything(seed)
+    model = train_fn(factory, graph, mask, seed)
+    if not isinstance(model, nn.Module):
+        raise ConfigError(
+            f"train_fn: expected it to return the trained torch module (got {type(model).__name__})"
+        )
+    return model.eval()
+
+
+def default_training(
+    factory: Callable[[], nn.Module], graph: Data, mask: torch.Tensor, seed: int
+) -> nn.Module:
+    """Full-batch cross-entropy on the masked nodes with Adam (``DEFAULT_RECIPE``)."""
+    model = factory()
+    opt = torch.optim.Adam(
+        model.parameters(), lr=DEFAULT_RECIPE["lr"], weight_decay=DEFAULT_RECIPE["weight_decay"]
+    )
+    model.train()
+    for _ in range(int(DEFAULT_RECIPE["epochs"])):
+        opt.zero_grad()
+        F.cross_entropy(model(graph.x, graph.edge_index)[mask], graph.y[mask]).backward()
+        opt.step()
+    return model
+
+
+def fresh_copy(model: nn.Module) -> Callable[[], nn.Module]:
+    """A factory of untrained copies of ``model``'s architecture: a deep copy whose every
+    submodule with ``reset_parameters`` (PyG's and torch's layers) is re-initialised."""
+    template = copy.deepcopy(model).cpu()
+
+    def build() -> nn.Module:
+        fresh = copy.deepcopy(template)
+        for m in fresh.modules():
+            if m is not fresh and callable(getattr(m, "reset_parameters", None)):
+                m.reset_parameters()
+        return fresh
+
+    return build
+
+
+@dataclass(frozen=True)
+class ModelAudit:
+    """Every attack's ``ScoreAudit`` against one model, by the attack's label."""
+
+    name: str
+    attacks: dict[str, ScoreAudit]
+
+    def summary(self) -> str:
+        width = max(len("attack"), *(len(a) for a in self.attacks))
+        lines = [
+            f"membership audit of {self.name}",
+            f"{'attack':<{width}}  {'AUC [95 % CI]':<21}  {'TPR@0.01 FPR':<21}  "
+            f"{'TPR@0.001 FPR':<21}  ε ≥",
+        ]
+        for label, a in self.attacks.items():
+            m = a.metrics
+            lines.append(
+                f"{label:<{width}}  {interval_text(m, 'auc'):<21}  "
+                f"{interval_text(m, 'tpr@0.01'):<21}  {interval_text(m, 'tpr@0.001'):<21}  "
+                f"{m['epsilon_lb']:.2f}"
+            )
+        first = next(iter(self.attacks.values()))
+        lines.append(
+            f"{int(first.metrics['members'] or 0)} members, "
+            f"{int(first.metrics['nonmembers'] or 0)} non-members; ε ≥: held-out lower bound "
+            f"at δ = {first.delta:g}, 95 % (0: nothing certified)"
+        )
+        return "\n".join(lines)
+
+    def to_frame(self) -> pandas.DataFrame:
+        """One row per attack, the metrics as columns."""
+        import pandas as pd
+
+        return pd.DataFrame([{"attack": k, **a.metrics} for k, a in self.attacks.items()])
+
+    def records(self) -> pandas.DataFrame:
+        """Each candidate's score under each attack, and its membership."""
+        import pandas as pd
+
+        return pd.concat(
+            [a.records().assign(attack=k) for k, a in self.attacks.items()], ignore_index=True
+        )
+
+    def report(self, path: str | Path) -> Path:
+        """One page (HTML, or PDF where ``path`` ends in ``.pdf``): a section per attack."""
+        from fgl_workbench.external.report import write_report
+
+        return write_report(
+            list(self.attacks.values()), f"Membership audit of {self.name}", Path(path)
+        )
+
+
+def audit_model(
+    model: nn.Module,
+    data: Data,
+    members: Sequence[int] | np.ndarray | torch.Tensor,
+    *,
+    nonmembers: Sequence[int] | np.ndarray | torch.Tensor | None = None,
+    aux: Sequence[int] | np.ndarray | torch.Tensor | None = None,
+    train_fn: TrainFn | None = None,
+    attacks: Sequence[dict[str, Any]] | None = None,
+    seed: int = 0,
+    delta: float = DELTA,
+    name: str = "the model",
+) -> ModelAudit:
+    """Membership audit of a node-classification GNN ``model`` (``model(x, edge_index)`` →
+    logits) trained on ``data`` (``x``, ``edge_index``, ``y``) with ``members`` (node ids or
+    a boolean mask) as its training nodes. ``nonmembers``: nodes it did not train on to ask
+    about (default: as many as the members, drawn from the rest); ``aux``: the adversary's
+    own labelled nodes for reference models (default: every node left). ``train_fn(
+    model_factory, data, mask, seed)`` is the user's recipe (returns the trained model);
+    without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
+    ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA)."""
+    graph = _graph(data)
+    n = int(graph.num_nodes)
+    member_ids = _nodes(members, n, "members")
+    taken = np.zeros(n, bool)
+    taken[member_ids] = True
+    rng = np.random.default_rng(seed)
+    if nonmembers is None:
+        rest = np.flatnonzero(~taken)
+        nonmember_ids = np.sort(rng.choice(rest, min(member_ids.size, rest.size), replace=False))
+    else:
+        nonmember_ids = _nodes(nonmembers, n, "nonmembers")
+        if taken[nonmember_ids].any():
+            raise ConfigError("nonmembers: expected nodes that are not members")
+    taken[nonmember_ids] = True
+    aux_ids = np.flatnonzero(~taken) if aux is None else _nodes(aux, n, "aux")
+    if taken[aux_ids].any():
+        raise ConfigError("aux: expected nodes that are neither members nor non-members")
+    if train_fn is None:
+        warnings.warn(
+            "audit_model: no train_fn given; reference models are trained with a default "
+            f"recipe ({DEFAULT_RECIPE}, full batch, Adam): LiRA and RMIA assume it is yours",
+            stacklevel=2,
+        )
+        train_fn = default_training
+    order = rng.permutation(member_ids.size + nonmember_ids.size)  # position tells nothing
+    ids = np.concatenate([member_ids, nonmember_ids])[order]
+    is_member = np.concatenate(
+        [np.ones(member_ids.size, bool), np.zeros(nonmember_ids.size, bool)]
+    )[order]
+    labels = graph.y.numpy(force=True)
+    candidates = Candidates("node", ids, labels[ids])
+    num_classes = int(labels.max()) + 1
+    known = Data(x=graph.x, edge_index=graph.edge_index, num_nodes=n)  # no labels, no masks
+    knowledge = BackgroundKnowledge(
+        "node",
+        aux_ids,
+        labels[aux_ids],
+        (),
+        known,
+        ExternalSpec(fresh_copy(model), num_classes),
+        TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, int(member_ids.size)),
+    )
+    entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
+    configs = [_config(e, i) for i, e in enumerate(entries)]
+    hops = sorted({getattr(c, "hops", 0) for _, c in configs})
+    deployed = NodeQueryAPI(model.eval(), known)
+    view = QuerierView("node", num_classes, observed(deployed, hops, known, embeddings=False))
+    pool = ExternalPool(train_fn, derive_seed(seed, "references"))
+    results = {}
+    for (entry, config), raw in zip(configs, entries, strict=True):
+        attack = ATTACKS.get(entry)
+        out = attack.run(
+            AttackInput(view, knowledge, candidates, pool), config, derive_seed(seed, entry)
+        )
+        label = attack_label(entry, dict(raw.get("params", {})))
+        results[label] = audit_scores(
+            out.scores,
+            is_member,
+            ids=ids,
+            delta=delta,
+            threshold=out.threshold,
+            name=f"{name}: {label}",
+        )
+    return ModelAudit(name, results)
+
+
+def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
+    from pydantic import ValidationError
+
+    name = entry.get("name") if isinstance(entry, dict) else None
+    if not isinstance(name, str):
+        raise ConfigError(f"attacks[{i}]: expected a mapping with a 'name'")
+    attack = ATTACKS.get(name, f"attacks[{i}].name")
+    if attack.family != "membership":
+        raise ConfigError(f"attacks[{i}].name: {name!r} is not a membership attack")
+    try:
+        return name, attack.Config(**entry.get("params", {}))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"attacks[{i}].params.{where}: {first['msg']}") from None
+
+
+def _graph(data: Any) -> Data:
+    for field in ("x", "edge_index", "y"):
+        if not isinstance(getattr(data, field, None), torch.Tensor):
+            raise ConfigError(f"data: expected a torch_geometric Data with {field} (a tensor)")
+    return data
+
+
+def _nodes(values: Any, n: int, field: str) -> np.ndarray:
+    a = values.numpy(force=True) if isinstance(values, torch.Tensor) else np.asarray(values)
+    if a.dtype == bool:
+        if a.shape != (n,):
+            raise ConfigError(f"{field}: a boolean mask must have one entry per node ({n})")
+        a = np.flatnonzero(a)
+    if a.ndim != 1 or a.dtype.kind not in "iu" or (a.size and (a.min() < 0 or a.max() >= n)):
+        raise ConfigError(f"{field}: expected node ids in [0, {n}) or a boolean mask")
+    if np.unique(a).size != a.size:
+        raise ConfigError(f"{field}: expected each node once")
+    if not a.size:
+        raise ConfigError(f"{field}: expected at least one node")
+    return np.sort(a)
+
+
+def _qualname(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

@@ -1,0 +1,105 @@
+"""A score audit as a report page: the table of figures with intervals, the log-log ROC with
+its 95 % band, member and non-member score histograms, and the per-group table; drawn by the
+report's own template (HTML) and WeasyPrint (PDF), as a results folder's report is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from fgl_workbench.attacks.metrics import score_levels
+from fgl_workbench.external.scores import ScoreAudit, interval_text, number_text
+from fgl_workbench.reports.content import Figure, Paragraph, Report, Section, Table
+from fgl_workbench.reports.html import render_html
+from fgl_workbench.reports.plots import (
+    RocCurve,
+    mean_roc,
+    roc_band,
+    roc_figure,
+    score_histogram_figure,
+)
+
+FIGURES = ("members", "non-members", "AUC [95 % CI]", "TPR at 1 % FPR", "TPR at 0.1 % FPR")
+
+
+def audit_sections(audit: ScoreAudit, title: str) -> list[Section]:
+    """What a page says of one audit, apart from how it is drawn."""
+    neg = int(audit.metrics["nonmembers"] or 0)
+    fpr, tpr = mean_roc([(audit.roc.fpr, audit.roc.tpr)])  # on the band's grid
+    curve = RocCurve(
+        audit.name,
+        "membership",
+        fpr,
+        tpr,
+        1,
+        resolution=1.0 / neg,
+        band=roc_band([score_levels(audit.scores, audit.is_member)]),
+    )
+    sections = [
+        Section(
+            title,
+            [
+                Paragraph(
+                    "Intervals are 95 % stratified bootstrap intervals (thresholds re-chosen in "
+                    "every resample). The ε lower bound is held out: its decision rule is chosen "
+                    "on half of the records and bounded on the other half with Clopper–Pearson "
+                    f"intervals at δ = {audit.delta:g}, so it is valid at 95 %; 0 certifies "
+                    "nothing. n/a: fewer non-members than 1/FPR."
+                ),
+                Table(_header(), [_row("all", audit.metrics)], left_columns=1),
+                Figure(roc_figure([curve]), "log-log ROC with its 95 % band"),
+                Figure(
+                    score_histogram_figure(audit.scores, audit.is_member),
+                    "member and non-member score histograms",
+                ),
+            ],
+        )
+    ]
+    if audit.groups or audit.skipped:
+        rows = [_row(g, m) for g, m in audit.groups.items()]
+        note = "; ".join(f"{g}: {why}" for g, why in audit.skipped.items())
+        sections.append(
+            Section("Per group", [Table(_header(), rows, left_columns=1, note=note)], level=3)
+        )
+    return sections
+
+
+def write_report(audits: list[ScoreAudit], title: str, path: Path) -> Path:
+    """Writes one page for ``audits`` (a section each) as HTML, or as a PDF where ``path``
+    ends in ``.pdf``; returns the path."""
+    many = len(audits) > 1
+    report = Report(
+        title,
+        [s for a in audits for s in audit_sections(a, a.name if many else "Every record")],
+    )
+    try:
+        page = render_html(report)
+    finally:
+        for fig in report.figures():
+            plt.close(fig)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".pdf":
+        from fgl_workbench.reports.pdf import write_pdf
+
+        write_pdf(page, path)
+    else:
+        path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _header() -> list[str]:
+    return ["group", *FIGURES, "ε lower bound (ceiling)", "advantage"]
+
+
+def _row(group: str, m: dict[str, float | None]) -> list[str]:
+    return [
+        group,
+        f"{int(m['members'] or 0)}",
+        f"{int(m['nonmembers'] or 0)}",
+        interval_text(m, "auc"),
+        interval_text(m, "tpr@0.01"),
+        interval_text(m, "tpr@0.001"),
+        f"{number_text(m['epsilon_lb'], 2)} ({number_text(m['epsilon_lb_ceiling'], 2)})",
+        number_text(m["advantage"]),
+    ]
