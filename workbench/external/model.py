@@ -1,9 +1,10 @@
 """``audit_model``: the membership audit of a GNN a user trained themselves, with the
-workbench's own attacks. The model answers as the workbench's own node-level deployments do
-(``fgl_workbench.query.NodeQueryAPI``: each query on its own k-hop subgraph), the querier knows
-the graph's features and edges and the candidates' labels (not who trained), and LiRA's and
-RMIA's reference models are trained by the user's own ``train_fn`` on the adversary's records,
-so the recipe they replay is the one the user ran."""
+workbench's own attacks. The model answers as the workbench's own deployments do (node level:
+``fgl_workbench.query.NodeQueryAPI``, each query on its own k-hop subgraph; graph level:
+``GraphQueryAPI``), the querier knows the candidates' labels and, at node level, the graph's
+features and edges (not who trained), and LiRA's and RMIA's reference models are trained by the
+user's own ``train_fn`` on the adversary's records, so the recipe they replay is the one the
+user ran."""
 
 from __future__ import annotations
 
@@ -12,23 +13,24 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
+from torch_geometric.loader import DataLoader
 
 from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.membership.reference import ReferencePool, TrainJob
 from fgl_workbench.data.datasets import Dataset
-from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.federation import NodeClient, build_federation
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
-from fgl_workbench.query import NodeQueryAPI, observed
+from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
 from fgl_workbench.seeding import derive_seed, seed_everything
 from fgl_workbench.storage.store import attack_label
 from fgl_workbench.targets.training import TrainingRecipe
@@ -36,8 +38,8 @@ from fgl_workbench.targets.training import TrainingRecipe
 if TYPE_CHECKING:
     import pandas
 
-# (model_factory, graph, training mask, seed) -> the trained model
-TrainFn = Callable[[Callable[[], nn.Module], Data, torch.Tensor, int], nn.Module]
+# (model_factory, the graph or list of graphs, training mask, seed) -> the trained model
+TrainFn = Callable[[Callable[[], nn.Module], Any, torch.Tensor, int], nn.Module]
 DEFAULT_ATTACKS = (
     {"name": "mia-threshold", "params": {"signal": "loss"}},
     {"name": "mia-rmia"},
@@ -79,17 +81,23 @@ class ExternalPool(ReferencePool):
         states = []
         for job in jobs:
             client = build_federation(dataset, job.partition).clients[0]
-            graph = Data(x=client.data.x, edge_index=client.data.edge_index, y=client.data.y)
-            model = trained(self.train_fn, spec.factory, graph, client.data.train_mask, job.seed)
+            if isinstance(client, NodeClient):
+                d = client.data
+                data: Data | list[Data] = Data(x=d.x, edge_index=d.edge_index, y=d.y)
+                mask = d.train_mask
+            else:  # the member graphs first, then the others the client holds
+                data = list(client.train) + list(client.test)
+                mask = torch.arange(len(data)) < len(client.train)
+            model = trained(self.train_fn, spec.factory, data, mask, job.seed)
             states.append({k: v.detach().clone() for k, v in model.state_dict().items()})
         return states
 
 
 def trained(
-    train_fn: TrainFn, factory: Callable[[], nn.Module], graph: Data, mask: torch.Tensor, seed: int
+    train_fn: TrainFn, factory: Callable[[], nn.Module], data: Any, mask: torch.Tensor, seed: int
 ) -> nn.Module:
     seed_everything(seed)
-    model = train_fn(factory, graph, mask, seed)
+    model = train_fn(factory, data, mask, seed)
     if not isinstance(model, nn.Module):
         raise ConfigError(
             f"train_fn: expected it to return the trained torch module (got {type(model).__name__})"
@@ -98,18 +106,31 @@ def trained(
 
 
 def default_training(
-    factory: Callable[[], nn.Module], graph: Data, mask: torch.Tensor, seed: int
+    factory: Callable[[], nn.Module], data: Data | list[Data], mask: torch.Tensor, seed: int
 ) -> nn.Module:
-    """Full-batch cross-entropy on the masked nodes with Adam (``DEFAULT_RECIPE``)."""
+    """Cross-entropy on the masked records with Adam (``DEFAULT_RECIPE``): full batch on a
+    graph's nodes, mini-batches of 32 graphs at graph level."""
     model = factory()
     opt = torch.optim.Adam(
         model.parameters(), lr=DEFAULT_RECIPE["lr"], weight_decay=DEFAULT_RECIPE["weight_decay"]
     )
     model.train()
-    for _ in range(int(DEFAULT_RECIPE["epochs"])):
-        opt.zero_grad()
-        F.cross_entropy(model(graph.x, graph.edge_index)[mask], graph.y[mask]).backward()
-        opt.step()
+    epochs = int(DEFAULT_RECIPE["epochs"])
+    if isinstance(data, Data):
+        for _ in range(epochs):
+            opt.zero_grad()
+            F.cross_entropy(model(data.x, data.edge_index)[mask], data.y[mask]).backward()
+            opt.step()
+        return model
+    graphs = [g for g, kept in zip(data, mask.tolist(), strict=True) if kept]
+    loader = DataLoader(
+        graphs, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(seed)
+    )
+    for _ in range(epochs):
+        for b in loader:
+            opt.zero_grad()
+            F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1)).backward()
+            opt.step()
     return model
 
 
@@ -182,9 +203,10 @@ class ModelAudit:
 
 def audit_model(
     model: nn.Module,
-    data: Data,
+    data: Data | Sequence[Data],
     members: Sequence[int] | np.ndarray | torch.Tensor,
     *,
+    level: Literal["node", "graph"] | None = None,
     nonmembers: Sequence[int] | np.ndarray | torch.Tensor | None = None,
     aux: Sequence[int] | np.ndarray | torch.Tensor | None = None,
     train_fn: TrainFn | None = None,
@@ -193,35 +215,26 @@ def audit_model(
     delta: float = DELTA,
     name: str = "the model",
 ) -> ModelAudit:
-    """Membership audit of a node-classification GNN ``model`` (``model(x, edge_index)`` →
-    logits) trained on ``data`` (``x``, ``edge_index``, ``y``) with ``members`` (node ids or
-    a boolean mask) as its training nodes. ``nonmembers``: nodes it did not train on to ask
-    about (default: as many as the members, drawn from the rest); ``aux``: the adversary's
-    own labelled nodes for reference models (default: every node left). ``train_fn(
-    model_factory, data, mask, seed)`` is the user's recipe (returns the trained model);
+    """Membership audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
+    or a boolean mask) as its training records. Node level: ``data`` is one graph (``x``,
+    ``edge_index``, ``y``) and ``model(x, edge_index)`` gives node logits; graph level
+    (``level`` is inferred from ``data``): a list of graphs, each with its label ``y``, and
+    ``model(x, edge_index, batch)`` gives graph logits. ``nonmembers``: records it did not
+    train on to ask about (default: as many as the members, drawn from the rest); ``aux``:
+    the adversary's own labelled records for reference models (default: every one left).
+    ``train_fn(model_factory, data, mask, seed)`` is the user's recipe, returning the trained
+    model (``data``: the graph, or the list of graphs, ``mask`` the records to train on);
     without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
     ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA)."""
-    graph = _graph(data)
-    n = int(graph.num_nodes)
-    member_ids = _nodes(members, n, "members")
-    taken = np.zeros(n, bool)
-    taken[member_ids] = True
+    level = _level(data, level)
+    labels = _labels(data, level)
+    n = labels.size
     rng = np.random.default_rng(seed)
-    if nonmembers is None:
-        rest = np.flatnonzero(~taken)
-        nonmember_ids = np.sort(rng.choice(rest, min(member_ids.size, rest.size), replace=False))
-    else:
-        nonmember_ids = _nodes(nonmembers, n, "nonmembers")
-        if taken[nonmember_ids].any():
-            raise ConfigError("nonmembers: expected nodes that are not members")
-    taken[nonmember_ids] = True
-    aux_ids = np.flatnonzero(~taken) if aux is None else _nodes(aux, n, "aux")
-    if taken[aux_ids].any():
-        raise ConfigError("aux: expected nodes that are neither members nor non-members")
+    member_ids, nonmember_ids, aux_ids = _challenge(n, members, nonmembers, aux, rng)
     if train_fn is None:
         warnings.warn(
             "audit_model: no train_fn given; reference models are trained with a default "
-            f"recipe ({DEFAULT_RECIPE}, full batch, Adam): LiRA and RMIA assume it is yours",
+            f"recipe ({DEFAULT_RECIPE}, Adam): LiRA and RMIA assume it is yours",
             stacklevel=2,
         )
         train_fn = default_training
@@ -230,29 +243,45 @@ def audit_model(
     is_member = np.concatenate(
         [np.ones(member_ids.size, bool), np.zeros(nonmember_ids.size, bool)]
     )[order]
-    labels = graph.y.numpy(force=True)
-    candidates = Candidates("node", ids, labels[ids])
     num_classes = int(labels.max()) + 1
-    known = Data(x=graph.x, edge_index=graph.edge_index, num_nodes=n)  # no labels, no masks
-    knowledge = BackgroundKnowledge(
-        "node",
-        aux_ids,
-        labels[aux_ids],
-        (),
-        known,
-        ExternalSpec(fresh_copy(model), num_classes),
-        TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, int(member_ids.size)),
-    )
+    spec = ExternalSpec(fresh_copy(model), num_classes, level)
+    recipe = TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, member_ids.size)
     entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
     configs = [_config(e, i) for i, e in enumerate(entries)]
-    hops = sorted({getattr(c, "hops", 0) for _, c in configs})
-    deployed = NodeQueryAPI(model.eval(), known)
-    view = QuerierView("node", num_classes, observed(deployed, hops, known, embeddings=False))
+    if level == "node":
+        graph = data
+        known = Data(x=graph.x, edge_index=graph.edge_index, num_nodes=n)  # no labels, masks
+        candidates = Candidates("node", ids, labels[ids])
+        knowledge = BackgroundKnowledge(
+            "node",
+            aux_ids,
+            labels[aux_ids],
+            (),
+            known,
+            spec,
+            recipe,
+        )
+        hops = sorted({getattr(c, "hops", 0) for _, c in configs})
+        answers = observed(NodeQueryAPI(model.eval(), known), hops, known, embeddings=False)
+    else:
+        graphs = list(data)
+        candidates = Candidates("graph", ids, labels[ids], tuple(graphs[i] for i in ids))
+        aux_graphs = tuple(graphs[i] for i in aux_ids)
+        knowledge = BackgroundKnowledge(
+            "graph",
+            aux_ids,
+            labels[aux_ids],
+            aux_graphs,
+            None,
+            spec,
+            recipe,
+        )
+        answers = GraphQueryAPI(model.eval())
+    view = QuerierView(level, num_classes, answers)
     pool = ExternalPool(train_fn, derive_seed(seed, "references"))
     results = {}
     for (entry, config), raw in zip(configs, entries, strict=True):
-        attack = ATTACKS.get(entry)
-        out = attack.run(
+        out = ATTACKS.get(entry).run(
             AttackInput(view, knowledge, candidates, pool), config, derive_seed(seed, entry)
         )
         label = attack_label(entry, dict(raw.get("params", {})))
@@ -265,6 +294,54 @@ def audit_model(
             name=f"{name}: {label}",
         )
     return ModelAudit(name, results)
+
+
+def _level(data: Any, level: str | None) -> str:
+    found = "node" if isinstance(data, Data) else "graph"
+    if level is not None and level != found:
+        shape = "one torch_geometric Data" if level == "node" else "a list of Data graphs"
+        raise ConfigError(f"data: level {level!r} expects {shape}")
+    return found
+
+
+def _labels(data: Any, level: str) -> np.ndarray:
+    """Each record's label (a node's, or a graph's), checked to be there."""
+    if level == "node":
+        for field in ("x", "edge_index", "y"):
+            if not isinstance(getattr(data, field, None), torch.Tensor):
+                raise ConfigError(f"data: expected a torch_geometric Data with {field} (a tensor)")
+        return data.y.numpy(force=True)
+    try:
+        graphs = list(data)
+    except TypeError:
+        raise ConfigError("data: expected a torch_geometric Data or a list of them") from None
+    for i, g in enumerate(graphs):
+        if not isinstance(g, Data) or not isinstance(g.y, torch.Tensor) or g.y.numel() != 1:
+            raise ConfigError(f"data[{i}]: expected a torch_geometric Data with one label y")
+    if not graphs:
+        raise ConfigError("data: expected at least one graph")
+    return np.array([int(g.y) for g in graphs])
+
+
+def _challenge(
+    n: int, members: Any, nonmembers: Any, aux: Any, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Members, non-members and the adversary's pool: disjoint, each checked."""
+    member_ids = _ids(members, n, "members")
+    taken = np.zeros(n, bool)
+    taken[member_ids] = True
+    if nonmembers is None:
+        rest = np.flatnonzero(~taken)
+        nonmember_ids = np.sort(rng.choice(rest, min(member_ids.size, rest.size), replace=False))
+    else:
+        nonmember_ids = _ids(nonmembers, n, "nonmembers")
+        if taken[nonmember_ids].any():
+            raise ConfigError("nonmembers: expected records that are not members")
+    taken[nonmember_ids] = True
+    aux_ids = np.flatnonzero(~taken) if aux is None else _ids(aux, n, "aux")
+    if taken[aux_ids].any():
+        raise ConfigError("aux: expected records that are neither members nor non-members")
+    return member_ids, nonmember_ids, aux_ids
 
 
 def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
@@ -284,25 +361,18 @@ def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
         raise ConfigError(f"attacks[{i}].params.{where}: {first['msg']}") from None
 
 
-def _graph(data: Any) -> Data:
-    for field in ("x", "edge_index", "y"):
-        if not isinstance(getattr(data, field, None), torch.Tensor):
-            raise ConfigError(f"data: expected a torch_geometric Data with {field} (a tensor)")
-    return data
-
-
-def _nodes(values: Any, n: int, field: str) -> np.ndarray:
+def _ids(values: Any, n: int, field: str) -> np.ndarray:
     a = values.numpy(force=True) if isinstance(values, torch.Tensor) else np.asarray(values)
     if a.dtype == bool:
         if a.shape != (n,):
-            raise ConfigError(f"{field}: a boolean mask must have one entry per node ({n})")
+            raise ConfigError(f"{field}: a boolean mask must have one entry per record ({n})")
         a = np.flatnonzero(a)
     if a.ndim != 1 or a.dtype.kind not in "iu" or (a.size and (a.min() < 0 or a.max() >= n)):
-        raise ConfigError(f"{field}: expected node ids in [0, {n}) or a boolean mask")
+        raise ConfigError(f"{field}: expected ids in [0, {n}) or a boolean mask")
     if np.unique(a).size != a.size:
         raise ConfigError(f"{field}: expected each node once")
     if not a.size:
-        raise ConfigError(f"{field}: expected at least one node")
+        raise ConfigError(f"{field}: expected at least one record")
     return np.sort(a)
 
 
