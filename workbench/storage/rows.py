@@ -36,7 +36,9 @@ class Named(_Checked):
     name: Text
 
 
-class DatasetConfig(Named):
+class Configured(Named):
+    """A dataset or a defense: its name and the parameters the suite set."""
+
     params: dict[Text, Any] = {}
 
 
@@ -48,11 +50,11 @@ class PartitionConfig(_Checked):
 
 class TargetConfig(Named):
     params: dict[Text, Any] = {}
-    defenses: list[Named] = []
+    defenses: list[Configured] = []
 
 
 class CellConfig(_Checked):
-    dataset: DatasetConfig
+    dataset: Configured
     partition: PartitionConfig
     target: TargetConfig
     seed: int
