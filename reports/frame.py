@@ -75,13 +75,12 @@ def results_frame(out: str | Path) -> pd.DataFrame:
 
 
 def frame(cells: list[CellRow], attacks: list[AttackRow]) -> pd.DataFrame:
-    label = {c.cell_id: name for name, group in configurations(cells) for c in group}
     by_cell: dict[str, list[AttackRow]] = {}
     for a in attacks:
         by_cell.setdefault(a.cell_id, []).append(a)
     rows = []
-    for c in sorted(cells, key=lambda c: (label[c.cell_id], c.config["seed"])):
-        base = _cell_columns(c, label[c.cell_id])
+    for c, base in _cells_in_order(cells):
+        base = base | cell_numbers(c)
         rows += [{**base, **_attack_columns(a)} for a in by_cell.get(c.cell_id, [])] or [base]
     table = pd.DataFrame(rows)
     for name in CELL_COLUMNS + ATTACK_COLUMNS:
@@ -90,6 +89,32 @@ def frame(cells: list[CellRow], attacks: list[AttackRow]) -> pd.DataFrame:
     _unbounded(table, cells)
     grouped = sorted(table.columns, key=_column_order)
     return table[grouped].reset_index(drop=True)
+
+
+def history_frame(out: str | Path) -> pd.DataFrame:
+    """The training history of the results folder ``out``: one row per cell × round (see the
+    module docstring); cells stored before histories were have no rows."""
+    store = ResultsStore(out, read_only=True)
+    try:
+        cells = store.cells()
+    finally:
+        store.close()
+    return history(cells)
+
+
+def history(cells: list[CellRow]) -> pd.DataFrame:
+    rows = [{**base, **r} for c, base in _cells_in_order(cells) for r in c.history]
+    settings = dict.fromkeys(k for c in cells for k in setting_columns(c.config))
+    measured = dict.fromkeys(k for c in cells for r in c.history for k in r if k != "round")
+    columns = [*CELL_COLUMNS, *sorted(settings, key=_column_order), "round", *measured]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _cells_in_order(cells: list[CellRow]) -> list[tuple[CellRow, dict[str, Any]]]:
+    """Each cell with its cell and parameter columns, by configuration, then seed."""
+    label = {c.cell_id: name for name, group in configurations(cells) for c in group}
+    ordered = sorted(cells, key=lambda c: (label[c.cell_id], c.config["seed"]))
+    return [(c, _cell_columns(c, label[c.cell_id])) for c in ordered]
 
 
 def _cell_columns(c: CellRow, configuration: str) -> dict[str, Any]:
@@ -105,7 +130,7 @@ def _cell_columns(c: CellRow, configuration: str) -> dict[str, Any]:
         "defenses": "+".join(d["name"] for d in target.get("defenses") or []) or NO_DEFENSE,
         "seed": config["seed"],
     }
-    return out | setting_columns(config) | cell_numbers(c)
+    return out | setting_columns(config)
 
 
 def setting_columns(config: dict[str, Any]) -> dict[str, Any]:

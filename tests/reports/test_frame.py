@@ -80,3 +80,23 @@ def test_export_writes_what_the_api_returns(out, tmp_path, fmt, capsys):
     pd.testing.assert_series_equal(back["metric.auc"], want["metric.auc"])
     assert main(["export", str(out), "--format", "xlsx"]) == 2
     assert "--format: expected one of csv, parquet" in capsys.readouterr().err
+
+
+def test_the_history_is_a_row_per_cell_and_round_with_the_training_loss(out):
+    """Each cell's rounds as the target measured them: FedAvg's mean local training loss
+    beside the validation accuracy it reads (NaN in rounds whose validation nothing read)."""
+    table = api.history(out)
+    results = api.results(out)
+    assert len(table) == 2 * 3 and set(table.cell_id) == set(results.cell_id)
+    assert list(table.columns[:8]) == list(results.columns[:8])
+    assert list(table.columns[-3:]) == ["round", "train_loss", "val_accuracy"]
+    baseline = table[table.defenses == "none"]
+    assert list(baseline["round"]) == [0, 1, 2] and (baseline["train_loss"] > 0).all()
+    assert baseline.val_accuracy.notna().all()  # best-validation release reads every round
+    assert table.groupby("defenses").train_loss.count().to_dict() == {"dp-fedavg": 3, "none": 3}
+    store = ResultsStore(out, read_only=True)
+    stored = {c.cell_id: c for c in store.cells()}
+    store.close()
+    for c in stored.values():  # the round the released model came from is in the history
+        best = c.utility["best_round"]
+        assert table[(table.cell_id == c.cell_id) & (table["round"] == best)].shape[0] == 1

@@ -189,6 +189,7 @@ def run_cell(
         epsilons,
         audits,
         metric,
+        tuple(trained.history),
     )
     with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
         store.save_target(cell.cell_id, snapshot(trained, cell.keep_secrets))

@@ -60,6 +60,14 @@ class CellConfig(_Checked):
     seed: int
 
 
+class Round(_Checked):
+    """One training round of a cell's history: its index and the numbers measured then
+    (validation accuracy, mean training loss, ...; NaN or None where not measured)."""
+
+    round: float
+    __pydantic_extra__: dict[Text, float | None]
+
+
 class Bytes(_Checked):
     up: Count
     down: Count
