@@ -64,7 +64,7 @@ class Round(_Checked):
     """One training round of a cell's history: its index and the numbers measured then
     (validation accuracy, mean training loss, ...; NaN or None where not measured)."""
 
-    round: float
+    round: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     __pydantic_extra__: dict[Text, float | None]
 
 

@@ -189,6 +189,7 @@ def test_a_malformed_cell_row_names_the_file_the_row_and_the_field(
     [
         ('{"round": 0}', "history_json: expected a list"),
         ('[{"loss": 0.5}]', "history_json[0], field round"),
+        ('[{"round": 0}, {"round": NaN}]', "history_json[1], field round"),
         ('[{"round": 0, "loss": "low"}]', "history_json[0], field loss"),
     ],
 )
