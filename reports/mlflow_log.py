@@ -11,8 +11,13 @@ name unless one is given. It holds:
   (``epsilon.<adversary>.<unit>``, RDP; ``epsilon_pld.<adversary>.<unit>``, PLD;
   ``epsilon_metric.<adversary>.<unit>``, metric-DP's ε(ρ)) and every numeric attack metric
   (``<attack label>.<metric>``, e.g. ``mia-threshold_hops_2.auc``, ``....tpr_at_0.01``);
+- per-round metrics: each number of the cell's training history (``history.train_loss``, the
+  mean local training loss; ``history.val_accuracy``; ...) at step = its round, so MLflow
+  draws the training curves;
 - tags: ``<attack label>.label`` (the label as the report writes it) and, for an attack that
-  did not apply, ``<attack label>.not_applicable`` with the reason.
+  did not apply, ``<attack label>.not_applicable`` with the reason;
+- the artifact ``report.html``: the folder's HTML report (built first where the folder has
+  none), the same file in every cell's run, replaced when logged again.
 
 A value that is not a finite number (ε = ∞ where a party sees the data without noise, a NaN)
 is not logged as a metric: MLflow's database and server stores do not all keep them, and a
@@ -20,7 +25,8 @@ large sentinel would be a false number. It becomes a tag of the same key instead
 (``epsilon.server.client = inf``). A metric the attack could not measure (None) is left out.
 
 Logging again (a resumed suite, attacks added later) finds the run by its cell id and results
-folder and adds what is new or changed, so no cell gets two runs; the same suite run into
+folder and adds what is new or changed (a history already logged is not logged twice), so no
+cell gets two runs; the same suite run into
 another folder (other draws) gets runs of its own. Keys keep to letters, digits, ``_ - .``
 (MLflow's portable set; '@' is written ``_at_``), within its 250 characters; param values
 past MLflow's 6000 characters are cut (the config hash still names the whole configuration).
@@ -45,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.reports.frame import attack_numbers, cell_numbers
-from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
+from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore, inside
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -126,6 +132,7 @@ def log_results(out: str | Path, client: MlflowClient, experiment: str | None = 
     by_cell: dict[str, list[AttackRow]] = {}
     for a in attacks:
         by_cell.setdefault(a.cell_id, []).append(a)
+    report = report_file(out)
     created = 0
     try:
         experiment_id = _experiment(client, name)
@@ -133,10 +140,33 @@ def log_results(out: str | Path, client: MlflowClient, experiment: str | None = 
             tags = {CELL_TAG: c.cell_id, FOLDER_TAG: folder, SUITE_TAG: suite}
             params = cell_params(c.config) | {"config_hash": hashes[c.cell_id]}
             metrics, extra = cell_values(c, by_cell.get(c.cell_id, []))
-            created += _log_cell(client, experiment_id, c, params, metrics, tags | extra)
+            run = _log_cell(client, experiment_id, c, params, metrics, tags | extra)
+            client.log_artifact(run.run_id, str(report))
+            client.set_terminated(run.run_id)
+            created += run.created
     except MlflowException as exc:
         raise ConfigError(f"--mlflow {client.tracking_uri}: {_explain(exc)}") from None
     return Logged(name, created, len(cells) - created)
+
+
+def report_file(out: str | Path) -> Path:
+    """The folder's ``report.html``, built first where there is none (never through a
+    symbolic link the folder holds)."""
+    from fgl_workbench.reports.report import HTML_FILE, build_report
+
+    path = inside(Path(out), HTML_FILE)
+    return path if path.is_file() else build_report(out)
+
+
+def round_values(c: CellRow) -> list[tuple[str, float, int]]:
+    """The cell's training history as (key, value, step = round): every finite number of
+    each round (a round whose validation nothing read holds NaN: not logged)."""
+    return [
+        (mlflow_key(f"history.{name}"), float(value), int(r["round"]))
+        for r in c.history
+        for name, value in r.items()
+        if name != "round" and value is not None and math.isfinite(value)
+    ]
 
 
 def cell_params(config: dict[str, Any]) -> dict[str, str]:
@@ -225,6 +255,14 @@ def _find_run(client: MlflowClient, experiment_id: str, cell_id: str, folder: st
     return mine[0] if mine else None
 
 
+@dataclass(frozen=True)
+class CellRun:
+    """The run a cell was logged into, and whether this logging made it."""
+
+    run_id: str
+    created: bool
+
+
 def _log_cell(
     client: MlflowClient,
     experiment_id: str,
@@ -232,10 +270,10 @@ def _log_cell(
     params: dict[str, str],
     metrics: dict[str, float],
     tags: dict[str, str],
-) -> int:
-    """Logs one cell into its run, made if the cell has none yet (then returns 1), adding
-    what the run lacks or holds otherwise (params never change: a cell id fixes its
-    configuration), in batches within MLflow's limits."""
+) -> CellRun:
+    """Logs one cell into its run, made if the cell has none yet, adding what the run lacks
+    or holds otherwise (params never change: a cell id fixes its configuration, and so its
+    history), in batches within MLflow's limits."""
     from mlflow.entities import Metric, Param, RunTag
 
     run = _find_run(client, experiment_id, cell.cell_id, tags[FOLDER_TAG])
@@ -248,6 +286,9 @@ def _log_cell(
     now = int(time.time() * 1000)
     new_params = [Param(k, v) for k, v in params.items() if k not in old_params]
     new_metrics = [Metric(k, v, now, 0) for k, v in metrics.items() if old_metrics.get(k) != v]
+    new_metrics += [
+        Metric(k, v, now, step) for k, v, step in round_values(cell) if k not in old_metrics
+    ]
     tags = {k: _cut(v, TAG_LENGTH) for k, v in tags.items()}
     new_tags = [RunTag(k, v) for k, v in tags.items() if old_tags.get(k) != v]
     for i in range(0, max(len(new_params), len(new_metrics), len(new_tags)), BATCH):
@@ -257,5 +298,4 @@ def _log_cell(
             params=new_params[i : i + BATCH],
             tags=new_tags[i : i + BATCH],
         )
-    client.set_terminated(run_id)
-    return int(run is None)
+    return CellRun(run_id, run is None)

@@ -4,10 +4,12 @@ from a real local file store; logging again adds to those runs instead of making
 import math
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from fgl_workbench.interface import api
 from fgl_workbench.interface.cli import main
 from fgl_workbench.reports.mlflow_log import attack_prefixes, connect, log_results, mlflow_key
 from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
@@ -36,8 +38,19 @@ COMM = {"rounds": 3, "bytes": {"up": 0, "down": 0}}
 PLAIN_UTILITY = {"accuracy": 0.9, "macro_f1": None}
 
 
-def _cell(cell_id, label, config, utility, epsilons=()):
-    return CellRow(cell_id, label, config, utility, COMM, [], None, 0.1, 0.2, epsilons)
+def _cell(cell_id, label, config, utility, epsilons=(), history=()):
+    return CellRow(
+        cell_id, label, config, utility, COMM, [], None, 0.1, 0.2, epsilons, history=history
+    )
+
+
+# three rounds: the first's validation not read (NaN), no loss measured in the last
+HISTORY = (
+    {"round": 0, "train_loss": 1.25, "val_accuracy": math.nan},
+    {"round": 1, "train_loss": 1.0, "val_accuracy": 0.5},
+    {"round": 2, "val_accuracy": 0.75},
+)
+REPORT = "<html>the folder's report</html>"
 
 
 def _attack(cell_id, name, params, status="ok", reason=None, metrics=None, key=None):
@@ -48,7 +61,8 @@ def _attack(cell_id, name, params, status="ok", reason=None, metrics=None, key=N
 @pytest.fixture
 def folder(tmp_path):
     """A results folder written row by row: a DP cell (ε = ∞ against the server, attack
-    metrics that are None, NaN or nested, an attack that did not apply) and a plain one."""
+    metrics that are None, NaN or nested, an attack that did not apply, a training history)
+    and a plain one, with its report."""
     store = ResultsStore(tmp_path / "results")
     store.set_meta("suite_name", "tiny")
     eps = [
@@ -56,9 +70,8 @@ def folder(tmp_path):
         {"adversary": "server", "unit": "client", "epsilon": math.inf, "delta": 1e-5, "note": "y"},
     ]
     utility = {"accuracy": 0.75, "macro_f1": 0.5, "per_client": [0.7, 0.8], "auc": None}
-    store.put_cell(
-        _cell(DP_ID, "csbm/louvain-3/fedavg+dp-fedavg/seed0", DP_CONFIG, utility, eps), "f" * 64
-    )
+    dp = _cell(DP_ID, "csbm/louvain-3/fedavg+dp-fedavg/seed0", DP_CONFIG, utility, eps, HISTORY)
+    store.put_cell(dp, "f" * 64)
     store.put_cell(
         _cell(PLAIN_ID, "csbm/louvain-3/fedavg/seed1", PLAIN_CONFIG, PLAIN_UTILITY),
         "e" * 64,
@@ -71,6 +84,7 @@ def folder(tmp_path):
     reason = "the target serves no posteriors to its clients"
     store.put_attack(_attack(DP_ID, "link-stealing", {}, "not_applicable", reason), "h")
     store.close()
+    (tmp_path / "results" / "report.html").write_text(REPORT)
     return tmp_path / "results"
 
 
@@ -122,6 +136,8 @@ def test_a_run_per_cell_with_the_stores_numbers(folder, uri):
         f"{mia}.tpr_at_0.01": 0.03,
         f"{mia}.epsilon_lb": 0.4,
         f"{mia}.members": 48.0,
+        "history.train_loss": 1.0,  # each per-round metric at its last step
+        "history.val_accuracy": 0.75,
     }
     tags = dp.data.tags
     assert tags["epsilon.server.client"] == "inf" and tags[f"{mia}.spread"] == "nan"
@@ -133,6 +149,26 @@ def test_a_run_per_cell_with_the_stores_numbers(folder, uri):
     plain = runs[PLAIN_ID]
     assert plain.data.metrics == {"utility.accuracy": 0.9}
     assert "target.defenses.0.name" not in plain.data.params and plain.data.params["seed"] == "1"
+
+
+def test_the_training_history_is_logged_per_round_and_the_report_beside(folder, uri, tmp_path):
+    """Each round's numbers at step = round (NaN left out), once however often the folder is
+    logged; the folder's report in every run."""
+    log_results(folder, connect(uri))
+    log_results(folder, connect(uri))
+    client, runs = _runs(uri, "tiny")
+    dp = runs[DP_ID].info.run_id
+
+    def curve(key):
+        return [(m.step, m.value) for m in client.get_metric_history(dp, key)]
+
+    assert curve("history.train_loss") == [(0, 1.25), (1, 1.0)]
+    assert curve("history.val_accuracy") == [(1, 0.5), (2, 0.75)]
+    assert not any(k.startswith("history.") for k in runs[PLAIN_ID].data.metrics)
+    for run in runs.values():
+        assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["report.html"]
+        got = client.download_artifacts(run.info.run_id, "report.html", str(tmp_path))
+        assert Path(got).read_text() == REPORT
 
 
 def test_logging_again_updates_the_runs_it_made(folder, uri, tmp_path):
@@ -252,3 +288,19 @@ def test_stores_mlflow_cannot_open_are_one_line_errors(folder, tmp_path, monkeyp
     assert "--mlflow: expected a tracking URI" in capsys.readouterr().err
     assert main([*argv, "--mlflow", "file:///x", "--mlflow-experiment", ""]) == 2
     assert "--mlflow-experiment: expected a name" in capsys.readouterr().err
+
+
+def test_a_folder_without_its_report_has_it_built_and_logged(dp_report, uri, tmp_path):
+    """``api.log_mlflow`` on a real run whose report was never built: built, then logged
+    with each cell's training curve (FedAvg's loss every round)."""
+    folder = tmp_path / "dp"
+    shutil.copytree(dp_report.parent, folder)
+    (folder / "report.html").unlink()
+    assert api.log_mlflow(folder, uri).created == 2
+    assert (folder / "report.html").is_file()
+    client, runs = _runs(uri, "dp")
+    for run in runs.values():
+        run_id = run.info.run_id
+        assert [a.path for a in client.list_artifacts(run_id)] == ["report.html"]
+        steps = [m.step for m in client.get_metric_history(run_id, "history.train_loss")]
+        assert sorted(steps) == [0, 1, 2]

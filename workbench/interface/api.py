@@ -7,6 +7,7 @@
     summary = run_suite("examples/quickstart.yaml", "runs/quickstart")  # train, attack, store
     privacy("runs/quickstart")              # per cell id: ε per adversary, canary audit bounds
     results("runs/quickstart")              # pandas: a row per cell × attack, metrics as columns
+    history("runs/quickstart")              # pandas: a row per cell × training round
     log_mlflow("runs/quickstart", "file:///tmp/mlruns")               # a run per cell in MLflow
     attack("runs/quickstart", [{"name": "mia-lira"}])                 # later, no retraining
     html = build_report("runs/quickstart")                             # report.html and .pdf
@@ -171,6 +172,15 @@ def results(out: str | Path) -> pandas.DataFrame:
     return results_frame(out)
 
 
+def history(out: str | Path) -> pandas.DataFrame:
+    """A results folder's training histories as one DataFrame: a row per cell × round, with
+    the cell's setting and what its target measured that round (``val_accuracy``,
+    ``train_loss``, ...; ``fgl_workbench.reports.frame`` lists the columns)."""
+    from fgl_workbench.reports.frame import history_frame
+
+    return history_frame(out)
+
+
 def log_mlflow(out: str | Path, tracking_uri: str, experiment: str | None = None) -> Logged:
     """Logs every cell of a results folder to MLflow at ``tracking_uri``: a run per cell with
     its configuration as params, utility, ε and attack metrics (``fgl_workbench.reports.mlflow_log``
@@ -270,6 +280,7 @@ __all__ = [
     "client_view",
     "components",
     "epsilon",
+    "history",
     "load_dataset",
     "load_suite",
     "log_mlflow",

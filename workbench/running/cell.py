@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -190,11 +191,25 @@ def run_cell(
         epsilons,
         audits,
         metric,
+        stored_history(trained.history),
     )
     with contextlib.suppress(SnapshotError):  # a payload kept as no plain data: not stored
         store.save_target(cell.cell_id, snapshot(trained, cell.keep_secrets))
     store.put_cell(row, config_hash(cell.config()))
     attack_cell(cell, attacks, trained, federation, store, streams, delta, jobs, report)
+
+
+def stored_history(history: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The target's per-round history as the store keeps it: each round's numbers, the
+    round's index where a target left it out; anything else (a plug-in's tensor or text) is
+    left out rather than stop the cell."""
+    return tuple(
+        {"round": i} | {k: v for k, v in h.items() if _number(v)} for i, h in enumerate(history)
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)  # numpy's too
 
 
 def auditable(cell: Cell) -> bool:

@@ -36,7 +36,9 @@ class Named(_Checked):
     name: Text
 
 
-class DatasetConfig(Named):
+class Configured(Named):
+    """A dataset or a defense: its name and the parameters the suite set."""
+
     params: dict[Text, Any] = {}
 
 
@@ -48,14 +50,22 @@ class PartitionConfig(_Checked):
 
 class TargetConfig(Named):
     params: dict[Text, Any] = {}
-    defenses: list[Named] = []
+    defenses: list[Configured] = []
 
 
 class CellConfig(_Checked):
-    dataset: DatasetConfig
+    dataset: Configured
     partition: PartitionConfig
     target: TargetConfig
     seed: int
+
+
+class Round(_Checked):
+    """One training round of a cell's history: its index and the numbers measured then
+    (validation accuracy, mean training loss, ...; NaN or None where not measured)."""
+
+    round: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    __pydantic_extra__: dict[Text, float | None]
 
 
 class Bytes(_Checked):

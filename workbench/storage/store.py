@@ -1,8 +1,9 @@
 """The results store: one SQLite file per output folder.
 
 A ``cells`` row per trained cell (config, utility, communication, partition statistics, ε,
-timings), its ``epsilons`` per adversary × unit and its canary ``audits`` (lower bound vs
-claimed ε), and an ``attacks`` row per cell × attack (metrics or the not-applicable reason).
+timings, its training history per round), its ``epsilons`` per adversary × unit and its
+canary ``audits`` (lower bound vs claimed ε), and an ``attacks`` row per cell × attack
+(metrics or the not-applicable reason).
 Each row is committed as soon as it exists, in WAL mode, so a crash mid-suite loses only the
 cell in flight and a re-run skips what is finished. ROC arrays go to ``artifacts/``."""
 
@@ -48,7 +49,8 @@ CREATE TABLE IF NOT EXISTS cells (
     epsilon REAL,
     seconds_partition REAL NOT NULL,
     seconds_train REAL NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    history_json TEXT
 );
 CREATE TABLE IF NOT EXISTS attacks (
     cell_id TEXT NOT NULL REFERENCES cells(cell_id),
@@ -132,6 +134,7 @@ AUDIT_COLUMNS = (
 
 # columns added after folders were written with their tables: read as NULL there
 ADDED = {
+    "cells": {"history_json": "TEXT"},
     "attacks": {"fence": "TEXT"},
     "epsilons": {"epsilon_pld": "REAL"},
     "audits": {
@@ -240,6 +243,9 @@ class CellRow:
     audits: tuple[dict[str, Any], ...] = ()
     # metric-DP's ε(ρ) per adversary × unit (METRIC_COLUMNS; ∞ where unprotected)
     metric_epsilons: tuple[dict[str, Any], ...] = ()
+    # per training round: {round, <what the target measured>} (TrainedTarget.history); empty
+    # in folders written before it was stored
+    history: tuple[dict[str, Any], ...] = ()
 
     def querier_row(self, metric: bool = False) -> dict[str, Any] | None:
         """The querier's ε row at the coarsest unit its events state (``epsilon`` is its
@@ -484,9 +490,12 @@ class ResultsStore:
         return {r[0] for r in rows}
 
     def put_cell(self, row: CellRow, config_hash: str) -> None:
+        self._add_columns("cells")
         with self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO cells VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO cells (cell_id, label, config_hash, config_json, "
+                "utility_json, comm_json, partition_json, epsilon, seconds_partition, "
+                "seconds_train, created, history_json) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     row.cell_id,
                     row.label,
@@ -499,6 +508,7 @@ class ResultsStore:
                     row.seconds_partition,
                     row.seconds_train,
                     time.time(),
+                    _dump(row.history),
                 ),
             )
             self._db.execute("DELETE FROM epsilons WHERE cell_id = ?", (row.cell_id,))
@@ -616,7 +626,8 @@ class ResultsStore:
     def cells(self) -> list[CellRow]:
         q = (
             "SELECT cell_id, label, config_json, utility_json, comm_json, partition_json, "
-            "epsilon, seconds_partition, seconds_train FROM cells ORDER BY label"
+            f"epsilon, seconds_partition, seconds_train, {self._read('cells', ['history_json'])} "
+            "FROM cells ORDER BY label"
         )
         order = "cell_id, adversary, unit"
         eps = self._per_cell("epsilons", EPSILON_COLUMNS, checks.EpsilonRow, order)
@@ -631,7 +642,7 @@ class ResultsStore:
         """One ``cells`` row, every column and JSON field checked."""
         where = checks.row_name(self.path, "cells", r[0])
         names = ("cell_id", "label", "epsilon", "seconds_partition", "seconds_train")
-        checks.checked(checks.CellColumns, dict(zip(names, (*r[:2], *r[6:]), strict=True)), where)
+        checks.checked(checks.CellColumns, dict(zip(names, (*r[:2], *r[6:9]), strict=True)), where)
         fields = zip(
             ("config_json", "utility_json", "comm_json", "partition_json"),
             (checks.CellConfig, checks.Utility, checks.Communication, checks.ClientStats),
@@ -642,9 +653,14 @@ class ResultsStore:
             checks.parsed_json(text, model, f"{where}, field {name}", name == "partition_json")
             for name, model, text in fields
         )
+        history = (
+            []
+            if r[9] is None  # a folder written before the history was stored
+            else checks.parsed_json(r[9], checks.Round, f"{where}, field history_json", True)
+        )
         return CellRow(
             r[0], r[1], config, utility, comm, partition, r[6], r[7], r[8],
-            tuple(eps), tuple(audits), tuple(metric),
+            tuple(eps), tuple(audits), tuple(metric), tuple(history),
         )  # fmt: skip
 
     def config_hashes(self) -> dict[str, str]:

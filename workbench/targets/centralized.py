@@ -38,6 +38,8 @@ from fgl_workbench.targets.training import (
     ReleaseRule,
     TrainingRecipe,
     make_optimizer,
+    mean_loss,
+    measuring_losses,
     score_graph_clients,
     score_node_clients,
     source_aucs,
@@ -156,14 +158,15 @@ class Centralized:
         only_last = node and cfg.release == "last"
         history = []
         for epoch in range(cfg.epochs):
-            if node:
-                train_node_epochs(model, train_on, opt, 1)
-            else:
-                train_graph_epochs(model, pooled.train, opt, 1, cfg.batch_size, gen)
+            with measuring_losses() as steps:
+                if node:
+                    train_node_epochs(model, train_on, opt, 1)
+                else:
+                    train_graph_epochs(model, pooled.train, opt, 1, cfg.batch_size, gen)
             # nothing to score (an adversary's own model keeps its last epoch): skip the pass
             read = scored and (not only_last or epoch == cfg.epochs - 1)
             val = score(model, [pooled], "val")["accuracy"] if read else float("nan")
-            history.append({"round": epoch, "val_accuracy": val})
+            history.append({"round": epoch, **mean_loss(steps), "val_accuracy": val})
             release.offer(epoch, val, model)
             report_round(epoch + 1, cfg.epochs, val_accuracy=val)
         release.load_into(model)

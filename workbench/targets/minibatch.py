@@ -15,6 +15,7 @@ from torch_geometric.typing import WITH_PYG_LIB, WITH_TORCH_SPARSE
 
 from fgl_workbench.data.sampling import FanoutSampler, SampledBatch
 from fgl_workbench.models.sparse import built_for
+from fgl_workbench.targets.training import noted
 
 HAS_NEIGHBOR_LOADER = WITH_PYG_LIB or WITH_TORCH_SPARSE
 
@@ -79,5 +80,5 @@ def train_node_minibatch_epochs(
             nodes = b.nodes.to(device)
             opt.zero_grad()
             out = model(data.x[nodes], b.edge_index.to(device))[: b.num_seeds]
-            F.cross_entropy(out, data.y[nodes[: b.num_seeds]]).backward()
+            noted(F.cross_entropy(out, data.y[nodes[: b.num_seeds]])).backward()
             opt.step()

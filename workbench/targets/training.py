@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -79,6 +81,35 @@ class Release:
             model.load_state_dict(self._state)
 
 
+_LOSSES: ContextVar[list[torch.Tensor] | None] = ContextVar("training_losses", default=None)
+
+
+def noted(loss: torch.Tensor) -> torch.Tensor:
+    """``loss``, a training step's, kept for ``measuring_losses`` where a caller listens: the
+    loss training computes anyway, so measuring it costs no pass and draws nothing."""
+    kept = _LOSSES.get()
+    if kept is not None:
+        kept.append(loss.detach())
+    return loss
+
+
+@contextmanager
+def measuring_losses() -> Iterator[list[torch.Tensor]]:
+    """The losses of the training steps taken inside (``noted``), e.g. one round's."""
+    kept: list[torch.Tensor] = []
+    token = _LOSSES.set(kept)
+    try:
+        yield kept
+    finally:
+        _LOSSES.reset(token)
+
+
+def mean_loss(kept: list[torch.Tensor]) -> dict[str, float]:
+    """``{"train_loss": mean}`` over the steps kept; nothing where no step noted its loss
+    (DP-SGD's per-sample steps, a plug-in's own loop). One device sync, at the end."""
+    return {"train_loss": torch.stack(kept).mean().item()} if kept else {}
+
+
 def train_node_epochs(
     model: nn.Module, data: Data, opt: torch.optim.Optimizer, epochs: int
 ) -> None:
@@ -89,7 +120,7 @@ def train_node_epochs(
         loss = F.cross_entropy(
             model(data.x, data.edge_index)[data.train_mask], data.y[data.train_mask]
         )
-        loss.backward()
+        noted(loss).backward()
         opt.step()
 
 
@@ -106,7 +137,7 @@ def train_graph_epochs(
     for _ in range(epochs):
         for b in loader:
             opt.zero_grad()
-            F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1)).backward()
+            noted(F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1))).backward()
             opt.step()
 
 

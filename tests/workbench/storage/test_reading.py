@@ -184,6 +184,23 @@ def test_a_malformed_cell_row_names_the_file_the_row_and_the_field(
     assert "results.sqlite: cells row " in err and field in err
 
 
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ('{"round": 0}', "history_json: expected a list"),
+        ('[{"loss": 0.5}]', "history_json[0], field round"),
+        ('[{"round": 0}, {"round": NaN}]', "history_json[1], field round"),
+        ('[{"round": 0, "loss": "low"}]', "history_json[0], field loss"),
+    ],
+)
+def test_a_malformed_history_names_the_round_and_the_field(received, capsys, value, field):
+    """The received folder predates the history: its column added as a writer adds it."""
+    execute(received, "ALTER TABLE cells ADD COLUMN history_json TEXT")
+    execute(received, "UPDATE cells SET history_json = ?", params=(value,))
+    err = one_line_error(capsys, ["export", str(received)])
+    assert "results.sqlite: cells row " in err and field in err
+
+
 def test_export_does_not_recreate_a_dropped_table(received, capsys):
     """Readers opened the database read-write: ``export`` re-created a dropped table."""
     execute(received, "DROP TABLE audits")

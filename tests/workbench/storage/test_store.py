@@ -82,7 +82,11 @@ CONFIG = {
 }
 UTILITY, COMM = {"accuracy": 0.8, "macro_f1": 0.7}, {"rounds": 1, "bytes": {"up": 0, "down": 0}}
 ROW = (CONFIG, UTILITY, COMM, [])
-INSERT_C0 = "INSERT INTO cells VALUES ('c0','D/p/t/seed0','h',?,?,?,'[]',2,0,0,0)"
+INSERT_C0 = (
+    "INSERT INTO cells (cell_id, label, config_hash, config_json, utility_json, comm_json, "
+    "partition_json, epsilon, seconds_partition, seconds_train, created) "
+    "VALUES ('c0','D/p/t/seed0','h',?,?,?,'[]',2,0,0,0)"
+)
 C0_JSON = tuple(json.dumps(x) for x in (CONFIG, UTILITY, COMM))
 
 
@@ -200,3 +204,29 @@ def test_an_older_folders_audits_read_without_the_new_columns(tmp_path):
     assert "mu_ceiling" in [r[1] for r in con.execute("PRAGMA table_info(audits)")]
     con.close()
     store.close()
+
+
+def test_an_older_folder_reads_without_histories_and_gains_the_column_on_write(tmp_path):
+    """A folder written before histories were stored reads with none, unchanged by reading;
+    writing a cell adds the column and stores its rounds, NaN (a round not validated) too."""
+    import hashlib
+    import math
+    import shutil
+    from pathlib import Path
+
+    from fgl_workbench.storage.store import CellRow
+
+    old = tmp_path / "old"
+    shutil.copytree(Path(__file__).with_name("before_issue_42") / "folder", old)
+    before = hashlib.sha256((old / "results.sqlite").read_bytes()).hexdigest()
+    assert all(c.history == () for c in ResultsStore(old, read_only=True).cells())
+    assert api.history(old).empty and "round" in api.history(old)
+    assert hashlib.sha256((old / "results.sqlite").read_bytes()).hexdigest() == before
+    rounds = ({"round": 0, "train_loss": 1.2, "val_accuracy": math.nan}, {"round": 1.0})
+    store = ResultsStore(old, create=False)
+    store.put_cell(CellRow("c1", "D/p/t/seed1", *ROW, 1.0, 0, 0, history=rounds), "h")
+    by_id = {c.cell_id: c.history for c in store.cells()}
+    store.close()
+    (first, second), others = by_id.pop("c1"), by_id.values()
+    assert first["train_loss"] == 1.2 and math.isnan(first["val_accuracy"])
+    assert second == {"round": 1.0} and len(others) == 3 and not any(others)

@@ -457,3 +457,24 @@ def test_sampling_trains_each_client_on_sampled_batches(small_csbm, small_graphs
     graphs = build_federation(small_graphs, make_partition(small_graphs, "iid", 2, 0))
     with pytest.raises(ConfigError, match="sampling: node level only"):
         FEDAVG.fit(graphs, {"rounds": 1, **cfg}, [], seed=0)
+
+
+@pytest.mark.parametrize(
+    ("level", "config"),
+    [
+        ("node", {"rounds": 8}),
+        ("node", {"rounds": 8, "sampling": {"fanouts": [4, 4], "batch_size": 16}}),
+        ("graph", {"rounds": 8, "lr": 0.005}),
+    ],
+)
+def test_the_history_holds_each_rounds_mean_local_training_loss(
+    small_csbm, small_graphs, level, config
+):
+    """The loss local training computes anyway, averaged over the round's steps: it falls
+    as the federation learns, and the centralised target records its epochs' the same way."""
+    data, method = (small_csbm, "louvain") if level == "node" else (small_graphs, "iid")
+    fed = build_federation(data, make_partition(data, method, 3, seed=0))
+    losses = [h["train_loss"] for h in FEDAVG.fit(fed, config, [], 0).history]
+    assert len(losses) == 8 and all(0 < v < 10 for v in losses) and losses[-1] < losses[0]
+    pooled = TARGETS.get("centralized").fit(fed, {"epochs": 3}, [], seed=0)
+    assert [h["round"] for h in pooled.history if h["train_loss"] > 0] == [0, 1, 2]

@@ -53,6 +53,8 @@ from fgl_workbench.targets.training import (
     ReleaseRule,
     TrainingRecipe,
     make_optimizer,
+    mean_loss,
+    measuring_losses,
     release_rule,
     score_personalised,
     source_aucs,
@@ -151,11 +153,14 @@ class FedAvgLoop(Accounting):
                     r, SERVER, [client(k) for k in chosen.tolist()], MODEL_WEIGHTS, state
                 )
             uploads = []
+            losses: list[torch.Tensor] = []
             for k in chosen.tolist():
                 load_shared(local[k], state, cfg.keep_local)
                 if not cfg.persistent_optimizer:
                     opts[k] = optimizer(k)
-                dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
+                with measuring_losses() as steps:
+                    dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
+                losses += steps
                 upload = shared_part(local[k].state_dict(), cfg.keep_local)
                 if gauss is not None:  # clipped and noised before it leaves the client
                     noisy = gaussian_upload.privatize(update_vector(upload, state), gauss, noise)
@@ -207,7 +212,9 @@ class FedAvgLoop(Accounting):
                 for model in local:
                     load_shared(model, downloaded, cfg.keep_local)
             val = scores("val") if r in validated else UNREAD
-            history.append({"round": r, "val_accuracy": val["accuracy"], **scored_apart})
+            history.append(
+                {"round": r, **mean_loss(losses), "val_accuracy": val["accuracy"], **scored_apart}
+            )
             release.offer(r, val["accuracy"], released)
             report_round(r + 1, cfg.rounds, val_accuracy=val["accuracy"])
 
