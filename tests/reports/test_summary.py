@@ -129,3 +129,59 @@ def test_an_auc_row_reads_against_its_challenges_chance_line():
     table = attack_table(attacks_across_seeds(cells, attacks))
     readings = [line.rsplit("|", 2)[1].strip() for line in table[3:]]
     assert readings == ["inconclusive", "leaks", "at chance", "leaks"]
+
+
+def test_wide_tables_fit_the_terminal_by_keys_a_legend_and_parts_losing_no_figure():
+    from fgl_workbench.reports.summary import fitted
+
+    configs = [f"synthetic-graphs/iid-2/fedavg{d}" for d in ("", "+dp-sgd")]
+    attacks = ["mia-rmia(num_references=4)", "mia-threshold(adversary=server, signal=loss)"]
+    figures = [f"0.{i:03d} [0.{i:03d}, 0.{i + 1:03d}]" for i in range(40)]
+    header = ["configuration", "attack", "seeds"] + [f"metric {i}" for i in range(10)]
+    rows = [
+        [c, a, "1", *figures[10 * (2 * i + j) : 10 * (2 * i + j) + 10]]
+        for i, c in enumerate(configs)
+        for j, a in enumerate(attacks)
+    ]
+    tradeoff = ["configuration", "accuracy %"] + [f"{a} auc" for a in attacks]
+    points = [[c, "87.2", "0.642", "0.619"] for c in configs]
+    lines = fitted([("membership", header, rows), ("privacy-utility", tradeoff, points)], 100)
+    assert max(map(len, lines)) <= 100
+    text = "\n".join(lines)
+    assert all(f in text for f in figures)  # every figure printed, in some part
+    assert "membership (continued):" in text and "| C2 " in text and "| A1 auc " in text
+    assert "C1  synthetic-graphs/iid-2/fedavg\n" in text
+    assert "A2  mia-threshold(adversary=server, signal=loss)" in text
+    # a part repeats the naming columns: each figure still beside its configuration and attack
+    (line,) = [ln for ln in lines if figures[39] in ln]
+    assert line.startswith("| C2            | A2     |")
+    narrow = fitted([("utility", ["configuration", "AUC"], [[configs[0], "0.908"]])], 100)
+    assert narrow[1:] == [
+        "| configuration                 |   AUC |",
+        "|-------------------------------|------:|",
+        "| synthetic-graphs/iid-2/fedavg | 0.908 |",
+    ]
+
+
+def test_the_terminal_width_comes_from_the_terminal_with_a_floor(monkeypatch):
+    from fgl_workbench.reports.summary import terminal_width
+
+    monkeypatch.setenv("COLUMNS", "88")
+    assert terminal_width() == 88
+    monkeypatch.setenv("COLUMNS", "20")
+    assert terminal_width() == 60
+
+
+@pytest.mark.parametrize(
+    ("seeds", "text"),
+    [
+        ([0], "seed 0"),
+        ([2, 0, 1], "seeds 0–2"),
+        ([0, 1], "seeds 0, 1"),
+        ([0, 3, 7], "seeds 0, 3, 7"),
+    ],
+)
+def test_seeds_read_as_which_never_as_how_many(seeds, text):
+    from fgl_workbench.reports.summary import seed_text
+
+    assert seed_text(seeds) == text

@@ -9,7 +9,7 @@ from fgl_workbench.interface.cli import main
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_quickstart_end_to_end(quickstart, capsys):
+def test_quickstart_end_to_end(quickstart, capsys, monkeypatch):
     """`make demo`'s job: embedded data, an undefended target that leaks and DP-SGD at ε = 1
     under which no attack leaks, the store, the audit and the report; the verdict says what
     the stored metrics say, in the reading column's words, and claims no ceiling crossed
@@ -58,11 +58,14 @@ def test_quickstart_end_to_end(quickstart, capsys):
     report = (quickstart / "report.html").read_text()
     assert "Verdict" in report and "Canary audit: lower bound vs claimed ε" in report
     assert "TPR@1% [95% CI]" in report and "nothing here contradicts the accounting" in report
+    monkeypatch.setenv("COLUMNS", "100")
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(quickstart)]) == 0
     printed = capsys.readouterr().out
     assert "0 cell(s) run, 2 already done" in printed
-    # it ends with what it measured: utility per configuration and the attack tables
-    assert printed.count("seeds=0") == 2 and "| mia-rmia(num_references=4) |" in printed
+    # it ends with what it measured, in a 100-column terminal: utility per configuration and
+    # the attack tables, configurations and attacks by short keys with a legend below
+    assert max(len(line) for line in printed.splitlines()) <= 100
+    assert printed.count("| seed 0 |") == 2 and "A1  mia-rmia(num_references=4)" in printed
 
 
 def test_cora_example_on_real_data(tmp_path, data_root):
