@@ -59,6 +59,7 @@ from fgl_workbench.reports.summary import (
     format_interval,
     format_pm,
     natural_key,
+    seed_text,
 )
 from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from fgl_workbench.reports.verdict import adversary_of, verdicts
@@ -420,7 +421,7 @@ def _utility(cells: list[CellRow], labels: dict[str, str]) -> Section:
                 [
                     [
                         s.label,
-                        ",".join(map(str, s.seeds)),
+                        seed_text(s.seeds),
                         format_pm(s.accuracy),
                         format_interval(s.accuracy_ci),
                         format_pm(s.macro_f1),

@@ -29,6 +29,7 @@ from fgl_workbench.reports.summary import (
     configurations,
     family_of,
     reading,
+    seed_text,
 )
 from fgl_workbench.storage.store import AttackRow, CellRow
 
@@ -138,7 +139,7 @@ def _verdict(
     scored = [r for r in scored if "auc" in r.metrics]
     readings = {r.attack: reading(r.auc_interval, r.chance) for r in scored}
     leaking = [r for r in scored if readings[r.attack] == "leaks"]
-    parts = [f"{label} ({_seeds(group)})."]
+    parts = [f"{label} ({seed_text([c.config['seed'] for c in group])})."]
     if scored:
         parts.append(reading_sentence(list(readings.values())))
         parts.append(_strongest_sentence(scored, raw, adversary))
@@ -234,11 +235,6 @@ def _crossings(crossed: list[RocCurve]) -> list[str]:
         for c in crossed
         if c.ceiling is not None
     ]
-
-
-def _seeds(group: list[CellRow]) -> str:
-    seeds = [str(c.config["seed"]) for c in group]
-    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(seeds)
 
 
 def worst_epsilons(group: list[CellRow], key: str = "epsilon") -> dict[tuple[str, str], float]:

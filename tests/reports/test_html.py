@@ -133,7 +133,9 @@ def test_summary_across_seeds(tmp_path):
     assert summary.seeds == [0, 1, 2]
     assert summary.accuracy[0] == pytest.approx(sum(accs) / 3)
     assert summary.label == "csbm/metis-2/fedavg"
-    assert "Across seeds" in build_report(tmp_path).read_text()
+    page = build_report(tmp_path).read_text()
+    assert "Across seeds" in page and ">seeds 0–2</td>" in page
+    assert "csbm/metis-2/fedavg (seeds 0–2)." in page  # the verdict names them alike
 
 
 def test_sweep_configurations_get_distinct_labels(tmp_path):
