@@ -14,6 +14,7 @@ def test_quickstart_end_to_end(quickstart, capsys, monkeypatch):
     under which no attack leaks, the store, the audit and the report; the verdict says what
     the stored metrics say, in the reading column's words, and claims no ceiling crossed
     (the audit says the accounting holds). A re-run finds everything done."""
+    from fgl_workbench.reports.content import Callout
     from fgl_workbench.reports.report import report_content
     from fgl_workbench.reports.summary import chance_of, reading
     from fgl_workbench.reports.verdict import reading_sentence
@@ -36,9 +37,10 @@ def test_quickstart_end_to_end(quickstart, capsys, monkeypatch):
     assert all(m["auc_ci_low"] <= 0.5 for m in metrics[dp])
     audits = db.execute("SELECT lower_bound, claimed FROM audits").fetchall()
     assert audits and all(0 <= bound <= claimed for bound, claimed in audits)
-    verdict = {
-        b.text.split(" (seed")[0]: b for b in report_content(quickstart).sections[0].blocks[2:]
-    }
+    opening = report_content(quickstart).sections[0].blocks
+    verdict = {b.text.split(" (seed")[0]: b for b in opening if isinstance(b, Callout)}
+    # it opens with the auditor table, the undefended baseline first
+    assert [row[0] for row in opening[0].rows] == [c.rsplit("/seed", 1)[0] for c in (plain, dp)]
     readings = {
         label: [
             reading((m["auc_ci_low"], m["auc_ci_high"]), chance_of([m])) for m in metrics[label]
