@@ -258,24 +258,6 @@ def _with_interval(r: AttackSummary, metric: str) -> str:
     return f"{r.metrics[metric][0]:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def attack_table(rows: list[AttackSummary]) -> list[str]:
-    """Markdown tables of attack summaries, one per attack family."""
-    return markdown(family_rows(rows))
-
-
-def markdown(tables: list[tuple[str, list[str], list[list[str]]]]) -> list[str]:
-    """(family, header, rows) tables as markdown, as ``run`` and ``attack`` print them."""
-    lines: list[str] = []
-    for family, header, body in tables:
-        lines += [
-            f"\n{family}:",
-            "| " + " | ".join(header) + " |",
-            "|---|---|---:|" + "---:|" * (len(header) - 3),
-        ]
-        lines += ["| " + " | ".join(r) + " |" for r in body]
-    return lines
-
-
 TableRows = tuple[str, list[str], list[list[str]]]  # (title, header, rows)
 # the columns that name a row: repeated in every part of a split table, keyed in a legend
 NAME_COLUMNS = {"configuration": "C", "attack": "A"}
