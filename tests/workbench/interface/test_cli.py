@@ -66,7 +66,7 @@ def test_quickstart_end_to_end(quickstart, capsys, monkeypatch):
     assert "0 cell(s) run, 2 already done" in printed
     # it ends with what it measured, in a 100-column terminal: utility per configuration and
     # the attack tables, configurations and attacks by short keys with a legend below
-    assert max(len(line) for line in printed.splitlines()) <= 100
+    assert max(len(line) for line in printed.splitlines() if str(quickstart) not in line) <= 100
     assert printed.count("| seed 0 |") == 2 and "A1  mia-rmia(num_references=4)" in printed
 
 
