@@ -4,12 +4,17 @@ follows it, figures and table rows never split, table headers repeated, folded s
 open. One source for both files, so the PDF cannot say something the HTML does not.
 
 WeasyPrint needs the system's Pango; where it cannot load, ``PdfUnavailable`` says so and
-``build_report`` writes the HTML alone."""
+``build_report`` writes the HTML alone. While a page is laid out, the font chatter of
+fontTools and of WeasyPrint's font modules (loading, subsetting) is kept out of the log: a
+reader can do nothing about it. Errors, and every other warning (a CSS rule WeasyPrint cannot
+lay out, a character no font draws), still pass."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import BinaryIO
@@ -38,7 +43,28 @@ def write_pdf(page: str, path: Path | BinaryIO) -> None:
     is fetched (only ``data:`` URIs are followed)."""
     weasyprint = load_weasyprint()
     fetcher = weasyprint.urls.URLFetcher(allowed_protocols={"data"})
-    weasyprint.HTML(string=page, url_fetcher=fetcher).write_pdf(path)
+    with font_chatter_silenced():
+        weasyprint.HTML(string=page, url_fetcher=fetcher).write_pdf(path)
+
+
+@contextlib.contextmanager
+def font_chatter_silenced() -> Iterator[None]:
+    """fontTools' loggers below ERROR, and WeasyPrint's records from its font modules
+    (``text/fonts.py``, ``pdf/fonts.py``) below ERROR, dropped until the block ends."""
+    fonttools = logging.getLogger("fontTools")
+    weasyprint = logging.getLogger("weasyprint")
+    level = fonttools.level
+    fonttools.setLevel(logging.ERROR)
+    weasyprint.addFilter(_not_font_chatter)
+    try:
+        yield
+    finally:
+        weasyprint.removeFilter(_not_font_chatter)
+        fonttools.setLevel(level)
+
+
+def _not_font_chatter(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR or record.module != "fonts"
 
 
 def load_weasyprint() -> ModuleType:

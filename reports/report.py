@@ -1,7 +1,8 @@
-"""The content of a results folder's report, read from its store: setup and data statistics,
-utility, communication cost, the attack × configuration heatmap, ROC curves with DP ceilings,
-privacy–utility curves, the audit gap and a methods glossary. ``build_report`` writes it as
-one self-contained HTML file and as a PDF."""
+"""The content of a results folder's report, read from its store: the auditor table and the
+verdicts, setup and data statistics, utility, communication cost, the attack × configuration
+heatmap, ROC curves with DP ceilings, privacy–utility curves, the audit gap and a methods
+glossary; a section that would say nothing for the run (no message sent, no attack run) is
+left out. ``build_report`` writes it as one self-contained HTML file and as a PDF."""
 
 from __future__ import annotations
 
@@ -59,9 +60,10 @@ from fgl_workbench.reports.summary import (
     format_interval,
     format_pm,
     natural_key,
+    seed_text,
 )
 from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
-from fgl_workbench.reports.verdict import adversary_of, verdicts
+from fgl_workbench.reports.verdict import AUDITOR_HEADER, adversary_of, auditor_rows, verdicts
 from fgl_workbench.storage import rows as checks
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
@@ -185,9 +187,12 @@ def report_content(folders: Path | Sequence[Path]) -> Report:
         _verdicts(cells, attacks, delta, curves),
         _setup(cells, labels),
         _utility(cells, labels),
-        _communication(cells),
-        _attacks(cells, attacks, labels),
     ]
+    # a section that would say nothing for this run is left out
+    if any(c.comm["bytes"]["up"] + c.comm["bytes"]["down"] for c in cells):
+        sections.append(_communication(cells))
+    if attacks:
+        sections.append(_attacks(cells, attacks, labels))
     if curves:
         sections.append(_roc(curves))
     if any(c.epsilons or c.metric_epsilons for c in cells):
@@ -210,7 +215,7 @@ def report_content(folders: Path | Sequence[Path]) -> Report:
     if len(folders) > 1:
         texts = [f"# {f}\n{t}" for f, t in zip(folders, texts, strict=True)]
     sections.append(Section("Suite configuration", [Preformatted(t) for t in texts], folded=True))
-    sections[0].blocks.insert(0, _intro(found, cells, attacks, delta, folders))
+    sections[0].blocks.insert(1, _intro(found, cells, attacks, delta, folders))  # after the table
     title = found.names[0] if len(folders) == 1 else "comparing " + ", ".join(found.names)
     return Report(f"fgl-workbench report: {title}", sections)
 
@@ -287,7 +292,19 @@ def _verdicts(
             "anything else (an inconclusive row is no evidence of safety)."
         )
     ]
-    for v in verdicts(cells, attacks, delta, curves):
+    found = verdicts(cells, attacks, delta, curves)
+    blocks.insert(
+        0,
+        Table(
+            AUDITOR_HEADER,
+            auditor_rows(found),
+            len(AUDITOR_HEADER),  # phrases more than figures: every column reads left to right
+            note="What an auditor reads first: one row per configuration, the undefended "
+            f"baselines first; ε by the RDP accountant at δ = {delta:g}; the strongest attack "
+            "at 1 % FPR; reading: how many membership and link attacks read each way.",
+        ),
+    )
+    for v in found:
         text = v.text + ("" if not v.warnings else " Warnings: " + " ".join(v.warnings))
         text += "" if not v.notes else " Note: " + " ".join(v.notes)
         blocks.append(Callout(text, v.kind))
@@ -420,7 +437,7 @@ def _utility(cells: list[CellRow], labels: dict[str, str]) -> Section:
                 [
                     [
                         s.label,
-                        ",".join(map(str, s.seeds)),
+                        seed_text(s.seeds),
                         format_pm(s.accuracy),
                         format_interval(s.accuracy_ci),
                         format_pm(s.macro_f1),
@@ -475,8 +492,6 @@ def _communication(cells: list[CellRow]) -> Section:
 
 
 def _attacks(cells: list[CellRow], attacks: list[AttackRow], labels: dict[str, str]) -> Section:
-    if not attacks:
-        return Section("Attacks", [Paragraph("The suite runs no attack.")])
     summary = attacks_across_seeds(cells, attacks)
     configs = sorted({r.cell for r in summary}, key=natural_key)
     names = sorted({r.attack for r in summary})

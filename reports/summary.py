@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -256,22 +258,113 @@ def _with_interval(r: AttackSummary, metric: str) -> str:
     return f"{r.metrics[metric][0]:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def attack_table(rows: list[AttackSummary]) -> list[str]:
-    """Markdown tables of attack summaries, one per attack family."""
-    return markdown(family_rows(rows))
+TableRows = tuple[str, list[str], list[list[str]]]  # (title, header, rows)
+# the columns that name a row: repeated in every part of a split table, keyed in a legend
+NAME_COLUMNS = {"configuration": "C", "attack": "A"}
+TERMINAL_FALLBACK = (100, 24)  # columns, lines: where no terminal says its size
+NARROWEST = 60  # never split tables to fit fewer columns than this
 
 
-def markdown(tables: list[tuple[str, list[str], list[list[str]]]]) -> list[str]:
-    """(family, header, rows) tables as markdown, as ``run`` and ``attack`` print them."""
-    lines: list[str] = []
-    for family, header, body in tables:
-        lines += [
-            f"\n{family}:",
-            "| " + " | ".join(header) + " |",
-            "|---|---|---:|" + "---:|" * (len(header) - 3),
-        ]
-        lines += ["| " + " | ".join(r) + " |" for r in body]
+def terminal_width() -> int:
+    """The columns of the terminal (``$COLUMNS`` first; 100 where output is not one)."""
+    return max(shutil.get_terminal_size(TERMINAL_FALLBACK).columns, NARROWEST)
+
+
+def fitted(tables: list[TableRows], width: int) -> list[str]:
+    """Tables as aligned markdown no wider than ``width``. Where one would be wider,
+    configurations and attacks are named by short keys (C1, A1; in headers too) with a
+    legend below, and a table still too wide is split into parts that each repeat the
+    naming columns: every figure is printed, none cut."""
+    if all(_width(header, rows) <= width for _, header, rows in tables):
+        return [line for t in tables for line in _aligned(*t)]
+    keys = _legend(tables)
+    lines = []
+    for title, header, rows in tables:
+        names = [i for i, h in enumerate(header) if h in NAME_COLUMNS]
+        header = [_keyed(h, keys) for h in header]
+        rows = [[keys.get(v, v) if i in names else v for i, v in enumerate(r)] for r in rows]
+        for part, columns in enumerate(_parts(header, rows, names, width)):
+            name = title if part == 0 else f"{title} (continued)"
+            lines += _aligned(
+                name, [header[i] for i in columns], [[r[i] for i in columns] for r in rows]
+            )
+    lines.append("")
+    for name, key in keys.items():
+        lines += textwrap.wrap(f"{key}  {name}", width, subsequent_indent=" " * (len(key) + 2))
     return lines
+
+
+def _legend(tables: list[TableRows]) -> dict[str, str]:
+    """Each configuration and attack named in the tables, by its short key."""
+    keys: dict[str, str] = {}
+    for column, prefix in NAME_COLUMNS.items():
+        named = {
+            r[header.index(column)]: None
+            for _, header, rows in tables
+            if column in header
+            for r in rows
+        }
+        keys |= {name: f"{prefix}{i}" for i, name in enumerate(sorted(named, key=natural_key), 1)}
+    return keys
+
+
+def _keyed(header: str, keys: dict[str, str]) -> str:
+    """A header naming an attack ("mia-rmia(num_references=4) auc") by its key."""
+    for name in sorted(keys, key=len, reverse=True):  # the longest name that fits
+        if header.startswith(name + " "):
+            return keys[name] + header[len(name) :]
+    return header
+
+
+def _parts(
+    header: list[str], rows: list[list[str]], names: list[int], width: int
+) -> list[list[int]]:
+    """The columns of each part: the naming columns, then as many others as fit (one at least)."""
+    sizes = [n + 3 for n in _sizes(header, rows)]
+    fixed = 1 + sum(sizes[i] for i in names)
+    parts: list[list[int]] = []
+    used = width
+    for i in (i for i in range(len(header)) if i not in names):
+        if used + sizes[i] > width:
+            parts.append(list(names))
+            used = fixed
+        parts[-1].append(i)
+        used += sizes[i]
+    return parts or [list(names)]
+
+
+def _width(header: list[str], rows: list[list[str]]) -> int:
+    """Characters in each line of ``_aligned``'s table."""
+    return 1 + sum(n + 3 for n in _sizes(header, rows))
+
+
+def _sizes(header: list[str], rows: list[list[str]]) -> list[int]:
+    return [max(len(v) for v in [h, *(r[i] for r in rows)]) for i, h in enumerate(header)]
+
+
+def _aligned(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    """One markdown table, its columns padded: names left, figures right."""
+    sizes = _sizes(header, rows)
+    left = [i == 0 or h in NAME_COLUMNS for i, h in enumerate(header)]
+
+    def line(cells: list[str]) -> str:
+        padded = [
+            c.ljust(n) if lt else c.rjust(n) for c, n, lt in zip(cells, sizes, left, strict=True)
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = ["-" * (n + 2) if lt else "-" * (n + 1) + ":" for n, lt in zip(sizes, left, strict=True)]
+    return [f"\n{title}:", line(header), "|" + "|".join(rule) + "|", *map(line, rows)]
+
+
+def seed_text(seeds: list[int]) -> str:
+    """Which seeds, never read as how many: "seed 0", "seeds 0–2", "seeds 0, 3, 7"."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    ordered = sorted(seeds)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)) and len(ordered) > 2:
+        return f"seeds {ordered[0]}–{ordered[-1]}"
+    return "seeds " + ", ".join(map(str, ordered))
 
 
 def configurations(cells: list[CellRow]) -> list[tuple[str, list[CellRow]]]:

@@ -124,7 +124,14 @@ def axis_label(points: list[TradeoffPoint], axis: str) -> str:
 
 
 def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
-    """Markdown: configuration, privacy figure, accuracy (%), then each attack's metrics: AUC
+    """Markdown of ``tradeoff_rows``."""
+    head, rows = tradeoff_rows(points)
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    return lines + ["| " + " | ".join(cols) + " |" for cols in rows]
+
+
+def tradeoff_rows(points: list[TradeoffPoint]) -> tuple[list[str], list[list[str]]]:
+    """Configuration, privacy figure, accuracy (%), then each attack's metrics: AUC
     and TPR at 1 % FPR with their 95 % intervals, the empirical ε lower bound as
     ``intervals.lower_bound`` reads it ("none certified" is no measurement of 0)."""
     axis = privacy_axis(points)
@@ -132,14 +139,18 @@ def tradeoff_table(points: list[TradeoffPoint]) -> list[str]:
     names = sorted({a for p in points for a, m in p.attacks.items() if set(m) & set(METRICS)})
     head = ["configuration", HEADS.get(axis or "", "ε"), "accuracy %"]
     head += [f"{a} {m}" for a in names for m in METRICS]
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    rows = []
     for p in sorted(points, key=lambda p: (p.series, -(_x(p, axis) or np.inf))):
         cols = [p.configuration, _privacy_cell(p, axis), format_pm(p.accuracy)]
         for a in names:
-            rows = p.seeds.get(a, [])
-            cols += [with_interval(rows, "auc"), with_interval(rows, "tpr@0.01"), lower_bound(rows)]
-        lines.append("| " + " | ".join(cols) + " |")
-    return lines
+            seeds = p.seeds.get(a, [])
+            cols += [
+                with_interval(seeds, "auc"),
+                with_interval(seeds, "tpr@0.01"),
+                lower_bound(seeds),
+            ]
+        rows.append(cols)
+    return head, rows
 
 
 def strongest_attacks(points: list[TradeoffPoint]) -> tuple[list[str], list[list[str]]]:

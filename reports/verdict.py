@@ -4,16 +4,17 @@ low FPR, the ε against each party and what it covers, and the utility cost, wit
 where a reader could be misled (utility at the majority-class rate, a vacuous ε, a ROC band
 above its DP ceiling, a failed canary audit) and notes on inconclusive rows.
 
-Everything is read from the summaries the report's tables show (``attacks_across_seeds``, the
-cells' ε rows, the ROC curves and their bands), so the verdict cannot say what the numbers
-below it do not."""
+The auditor table (``auditor_rows``) gives the same per configuration in one row each, the
+undefended baselines first. Everything is read from the summaries the report's tables show
+(``attacks_across_seeds``, the cells' ε rows, the ROC curves and their bands), so the verdict
+cannot say what the numbers below it do not."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -29,6 +30,7 @@ from fgl_workbench.reports.summary import (
     configurations,
     family_of,
     reading,
+    seed_text,
 )
 from fgl_workbench.storage.store import AttackRow, CellRow
 
@@ -38,17 +40,36 @@ Kind = Literal["ok", "warn", "info"]
 
 
 @dataclass(frozen=True)
+class Strongest:
+    """The strongest attack where auditors look first, its figures as the verdict writes
+    them: the AUC with its 95 % interval, the TPR at 1 % FPR with its own (None where no row
+    resolves 1 % FPR), the chance line where the challenge states one."""
+
+    attack: str
+    adversary: str
+    auc: str
+    tpr: str | None
+    chance: str | None
+
+
+@dataclass(frozen=True)
 class Verdict:
     """``kind``: "warn" when an attack leaks or a warning stands, "ok" when every attack on
     a DP configuration reads at chance and nothing is to warn of, else "info"
     (an inconclusive row is no evidence of safety). ``notes`` qualify without warning (rows
-    too noisy to read either way)."""
+    too noisy to read either way). The rest is what the auditor table shows of it."""
 
     configuration: str
     kind: Kind
     text: str
     warnings: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    defended: bool = False
+    epsilons: dict[tuple[str, str], float] = field(default_factory=dict)
+    utility: Utility | None = None
+    twin: Utility | None = None  # the undefended configuration's, for a defended one
+    strongest: Strongest | None = None
+    readings: tuple[str, ...] = ()  # each membership and link attack's
 
 
 @dataclass(frozen=True)
@@ -64,13 +85,15 @@ def verdicts(
     delta: float,
     curves: Sequence[RocCurve] = (),
 ) -> list[Verdict]:
-    """One verdict per configuration, in the report's order; ``curves`` (the report's ROC
-    curves) let it warn where an attack's 95 % band lies wholly above its DP ceiling."""
+    """One verdict per configuration, the undefended ones first (the baselines the others
+    are read against), else in the report's order; ``curves`` (the report's ROC curves) let
+    it warn where an attack's 95 % band lies wholly above its DP ceiling."""
     summary = attacks_across_seeds(cells, attacks)
     raw = metrics_by_row(cells, attacks)
     adversary = {a.label: adversary_of(a.params) for a in attacks}
     groups = configurations(cells)
     twins = {label: _twin(group, groups) for label, group in groups}
+    groups = sorted(groups, key=lambda g: bool(g[1][0].config["target"].get("defenses")))
     return [
         _verdict(
             label,
@@ -85,6 +108,41 @@ def verdicts(
         )
         for label, group in groups
     ]
+
+
+AUDITOR_HEADER = [
+    "configuration",
+    "ε per adversary",
+    "accuracy [95% CI]",
+    "utility change",
+    "strongest attack (adversary)",
+    "TPR at 1% FPR [95% CI]",
+    "AUC [95% CI]",
+    "reading",
+]
+
+
+def auditor_rows(found: list[Verdict]) -> list[list[str]]:
+    """The verdicts as the auditor table's rows (``AUDITOR_HEADER``): one per configuration,
+    the undefended baselines first, each figure with its 95 % interval; the reading counts
+    the configuration's membership and link attacks by how they read."""
+    rows = []
+    for v in found:
+        eps = "; ".join(epsilon_phrases(v.epsilons)) if v.epsilons else "∞: no DP mechanism ran"
+        if v.twin is not None and v.utility is not None:
+            change = f"{change_text(v.utility, v.twin)} (undefended {v.twin.accuracy:.1%})"
+        else:
+            change = "no undefended twin" if v.defended else "baseline"
+        top = v.strongest
+        attack = tpr = auc = "none scored"
+        if top is not None:
+            attack, tpr = f"{top.attack} ({top.adversary})", top.tpr or "not resolved"
+            auc = top.auc + ("" if top.chance is None else f"; chance {top.chance}")
+        counts = Counter(v.readings)
+        read = ", ".join(f"{counts[w]} {w}" for w, *_ in READING_WORDS if counts[w]) or "n/a"
+        accuracy = "n/a" if v.utility is None else accuracy_text(v.utility)
+        rows.append([v.configuration, eps, accuracy, change, attack, tpr, auc, read])
+    return rows
 
 
 def adversary_of(params: dict) -> str:
@@ -138,10 +196,11 @@ def _verdict(
     scored = [r for r in scored if "auc" in r.metrics]
     readings = {r.attack: reading(r.auc_interval, r.chance) for r in scored}
     leaking = [r for r in scored if readings[r.attack] == "leaks"]
-    parts = [f"{label} ({_seeds(group)})."]
-    if scored:
+    parts = [f"{label} ({seed_text([c.config['seed'] for c in group])})."]
+    strongest = _strongest(scored, raw, adversary) if scored else None
+    if strongest is not None:
         parts.append(reading_sentence(list(readings.values())))
-        parts.append(_strongest_sentence(scored, raw, adversary))
+        parts.append(strongest_sentence(strongest))
     else:
         parts.append("No membership or link attack was scored.")
     epsilons = worst_epsilons(group)
@@ -168,7 +227,19 @@ def _verdict(
     dp = any(math.isfinite(e) for e in epsilons.values())
     quiet = all(readings[r.attack] == "at chance" for r in scored)  # below chance: a signal
     kind: Kind = "warn" if leaking or warnings else ("ok" if dp and quiet else "info")
-    return Verdict(label, kind, " ".join(parts), tuple(warnings), tuple(notes))
+    return Verdict(
+        label,
+        kind,
+        " ".join(parts),
+        tuple(warnings),
+        tuple(notes),
+        defended=bool(group[0].config["target"].get("defenses")),
+        epsilons=epsilons,
+        utility=mine,
+        twin=twin,
+        strongest=strongest,
+        readings=tuple(readings.values()),
+    )
 
 
 def reading_sentence(readings: list[str]) -> str:
@@ -203,26 +274,40 @@ READING_WORDS = (
 )
 
 
-def _strongest_sentence(
+def _strongest(
     scored: list[AttackSummary], raw: dict[str, list[dict]], adversary: dict[str, str]
-) -> str:
-    """The strongest attack where auditors look first, at low FPR: by TPR at 1 % FPR (the
-    AUC breaking ties), or by AUC where no row resolves 1 % FPR; each figure with its 95 %
-    interval, and the chance line beside the AUC where the challenge states one."""
+) -> Strongest:
+    """By TPR at 1 % FPR (the AUC breaking ties), or by AUC where no row resolves 1 % FPR;
+    each figure with its 95 % interval."""
     low_fpr = [r for r in scored if "tpr@0.01" in r.metrics]
-    ranked = low_fpr or scored
-    top = max(ranked, key=lambda r: (r.metrics.get("tpr@0.01", (0.0,))[0], r.metrics["auc"][0]))
+    top = max(
+        low_fpr or scored,
+        key=lambda r: (r.metrics.get("tpr@0.01", (0.0,))[0], r.metrics["auc"][0]),
+    )
     low, high = top.auc_interval
-    auc = f"AUC {top.metrics['auc'][0]:.3f} [{low:.3f}, {high:.3f}]"
-    chance = chance_line(raw.get(top.attack, []))
-    auc += "" if chance is None else f" against a chance line of {chance}"
-    who = f"{top.attack} as the {adversary.get(top.attack)}"
-    if not low_fpr:
+    tpr = None
+    if low_fpr:
+        tpr = f"{top.metrics['tpr@0.01'][0]:.1%}"
+        interval = seed_interval(raw.get(top.attack, []), "tpr@0.01")
+        tpr += "" if interval is None else f" [{interval[0]:.1%}, {interval[1]:.1%}]"
+    return Strongest(
+        top.attack,
+        adversary.get(top.attack, "querier"),
+        f"{top.metrics['auc'][0]:.3f} [{low:.3f}, {high:.3f}]",
+        tpr,
+        chance_line(raw.get(top.attack, [])),
+    )
+
+
+def strongest_sentence(top: Strongest) -> str:
+    """The strongest attack in words, with the chance line beside its AUC where stated."""
+    auc = f"AUC {top.auc}" + (
+        "" if top.chance is None else f" against a chance line of {top.chance}"
+    )
+    who = f"{top.attack} as the {top.adversary}"
+    if top.tpr is None:
         return f"Strongest by AUC (no row resolves 1 % FPR): {who}, {auc}."
-    tpr = f"{top.metrics['tpr@0.01'][0]:.1%}"
-    interval = seed_interval(raw.get(top.attack, []), "tpr@0.01")
-    tpr += "" if interval is None else f" [{interval[0]:.1%}, {interval[1]:.1%}]"
-    return f"Strongest at low FPR: {who}, TPR {tpr} at 1 % FPR, {auc}."
+    return f"Strongest at low FPR: {who}, TPR {top.tpr} at 1 % FPR, {auc}."
 
 
 def _crossings(crossed: list[RocCurve]) -> list[str]:
@@ -234,11 +319,6 @@ def _crossings(crossed: list[RocCurve]) -> list[str]:
         for c in crossed
         if c.ceiling is not None
     ]
-
-
-def _seeds(group: list[CellRow]) -> str:
-    seeds = [str(c.config["seed"]) for c in group]
-    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(seeds)
 
 
 def worst_epsilons(group: list[CellRow], key: str = "epsilon") -> dict[tuple[str, str], float]:
@@ -288,14 +368,21 @@ def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def accuracy_text(u: Utility) -> str:
+    low, high = u.interval
+    return f"{u.accuracy:.1%} [{low:.1%}, {high:.1%}]"
+
+
+def change_text(mine: Utility, twin: Utility) -> str:
+    cost = 100 * (twin.accuracy - mine.accuracy)
+    return f"costs {cost:.1f} points" if cost >= 0 else f"gains {-cost:.1f} points"
+
+
 def _utility_sentence(mine: Utility, twin: Utility | None) -> str:
-    low, high = mine.interval
-    text = f"Accuracy {mine.accuracy:.1%} [{low:.1%}, {high:.1%}]"
+    text = f"Accuracy {accuracy_text(mine)}"
     if twin is None:
         return text + "."
-    cost = 100 * (twin.accuracy - mine.accuracy)
-    change = f"costs {cost:.1f} points" if cost >= 0 else f"gains {-cost:.1f} points"
-    return text + f" against {twin.accuracy:.1%} undefended: the defense {change}."
+    return text + f" against {twin.accuracy:.1%} undefended: the defense {change_text(mine, twin)}."
 
 
 def _warnings(

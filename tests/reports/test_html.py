@@ -133,7 +133,9 @@ def test_summary_across_seeds(tmp_path):
     assert summary.seeds == [0, 1, 2]
     assert summary.accuracy[0] == pytest.approx(sum(accs) / 3)
     assert summary.label == "csbm/metis-2/fedavg"
-    assert "Across seeds" in build_report(tmp_path).read_text()
+    page = build_report(tmp_path).read_text()
+    assert "Across seeds" in page and ">seeds 0–2</td>" in page
+    assert "csbm/metis-2/fedavg (seeds 0–2)." in page  # the verdict names them alike
 
 
 def test_sweep_configurations_get_distinct_labels(tmp_path):
@@ -204,3 +206,24 @@ def test_the_page_is_self_contained(dp_report):
     assert re.findall(r'src="([^":]+):', page) == ["data"] * 4
     assert set(re.findall(r'href="(.)', page)) == {"#"}
     assert not re.search(r"<(script|link|iframe|object|embed)\b|url\(|@import", page)
+
+
+def test_the_report_opens_with_the_auditor_table_and_leaves_out_empty_sections(tmp_path, results):
+    from fgl_workbench.reports.content import Table
+    from fgl_workbench.reports.report import report_content
+    from fgl_workbench.reports.verdict import AUDITOR_HEADER
+
+    first = report_content(results).sections[0]
+    assert first.title == "Verdict" and isinstance(first.blocks[0], Table)
+    assert first.blocks[0].header == AUDITOR_HEADER
+    assert [r[0] for r in first.blocks[0].rows] == ["csbm/louvain-3/fedavg"]
+    raw = {
+        "name": "alone",
+        "datasets": [{"name": "csbm", "params": {"num_nodes": 300}}],
+        "partitions": [{"method": "louvain", "num_clients": 3}],
+        "targets": [{"name": "centralized", "params": {"epochs": 2}}],
+    }
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    titles = [s.title for s in report_content(tmp_path).sections]
+    # no message sent, no attack run: nothing to say of communication or attacks
+    assert titles == ["Verdict", "Setup", "Utility", "Methods glossary", "Suite configuration"]

@@ -137,6 +137,37 @@ def test_weasyprint_lays_out_every_rule_it_is_given(every_block_report, caplog):
     assert not caplog.records, [r.getMessage() for r in caplog.records]
 
 
+@needs_weasyprint
+def test_font_chatter_is_kept_out_of_the_log_but_errors_and_css_warnings_pass(
+    every_block_report, caplog, monkeypatch
+):
+    import weasyprint
+
+    def chatty(html, target):
+        """Logs as fontTools and WeasyPrint's font modules do while fonts are subset."""
+        logging.getLogger("fontTools.subset").warning("glyph 'uni03B5' not in font")
+        logging.getLogger("fontTools.ttLib").error("cannot read the font file")
+        wp = logging.getLogger("weasyprint")
+        for level, path, text in [
+            (logging.WARNING, "weasyprint/pdf/fonts.py", 'Unable to subset "DejaVu Sans"'),
+            (logging.ERROR, "weasyprint/text/fonts.py", "font table broken"),
+            (logging.WARNING, "weasyprint/css/__init__.py", "Ignored `gap: 1px`"),
+        ]:
+            wp.handle(wp.makeRecord("weasyprint", level, path, 1, text, (), None))
+        target.write(b"%PDF-")
+
+    monkeypatch.setattr(weasyprint.HTML, "write_pdf", chatty)
+    caplog.set_level(logging.WARNING)
+    render_pdf(every_block_report, io.BytesIO())
+    assert [r.getMessage() for r in caplog.records] == [
+        "cannot read the font file",
+        "font table broken",
+        "Ignored `gap: 1px`",
+    ]
+    logging.getLogger("fontTools.subset").warning("after the PDF")  # levels restored
+    assert caplog.records[-1].getMessage() == "after the PDF"
+
+
 class _NoPango(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports ``weasyprint`` as on a machine without Pango: WeasyPrint prints a banner, then
     cffi raises OSError."""

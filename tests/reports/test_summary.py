@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from fgl_workbench.reports.summary import across_seeds, attack_table, attacks_across_seeds
+from fgl_workbench.reports.summary import across_seeds, attacks_across_seeds, family_rows
 from fgl_workbench.storage.store import AttackRow, CellRow
 
 
@@ -36,15 +36,16 @@ def test_attack_rows_average_over_seeds_per_configuration():
 
 def test_attack_table_marks_unresolvable_metrics_and_failed_rows():
     cells = [cell(0, 0.1), cell(1, 0.1)]
-    table = attack_table(
+    ((family, header, (row,)),) = family_rows(
         attacks_across_seeds(cells, [attack("c0-0.1", 0.6), attack("c1-0.1", 0.8)])
     )
-    assert table[0] == "\nmembership:"
-    assert table[1].startswith("| configuration | attack | seeds | AUC [95% CI] | TPR@1% |")
+    assert family == "membership"
+    assert header[:5] == ["configuration", "attack", "seeds", "AUC [95% CI]", "TPR@1%"]
     # two seeds: Student-t with one degree of freedom, cut to the AUC's range
-    assert "| 0.700 [0.000, 1.000] | 0.100 ± 0.000 | n/a |" in table[3]
-    failed = attack_table(attacks_across_seeds(cells, [attack("c0-0.1", None, "not_applicable")]))
-    assert failed[3].endswith("| not applicable |")
+    assert row[3:6] == ["0.700 [0.000, 1.000]", "0.100 ± 0.000", "n/a"]
+    failed = attacks_across_seeds(cells, [attack("c0-0.1", None, "not_applicable")])
+    ((_, _, (row,)),) = family_rows(failed)
+    assert row[-1] == "not applicable"
 
 
 def test_each_attack_family_gets_its_own_columns():
@@ -86,9 +87,8 @@ def test_accuracy_interval_is_student_t_over_seeds():
 def test_an_auc_row_reads_inconclusive_when_its_interval_straddles_chance_widely(aucs, expected):
     cells = [cell(s, 0.1) for s in range(len(aucs))]
     attacks = [attack(f"c{s}-0.1", a) for s, a in enumerate(aucs)]
-    table = attack_table(attacks_across_seeds(cells, attacks))
-    assert table[1].endswith("| reading |")
-    assert table[3].endswith(f"| {expected} |")
+    ((_, header, (row,)),) = family_rows(attacks_across_seeds(cells, attacks))
+    assert header[-1] == "reading" and row[-1] == expected
 
 
 def test_one_seed_reads_by_its_own_interval():
@@ -126,6 +126,62 @@ def test_an_auc_row_reads_against_its_challenges_chance_line():
         AttackRow(c.cell_id, "mia", "mia-lira", {}, "ok", None, m, None, 1.0)
         for c, m in zip(cells, rows, strict=True)
     ]
-    table = attack_table(attacks_across_seeds(cells, attacks))
-    readings = [line.rsplit("|", 2)[1].strip() for line in table[3:]]
+    ((_, _, body),) = family_rows(attacks_across_seeds(cells, attacks))
+    readings = [row[-1] for row in body]
     assert readings == ["inconclusive", "leaks", "at chance", "leaks"]
+
+
+def test_wide_tables_fit_the_terminal_by_keys_a_legend_and_parts_losing_no_figure():
+    from fgl_workbench.reports.summary import fitted
+
+    configs = [f"synthetic-graphs/iid-2/fedavg{d}" for d in ("", "+dp-sgd")]
+    attacks = ["mia-rmia(num_references=4)", "mia-threshold(adversary=server, signal=loss)"]
+    figures = [f"0.{i:03d} [0.{i:03d}, 0.{i + 1:03d}]" for i in range(40)]
+    header = ["configuration", "attack", "seeds"] + [f"metric {i}" for i in range(10)]
+    rows = [
+        [c, a, "1", *figures[10 * (2 * i + j) : 10 * (2 * i + j) + 10]]
+        for i, c in enumerate(configs)
+        for j, a in enumerate(attacks)
+    ]
+    tradeoff = ["configuration", "accuracy %"] + [f"{a} auc" for a in attacks]
+    points = [[c, "87.2", "0.642", "0.619"] for c in configs]
+    lines = fitted([("membership", header, rows), ("privacy-utility", tradeoff, points)], 100)
+    assert max(map(len, lines)) <= 100
+    text = "\n".join(lines)
+    assert all(f in text for f in figures)  # every figure printed, in some part
+    assert "membership (continued):" in text and "| C2 " in text and "| A1 auc " in text
+    assert "C1  synthetic-graphs/iid-2/fedavg\n" in text
+    assert "A2  mia-threshold(adversary=server, signal=loss)" in text
+    # a part repeats the naming columns: each figure still beside its configuration and attack
+    (line,) = [ln for ln in lines if figures[39] in ln]
+    assert line.startswith("| C2            | A2     |")
+    narrow = fitted([("utility", ["configuration", "AUC"], [[configs[0], "0.908"]])], 100)
+    assert narrow[1:] == [
+        "| configuration                 |   AUC |",
+        "|-------------------------------|------:|",
+        "| synthetic-graphs/iid-2/fedavg | 0.908 |",
+    ]
+
+
+def test_the_terminal_width_comes_from_the_terminal_with_a_floor(monkeypatch):
+    from fgl_workbench.reports.summary import terminal_width
+
+    monkeypatch.setenv("COLUMNS", "88")
+    assert terminal_width() == 88
+    monkeypatch.setenv("COLUMNS", "20")
+    assert terminal_width() == 60
+
+
+@pytest.mark.parametrize(
+    ("seeds", "text"),
+    [
+        ([0], "seed 0"),
+        ([2, 0, 1], "seeds 0–2"),
+        ([0, 1], "seeds 0, 1"),
+        ([0, 3, 7], "seeds 0, 3, 7"),
+    ],
+)
+def test_seeds_read_as_which_never_as_how_many(seeds, text):
+    from fgl_workbench.reports.summary import seed_text
+
+    assert seed_text(seeds) == text

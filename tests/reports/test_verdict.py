@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fgl_workbench.reports.summary import configurations, wilson
-from fgl_workbench.reports.verdict import verdicts
+from fgl_workbench.reports.verdict import AUDITOR_HEADER, auditor_rows, verdicts
 from fgl_workbench.storage.store import AttackRow, CellRow, ResultsStore
 
 
@@ -97,6 +97,48 @@ def test_a_defended_configuration_at_chance_reads_ok_and_names_its_cost():
     assert "ε = 2 per record against the server, clients and querier" in defended.text
     assert "the defense costs 10.0 points" in defended.text
     assert v["d/p-1/t"].kind == "warn"  # it leaks
+
+
+def test_the_auditor_table_puts_the_baseline_first_with_every_figure_and_its_interval():
+    dp = _cell(0, 0.70, _eps(2.0), [{"name": "dp-sgd", "params": {}}])
+    plain = _cell(0, 0.80)
+    sharp = {"tpr@0.01_ci_low": 0.05, "tpr@0.01_ci_high": 0.13}
+    attacks = [
+        _attack(dp, 0.5, 0.47, 0.53),
+        _attack(dp, 0.52, 0.44, 0.60, "mia-rmia-1", tpr=0.01),
+        _attack(plain, 0.7, 0.66, 0.74, tpr=0.09, **sharp),
+        _attack(plain, 0.6, 0.57, 0.63, "mia-rmia-1", chance_auc=0.5,
+                chance_auc_ci_low=0.45, chance_auc_ci_high=0.55),
+    ]  # fmt: skip
+    found = verdicts([dp, plain], attacks, 1e-5)  # the defended one named first
+    assert [v.configuration for v in found] == ["d/p-1/t", "d/p-1/t+dp-sgd"]
+    rows = auditor_rows(found)
+    assert [dict(zip(AUDITOR_HEADER, r, strict=True)) for r in rows] == [
+        {
+            "configuration": "d/p-1/t",
+            "ε per adversary": "∞: no DP mechanism ran",
+            "accuracy [95% CI]": "80.0% [75.8%, 83.6%]",
+            "utility change": "baseline",
+            "strongest attack (adversary)": "mia-threshold (querier)",
+            "TPR at 1% FPR [95% CI]": "9.0% [5.0%, 13.0%]",
+            "AUC [95% CI]": "0.700 [0.660, 0.740]",
+            "reading": "2 leaks",
+        },
+        {
+            "configuration": "d/p-1/t+dp-sgd",
+            "ε per adversary": "ε = 2 per record against the server, clients and querier",
+            "accuracy [95% CI]": "70.0% [65.3%, 74.3%]",
+            "utility change": "costs 10.0 points (undefended 80.0%)",
+            "strongest attack (adversary)": "mia-threshold (querier)",
+            "TPR at 1% FPR [95% CI]": "2.0%",
+            "AUC [95% CI]": "0.500 [0.470, 0.530]",
+            "reading": "1 at chance, 1 inconclusive",
+        },
+    ]
+    lined = auditor_rows(verdicts([plain], attacks[3:], 1e-5))[0]
+    assert lined[6] == "0.600 [0.570, 0.630]; chance 0.500 [0.450, 0.550]"
+    (alone,) = auditor_rows(verdicts([dp], [], 1e-5))  # no twin, no attack
+    assert alone[3] == "no undefended twin" and alone[4:] == ["none scored"] * 3 + ["n/a"]
 
 
 def test_the_verdict_labels_the_rdp_epsilon_and_gives_the_pld_one_of_the_worst_seed():

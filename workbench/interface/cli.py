@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
@@ -385,33 +386,44 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def print_measured(out: str | Path | list[str]) -> list:
-    """What a results folder (or several, compared) measured, as short tables: utility per
-    configuration (mean ± std over seeds), each attack's figures (TPRs and AUC with their 95 %
-    intervals, the chance line where stated), and the privacy–utility points (returned)."""
+    """What a results folder (or several, compared) measured, as tables that fit the terminal
+    (``summary.fitted``): utility per configuration (mean ± std over seeds), each attack's
+    figures (TPRs and AUC with their 95 % intervals, the chance line where stated), and the
+    privacy–utility points (returned)."""
     from fgl_workbench.reports.intervals import attack_tables
     from fgl_workbench.reports.report import load_results, plugin_notes
-    from fgl_workbench.reports.summary import across_seeds, format_interval, format_pm, markdown
-    from fgl_workbench.reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_table
+    from fgl_workbench.reports.summary import (
+        across_seeds,
+        fitted,
+        format_interval,
+        format_pm,
+        seed_text,
+        terminal_width,
+    )
+    from fgl_workbench.reports.tradeoff import privacy_axis, tradeoff_points, tradeoff_rows
 
     folders = [Path(f) for f in (out if isinstance(out, list) else [out])]
     found = load_results(folders, rocs=False)
     cells, attacks = found.cells, found.attacks
-    for s in across_seeds(cells):
-        seeds = ",".join(map(str, s.seeds))
-        print(
-            f"{s.label}  seeds={seeds}  accuracy={format_pm(s.accuracy)} "
-            f"(95% CI {format_interval(s.accuracy_ci)})  "
-            f"macro-F1={format_pm(s.macro_f1)}  AUC={format_pm(s.auc, 1.0, 3)}"
-        )
-    for line in markdown(attack_tables(cells, attacks)):
-        print(line)
-    if notes := plugin_notes(attacks):  # what a plug-in row's mark means, as in the report
-        print(notes.strip())
+    utility = [
+        [
+            s.label,
+            seed_text(s.seeds),
+            f"{format_pm(s.accuracy)} {format_interval(s.accuracy_ci)}",
+            format_pm(s.macro_f1),
+            format_pm(s.auc, 1.0, 3),
+        ]
+        for s in across_seeds(cells)
+    ]
+    header = ["configuration", "seeds", "accuracy % [95% CI]", "macro-F1 %", "AUC"]
+    tables = [("utility", header, utility), *attack_tables(cells, attacks)]
     points = tradeoff_points(cells, attacks)
     if privacy_axis(points) is not None:
-        print("\nprivacy-utility:")
-        for line in tradeoff_table(points):
-            print(line)
+        tables.append(("privacy-utility", *tradeoff_rows(points)))
+    for line in fitted(tables, terminal_width()):
+        print(line)
+    if notes := plugin_notes(attacks):  # what a plug-in row's mark means, as in the report
+        print(textwrap.fill(notes.strip(), terminal_width()))
     return points
 
 

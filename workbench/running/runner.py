@@ -9,6 +9,7 @@ runs agree. This module plans (what is pending) and hands the cells to an execut
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from fgl_workbench.data import catalog
@@ -95,7 +96,7 @@ def attack_stored(
     attacks: list[AttackEntry],
     data_root: str | None = None,
     jobs: int = 1,
-    quiet: bool = True,
+    quiet: bool = False,
     device: str | None = None,
     trust_plugins: bool = False,
     threads: int | None = None,
@@ -103,7 +104,8 @@ def attack_stored(
     """Runs ``attacks`` against every trained target a results folder stored, without
     retraining: the cell's federation is rebuilt from its seed, the target read back from
     its snapshot (``weights_only``). Attacks stored already are skipped; plug-ins run unfenced
-    only with ``trust_plugins``; ``threads`` as ``run_suite``'s (cells one at a time).
+    only with ``trust_plugins``; ``threads`` as ``run_suite``'s (cells one at a time). Unless
+    ``quiet``, the run's progress bar counts the cells to attack and names the attack running.
     Returns (cells attacked, cells without a snapshot)."""
     plan = machine_threads(threads, "serial", 1)
     if not quiet:
@@ -138,35 +140,29 @@ def _attack_stored(
         same_device(store, str(where), "--device")
         streams = store.streams()
         cells = {c.cell_id: c for c in expand(suite)}
-        attacked = missing = 0
+        todo, missing = [], 0
         for row in store.cells():
             cell, path = cells.get(row.cell_id), store.target_path(row.cell_id)
             if cell is None or not path.exists():
                 missing += 1
                 continue
             pending = [a for a in attacks if a.key not in store.done_attacks(cell.cell_id)]
-            if not pending:
-                continue
-            dataset = cell_dataset(cell, data_root, where)
-            if not quiet:
-                print(f"attacking {cell.label}: {', '.join(a.key for a in pending)}")
-            with on_device(where):
-                partitioned = partition_cell(cell, dataset, streams)
-                federation = build_federation(dataset, partitioned.partition)
-                trained = restore(path, federation)
-                attack_cell(
-                    cell,
-                    pending,
-                    trained,
-                    federation,
-                    store,
-                    streams,
-                    suite.delta,
-                    jobs,
-                    lambda stage: None,
-                )
-            attacked += 1
-        return attacked, missing
+            if pending:
+                todo.append((cell, path, pending))
+        with Progress(len(todo), f"{suite.name}: attack", quiet) as progress:
+            for cell, path, pending in todo:
+                stage = partial(progress.stage, cell.label)
+                stage("restore")
+                dataset = cell_dataset(cell, data_root, where)
+                with on_device(where):
+                    partitioned = partition_cell(cell, dataset, streams)
+                    federation = build_federation(dataset, partitioned.partition)
+                    trained = restore(path, federation)
+                    attack_cell(
+                        cell, pending, trained, federation, store, streams, suite.delta, jobs, stage
+                    )
+                progress.finished(cell.label)
+        return len(todo), missing
     finally:
         store.close()
 

@@ -9,11 +9,12 @@ from fgl_workbench.interface.cli import main
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_quickstart_end_to_end(quickstart, capsys):
+def test_quickstart_end_to_end(quickstart, capsys, monkeypatch):
     """`make demo`'s job: embedded data, an undefended target that leaks and DP-SGD at ε = 1
     under which no attack leaks, the store, the audit and the report; the verdict says what
     the stored metrics say, in the reading column's words, and claims no ceiling crossed
     (the audit says the accounting holds). A re-run finds everything done."""
+    from fgl_workbench.reports.content import Callout
     from fgl_workbench.reports.report import report_content
     from fgl_workbench.reports.summary import chance_of, reading
     from fgl_workbench.reports.verdict import reading_sentence
@@ -36,9 +37,10 @@ def test_quickstart_end_to_end(quickstart, capsys):
     assert all(m["auc_ci_low"] <= 0.5 for m in metrics[dp])
     audits = db.execute("SELECT lower_bound, claimed FROM audits").fetchall()
     assert audits and all(0 <= bound <= claimed for bound, claimed in audits)
-    verdict = {
-        b.text.split(" (seed")[0]: b for b in report_content(quickstart).sections[0].blocks[2:]
-    }
+    opening = report_content(quickstart).sections[0].blocks
+    verdict = {b.text.split(" (seed")[0]: b for b in opening if isinstance(b, Callout)}
+    # it opens with the auditor table, the undefended baseline first
+    assert [row[0] for row in opening[0].rows] == [c.rsplit("/seed", 1)[0] for c in (plain, dp)]
     readings = {
         label: [
             reading((m["auc_ci_low"], m["auc_ci_high"]), chance_of([m])) for m in metrics[label]
@@ -58,11 +60,14 @@ def test_quickstart_end_to_end(quickstart, capsys):
     report = (quickstart / "report.html").read_text()
     assert "Verdict" in report and "Canary audit: lower bound vs claimed ε" in report
     assert "TPR@1% [95% CI]" in report and "nothing here contradicts the accounting" in report
+    monkeypatch.setenv("COLUMNS", "100")
     assert main(["run", str(REPO / "examples/quickstart.yaml"), "--out", str(quickstart)]) == 0
     printed = capsys.readouterr().out
     assert "0 cell(s) run, 2 already done" in printed
-    # it ends with what it measured: utility per configuration and the attack tables
-    assert printed.count("seeds=0") == 2 and "| mia-rmia(num_references=4) |" in printed
+    # it ends with what it measured, in a 100-column terminal: utility per configuration and
+    # the attack tables, configurations and attacks by short keys with a legend below
+    assert max(len(line) for line in printed.splitlines() if str(quickstart) not in line) <= 100
+    assert printed.count("| seed 0 |") == 2 and "A1  mia-rmia(num_references=4)" in printed
 
 
 def test_cora_example_on_real_data(tmp_path, data_root):

@@ -255,6 +255,20 @@ def test_progress_bar_names_cells_and_quiet_silences_it(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_attacking_a_stored_run_shows_the_same_progress_and_quiet_silences_it(tmp_path, capsys):
+    raw = {**RAW, "seeds": [0], "attacks": RAW["attacks"][:1]}
+    run_suite(parse_suite(raw), tmp_path, quiet=True)
+    added = runner.AttackEntry(**RAW["attacks"][1])
+    assert runner.attack_stored(tmp_path, [added]) == (1, 0)
+    err = capsys.readouterr().err
+    assert "resume: attack: 1/1 cells" in err
+    assert f"csbm/metis-3/fedavg/seed0: attack {attack_label(added.name, added.params)}" in err
+    assert "done: csbm/metis-3/fedavg/seed0" in err
+    other = runner.AttackEntry(name="mia-threshold", params={"signal": "loss", "hops": 2})
+    assert runner.attack_stored(tmp_path, [other], quiet=True) == (1, 0)
+    assert capsys.readouterr().err == ""
+
+
 def test_a_cell_reports_each_stage_it_enters(tmp_path):
     from fgl_workbench.data.catalog import load_dataset
 
