@@ -207,6 +207,7 @@ def attack(
     attacks: list[dict[str, Any]],
     data_root: str | None = None,
     *,
+    quiet: bool = True,
     jobs: int = 1,
     device: str | None = None,
     trust_plugins: bool = False,
@@ -214,9 +215,8 @@ def attack(
 ) -> tuple[int, int]:
     """Runs attacks (``[{"name": ..., "params": {...}}]``) against the trained targets a
     finished run stored, without retraining, on ``device`` (default: the one the folder's
-    cells ran on); their rows join the results
-    folder. Plug-ins run unfenced only with ``trust_plugins``; ``threads`` as
-    ``run_suite``'s. Returns (cells attacked, cells without a stored target)."""
+    cells ran on); their rows join the results folder. Plug-ins run unfenced only with
+    ``trust_plugins``; ``quiet`` and ``threads`` as ``run_suite``'s. Returns (cells attacked, cells without a stored target)."""
     entries = []
     for i, raw in enumerate(attacks):
         try:
@@ -232,7 +232,14 @@ def attack(
                 raise ConfigError(f"invalid attack\n{found}") from None
         entries.append(entry)
     return attack_stored(
-        out, entries, data_root, jobs, device=device, trust_plugins=trust_plugins, threads=threads
+        out,
+        entries,
+        data_root,
+        jobs,
+        quiet,
+        device=device,
+        trust_plugins=trust_plugins,
+        threads=threads,
     )
 
 
