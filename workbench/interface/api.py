@@ -216,7 +216,8 @@ def attack(
     """Runs attacks (``[{"name": ..., "params": {...}}]``) against the trained targets a
     finished run stored, without retraining, on ``device`` (default: the one the folder's
     cells ran on); their rows join the results folder. Plug-ins run unfenced only with
-    ``trust_plugins``; ``quiet`` and ``threads`` as ``run_suite``'s. Returns (cells attacked, cells without a stored target)."""
+    ``trust_plugins``; ``quiet`` and ``threads`` as ``run_suite``'s. Returns (cells
+    attacked, cells without a stored target)."""
     entries = []
     for i, raw in enumerate(attacks):
         try:
