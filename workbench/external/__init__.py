@@ -5,6 +5,7 @@ per-record scores and a report, as a run of the workbench's own targets would.""
 
 from fgl_workbench.external.model import ModelAudit, audit_model
 from fgl_workbench.external.scores import ScoreAudit, audit_scores, audit_stored, degree_buckets
+from fgl_workbench.external.uploads import audit_uploads
 
 __all__ = [
     "ModelAudit",
@@ -12,5 +13,6 @@ __all__ = [
     "audit_model",
     "audit_scores",
     "audit_stored",
+    "audit_uploads",
     "degree_buckets",
 ]

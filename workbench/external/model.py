@@ -17,10 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch_geometric.data import Data
-from torch_geometric.loader import DataLoader
 
 from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
@@ -33,7 +31,11 @@ from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, inter
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
 from fgl_workbench.seeding import derive_seed, seed_everything
 from fgl_workbench.storage.store import attack_label
-from fgl_workbench.targets.training import TrainingRecipe
+from fgl_workbench.targets.training import (
+    TrainingRecipe,
+    train_graph_epochs,
+    train_node_epochs,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -108,29 +110,19 @@ def trained(
 def default_training(
     factory: Callable[[], nn.Module], data: Data | list[Data], mask: torch.Tensor, seed: int
 ) -> nn.Module:
-    """Cross-entropy on the masked records with Adam (``DEFAULT_RECIPE``): full batch on a
-    graph's nodes, mini-batches of 32 graphs at graph level."""
+    """The workbench's own training loops with ``DEFAULT_RECIPE`` (Adam): full batch on a
+    graph's masked nodes, mini-batches of 32 of the masked graphs at graph level."""
     model = factory()
     opt = torch.optim.Adam(
         model.parameters(), lr=DEFAULT_RECIPE["lr"], weight_decay=DEFAULT_RECIPE["weight_decay"]
     )
-    model.train()
     epochs = int(DEFAULT_RECIPE["epochs"])
     if isinstance(data, Data):
-        for _ in range(epochs):
-            opt.zero_grad()
-            F.cross_entropy(model(data.x, data.edge_index)[mask], data.y[mask]).backward()
-            opt.step()
-        return model
-    graphs = [g for g, kept in zip(data, mask.tolist(), strict=True) if kept]
-    loader = DataLoader(
-        graphs, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(seed)
-    )
-    for _ in range(epochs):
-        for b in loader:
-            opt.zero_grad()
-            F.cross_entropy(model(b.x, b.edge_index, b.batch), b.y.view(-1)).backward()
-            opt.step()
+        masked = Data(x=data.x, edge_index=data.edge_index, y=data.y, train_mask=mask)
+        train_node_epochs(model, masked, opt, epochs)
+    else:
+        graphs = [g for g, kept in zip(data, mask.tolist(), strict=True) if kept]
+        train_graph_epochs(model, graphs, opt, epochs, 32, torch.Generator().manual_seed(seed))
     return model
 
 
@@ -226,8 +218,8 @@ def audit_model(
     model (``data``: the graph, or the list of graphs, ``mask`` the records to train on);
     without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
     ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA)."""
-    level = _level(data, level)
-    labels = _labels(data, level)
+    level = records_level(data, level)
+    labels = record_labels(data, level)
     n = labels.size
     rng = np.random.default_rng(seed)
     member_ids, nonmember_ids, aux_ids = _challenge(n, members, nonmembers, aux, rng)
@@ -247,7 +239,7 @@ def audit_model(
     spec = ExternalSpec(fresh_copy(model), num_classes, level)
     recipe = TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, member_ids.size)
     entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
-    configs = [_config(e, i) for i, e in enumerate(entries)]
+    configs = attack_configs(entries)
     if level == "node":
         graph = data
         known = Data(x=graph.x, edge_index=graph.edge_index, num_nodes=n)  # no labels, masks
@@ -296,7 +288,7 @@ def audit_model(
     return ModelAudit(name, results)
 
 
-def _level(data: Any, level: str | None) -> str:
+def records_level(data: Any, level: str | None) -> str:
     found = "node" if isinstance(data, Data) else "graph"
     if level is not None and level != found:
         shape = "one torch_geometric Data" if level == "node" else "a list of Data graphs"
@@ -304,7 +296,7 @@ def _level(data: Any, level: str | None) -> str:
     return found
 
 
-def _labels(data: Any, level: str) -> np.ndarray:
+def record_labels(data: Any, level: str) -> np.ndarray:
     """Each record's label (a node's, or a graph's), checked to be there."""
     if level == "node":
         for field in ("x", "edge_index", "y"):
@@ -327,21 +319,27 @@ def _challenge(
     n: int, members: Any, nonmembers: Any, aux: Any, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Members, non-members and the adversary's pool: disjoint, each checked."""
-    member_ids = _ids(members, n, "members")
+    member_ids = record_ids(members, n, "members")
     taken = np.zeros(n, bool)
     taken[member_ids] = True
     if nonmembers is None:
         rest = np.flatnonzero(~taken)
         nonmember_ids = np.sort(rng.choice(rest, min(member_ids.size, rest.size), replace=False))
     else:
-        nonmember_ids = _ids(nonmembers, n, "nonmembers")
+        nonmember_ids = record_ids(nonmembers, n, "nonmembers")
         if taken[nonmember_ids].any():
             raise ConfigError("nonmembers: expected records that are not members")
     taken[nonmember_ids] = True
-    aux_ids = np.flatnonzero(~taken) if aux is None else _ids(aux, n, "aux")
+    aux_ids = np.flatnonzero(~taken) if aux is None else record_ids(aux, n, "aux")
     if taken[aux_ids].any():
         raise ConfigError("aux: expected records that are neither members nor non-members")
     return member_ids, nonmember_ids, aux_ids
+
+
+def attack_configs(entries: Sequence[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """Each ``{"name": ..., "params": {...}}`` as (name, parsed config), membership attacks
+    only, a bad one refused in one line naming it."""
+    return [_config(e, i) for i, e in enumerate(entries)]
 
 
 def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
@@ -361,7 +359,7 @@ def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
         raise ConfigError(f"attacks[{i}].params.{where}: {first['msg']}") from None
 
 
-def _ids(values: Any, n: int, field: str) -> np.ndarray:
+def record_ids(values: Any, n: int, field: str) -> np.ndarray:
     a = values.numpy(force=True) if isinstance(values, torch.Tensor) else np.asarray(values)
     if a.dtype == bool:
         if a.shape != (n,):

@@ -50,7 +50,13 @@ from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.defenses import DEFENSES, applied
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.external import ScoreAudit, audit_scores
+from fgl_workbench.external import (
+    ModelAudit,
+    ScoreAudit,
+    audit_model,
+    audit_scores,
+    audit_uploads,
+)
 from fgl_workbench.running import runner
 from fgl_workbench.running.runner import Executor, RunSummary, attack_stored
 from fgl_workbench.running.suite import (
@@ -273,6 +279,7 @@ __all__ = [
     "MetricGaussian",
     "PrivacyLedger",
     "ResultsStore",
+    "ModelAudit",
     "RunSummary",
     "ScoreAudit",
     "SubsampledGaussian",
@@ -281,7 +288,9 @@ __all__ = [
     "applied",
     "attack",
     "audit",
+    "audit_model",
     "audit_scores",
+    "audit_uploads",
     "background_knowledge",
     "build_federation",
     "build_report",

@@ -203,3 +203,14 @@ def test_bad_input_is_one_line_naming_the_field(cora, kwargs, message):
     given = {"members": [0, 1], "train_fn": train, **kwargs}
     with pytest.raises(ConfigError, match=message):
         audit_model(GCN(), cora.data, given.pop("members"), **given)
+
+
+def test_graph_level_without_a_recipe_trains_its_references_by_the_default_one():
+    dataset = load_dataset("synthetic-graphs", {"num_graphs": 120, "num_features": 8})
+    graphs = dataset.graphs
+    mask = torch.arange(len(graphs)) < 30
+    model = train_graphs(lambda: GIN(8, dataset.num_classes, hidden=16, layers=1), graphs, mask, 0)
+    rmia = {"name": "mia-rmia", "params": {"num_references": 2}}
+    with pytest.warns(UserWarning, match="no train_fn given"):
+        audit = audit_model(model, graphs, mask, attacks=[rmia])
+    assert audit.attacks["mia-rmia(num_references=2)"].metrics["members"] == 30
