@@ -174,20 +174,27 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
     return fig
 
 
-def score_histogram_figure(scores: np.ndarray, is_member: np.ndarray) -> Figure:
-    """Member and non-member scores on shared bins, each as a share of its own class (the
-    classes may differ in size): where they overlap, no threshold tells them apart."""
+def score_histogram_figure(panels: list[tuple[str, np.ndarray, np.ndarray]]) -> Figure:
+    """Member and non-member scores, one panel per (title, scores, is_member), each on its own
+    bins and each class as a share of itself (the classes may differ in size): where they
+    overlap, no threshold tells them apart."""
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(5.2, 3.4))
-    bins = np.histogram_bin_edges(scores, bins=min(60, max(10, scores.size // 20)))
-    for label, pick, colour in (
-        ("members", is_member, "crimson"),
-        ("non-members", ~is_member, "steelblue"),
-    ):
-        weights = np.full(int(pick.sum()), 1.0 / max(int(pick.sum()), 1))
-        ax.hist(scores[pick], bins=bins, weights=weights, alpha=0.5, color=colour, label=label)
-    ax.set(xlabel="attack score", ylabel="share of the class")
-    ax.legend(fontsize=9, frameon=False)
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, (title, scores, is_member) in zip(axes.flat, panels, strict=False):
+        bins = np.histogram_bin_edges(scores, bins=min(60, max(10, scores.size // 20)))
+        for label, pick, colour in (
+            ("members", is_member, "crimson"),
+            ("non-members", ~is_member, "steelblue"),
+        ):
+            share = np.full(int(pick.sum()), 1.0 / max(int(pick.sum()), 1))
+            ax.hist(scores[pick], bins=bins, weights=share, alpha=0.5, color=colour, label=label)
+        ax.set(xlabel="attack score", ylabel="share of the class", title=literal(title))
+        ax.title.set_fontsize(9)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    legend_below(fig, 2, fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -49,6 +49,7 @@ from fgl_workbench.reports.plots import (
     resolution,
     roc_band,
     roc_figure,
+    score_histogram_figure,
 )
 from fgl_workbench.reports.summary import (
     accuracy_interval,
@@ -65,6 +66,7 @@ from fgl_workbench.reports.summary import (
 from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from fgl_workbench.reports.verdict import AUDITOR_HEADER, adversary_of, auditor_rows, verdicts
 from fgl_workbench.storage import rows as checks
+from fgl_workbench.storage.records import ScoredRecords
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
     SANDBOXED_MARK,
@@ -123,17 +125,18 @@ class Results:
     cells: list[CellRow]
     attacks: list[AttackRow]
     rocs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (cell id, attack key) → ROC
+    records: dict[tuple[str, str], ScoredRecords]  # (cell id, attack key) → per-record scores
     names: list[str]  # each folder's suite name
     suites: list[dict]
     reproducible: list[bool]
 
 
 def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
-    """Reads every folder's store (cells, attacks, suite, and the ROC arrays unless ``rocs``
-    is False: the summary tables need none); several folders are told apart as ``Results``
-    says."""
+    """Reads every folder's store (cells, attacks, suite, and the ROC arrays and per-record
+    scores unless ``rocs`` is False: the summary tables need none); several folders are told
+    apart as ``Results`` says."""
     tags = _folder_tags(folders)
-    cells, attacks, curves = [], [], {}
+    cells, attacks, curves, records = [], [], {}, {}
     names, suites, reproducible = [], [], []
     for folder, tag in zip(folders, tags, strict=True):
         if not (folder / STORE_FILE).is_file():
@@ -144,6 +147,11 @@ def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
         store = ResultsStore(folder, read_only=True)
         try:
             mine, theirs = store.cells(), store.attacks()
+            prefix = "" if tag is None else f"{tag}:"
+            for a in theirs if rocs else ():
+                found = store.load_records(a.cell_id, a.attack_key)
+                if found is not None:
+                    records[(prefix + a.cell_id, a.attack_key)] = found
             names.append((store.meta("suite_name") or folder.name)[: checks.TEXT_CAP])
             suites.append(store.suite())
             reproducible.append(store.meta("reproducible") == "1")
@@ -160,7 +168,7 @@ def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
             store.close()
         cells += mine
         attacks += theirs
-    return Results(cells, attacks, curves, names, suites, reproducible)
+    return Results(cells, attacks, curves, records, names, suites, reproducible)
 
 
 def _folder_tags(folders: Sequence[Path]) -> list[str | None]:
@@ -195,6 +203,8 @@ def report_content(folders: Path | Sequence[Path]) -> Report:
         sections.append(_attacks(cells, attacks, labels))
     if curves:
         sections.append(_roc(curves))
+    if found.records:
+        sections.append(_score_histograms(found.records, cells, attacks))
     if any(c.epsilons or c.metric_epsilons for c in cells):
         sections.append(_epsilons(cells, labels))
     if any(c.audits for c in cells):
@@ -654,6 +664,48 @@ def _roc(curves: list[RocCurve]) -> Section:
             ),
             Figure(roc_figure(curves), "membership inference ROC curves"),
             *[Paragraph(text) for text in ceiling_findings(curves)],
+        ],
+    )
+
+
+HISTOGRAM_PANELS = 12  # a large suite's first panels; every row's scores stay in the folder
+
+
+def _score_histograms(
+    records: dict[tuple[str, str], ScoredRecords], cells: list[CellRow], attacks: list[AttackRow]
+) -> Section:
+    """Member and non-member scores per configuration × membership attack, pooled over its
+    seeds: how far apart the two classes sit, which a single AUC hides."""
+    config_of = {c.cell_id: label for label, group in configurations(cells) for c in group}
+    pooled: dict[tuple[str, str], list[ScoredRecords]] = defaultdict(list)
+    for a in attacks:
+        if (a.cell_id, a.attack_key) in records and a.cell_id in config_of:
+            pooled[(config_of[a.cell_id], a.label)].append(records[(a.cell_id, a.attack_key)])
+    panels = [
+        (
+            f"{label} · {attack}",
+            np.concatenate([r.scores for r in rs]),
+            np.concatenate([r.is_member for r in rs]),
+        )
+        for (label, attack), rs in sorted(pooled.items())
+    ]
+    shown = panels[:HISTOGRAM_PANELS]
+    note = (
+        f" The first {len(shown)} of {len(panels)} are drawn; every row's scores are in the "
+        "folder (fgl_workbench.external.audit_stored)."
+        if len(panels) > len(shown)
+        else ""
+    )
+    return Section(
+        "Score histograms",
+        [
+            Paragraph(
+                "Each membership attack's scores of members and of non-members, per "
+                "configuration, pooled over its seeds, each class as a share of itself. Where "
+                "the two overlap, no threshold tells them apart; a tail of members beyond every "
+                "non-member is what a low-FPR TPR counts." + note
+            ),
+            Figure(score_histogram_figure(shown), "member and non-member score histograms"),
         ],
     )
 

@@ -35,14 +35,16 @@ def test_report_is_self_contained_and_shows_every_section(results):
         "Communication",
         "Attacks",
         "ROC curves",
+        "Score histograms",
         "Methods glossary",
         "Every attack result",
         "Suite configuration",
     ):
         assert re.search(rf'<h2 id="s\d+">{heading}</h2>', page), heading
     assert "report &lt;test&gt;" in page  # escaped
-    # communication, attack heatmap, ROC curves; no privacy-utility figure without DP
-    assert len(re.findall(r'src="data:image/png;base64,', page)) == 3
+    # communication, attack heatmap, ROC curves, score histograms; no privacy-utility figure
+    # without DP
+    assert len(re.findall(r'src="data:image/png;base64,', page)) == 4
     assert "Privacy–utility" not in page
     assert "http://" not in page and "https://" not in page
     assert page.count("csbm/louvain-3/fedavg/seed0") >= 3
@@ -69,7 +71,8 @@ def test_the_pdf_carries_the_same_sections(results):
 def test_a_dp_run_gets_ceilings_tradeoff_and_audit(dp_report):
     page = dp_report.read_text()
     assert "Privacy–utility and the audit gap" in page
-    assert len(re.findall(r'src="data:image/png;base64,', page)) == 4
+    # attack heatmap, ROC curves, score histograms, privacy–utility
+    assert len(re.findall(r'src="data:image/png;base64,', page)) == 5
     assert "Client-level DP-FedAvg" in page
 
 
@@ -203,7 +206,7 @@ def test_a_results_folder_value_is_escaped(results, tmp_path, hostile_text):
 def test_the_page_is_self_contained(dp_report):
     page = dp_report.read_text()
     # every resource inline: images as data URIs, links to the page's own sections
-    assert re.findall(r'src="([^":]+):', page) == ["data"] * 4
+    assert re.findall(r'src="([^":]+):', page) == ["data"] * 5
     assert set(re.findall(r'href="(.)', page)) == {"#"}
     assert not re.search(r"<(script|link|iframe|object|embed)\b|url\(|@import", page)
 

@@ -97,7 +97,7 @@ def test_each_figure_is_on_the_page_where_its_introduction_ends(dp_report):
     pdf = dp_report.with_name("report.pdf")
     pages = [" ".join(page) for page in _pages(pdf)]
     figure_pages = _image_pages(pdf)
-    assert len(figure_pages) == len(intros) == 4
+    assert len(figure_pages) == len(intros) == 5
     for page, intro in zip(figure_pages, intros, strict=True):
         assert intro is None or intro in pages[page - 1], (page, intro)
 

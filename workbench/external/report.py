@@ -50,7 +50,7 @@ def audit_sections(audit: ScoreAudit, title: str) -> list[Section]:
                 Table(_header(), [_row("all", audit.metrics)], left_columns=1),
                 Figure(roc_figure([curve]), "log-log ROC with its 95 % band"),
                 Figure(
-                    score_histogram_figure(audit.scores, audit.is_member),
+                    score_histogram_figure([(audit.name, audit.scores, audit.is_member)]),
                     "member and non-member score histograms",
                 ),
             ],
