@@ -29,6 +29,7 @@ from fgl_workbench.data.federation import NodeClient, build_federation
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
+from fgl_workbench.registry import BUILT_IN
 from fgl_workbench.seeding import derive_seed, seed_everything
 from fgl_workbench.storage.store import attack_label
 from fgl_workbench.targets.training import (
@@ -348,6 +349,12 @@ def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
     name = entry.get("name") if isinstance(entry, dict) else None
     if not isinstance(name, str):
         raise ConfigError(f"attacks[{i}]: expected a mapping with a 'name'")
+    # the truth is in this process: a plug-in is refused before anything of it is imported
+    if ":" in name or (ATTACKS.known(name) and ATTACKS.origin(name) != BUILT_IN):
+        raise ConfigError(
+            f"attacks[{i}].name: {name!r} is a plug-in; an audit of your own model runs the "
+            "built-in attacks only (plug-ins run fenced in a suite: fgl-workbench run)"
+        )
     attack = ATTACKS.get(name, f"attacks[{i}].name")
     if attack.family != "membership":
         raise ConfigError(f"attacks[{i}].name: {name!r} is not a membership attack")

@@ -214,3 +214,14 @@ def test_graph_level_without_a_recipe_trains_its_references_by_the_default_one()
     with pytest.warns(UserWarning, match="no train_fn given"):
         audit = audit_model(model, graphs, mask, attacks=[rmia])
     assert audit.attacks["mia-rmia(num_references=2)"].metrics["members"] == 30
+
+
+def test_a_plugin_attack_is_refused_before_any_of_it_runs(cora, tmp_path, monkeypatch):
+    """Who trained is in the auditing process: a plug-in, which a suite runs fenced, is not
+    imported here at all (its import would touch the marker)."""
+    marker = tmp_path / "imported"
+    (tmp_path / "cheat.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"^attacks\[0\]\.name: 'cheat:Attack' is a plug-in"):
+        audit_model(GCN(), cora.data, [0, 1], train_fn=train, attacks=[{"name": "cheat:Attack"}])
+    assert not marker.exists()
