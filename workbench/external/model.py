@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch_geometric.data import Data
 
+from fgl_workbench.accountants import AdversaryEpsilon
 from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
 from fgl_workbench.attacks import ATTACKS, AttackInput
@@ -27,6 +28,7 @@ from fgl_workbench.attacks.membership.reference import ReferencePool, TrainJob
 from fgl_workbench.data.datasets import Dataset
 from fgl_workbench.data.federation import NodeClient, build_federation
 from fgl_workbench.errors import ConfigError
+from fgl_workbench.external.privacy import epsilon_lines, opacus_epsilons
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
 from fgl_workbench.registry import BUILT_IN
@@ -148,6 +150,8 @@ class ModelAudit:
 
     name: str
     attacks: dict[str, ScoreAudit]
+    # the ε the user's DP training claims (``privacy=``), per unit, against a querier
+    epsilons: tuple[AdversaryEpsilon, ...] = ()
 
     def summary(self) -> str:
         width = max(len("attack"), *(len(a) for a in self.attacks))
@@ -164,6 +168,9 @@ class ModelAudit:
                 f"{m['epsilon_lb']:.2f}"
             )
         first = next(iter(self.attacks.values()))
+        best = max(a.metrics["epsilon_lb"] or 0.0 for a in self.attacks.values())
+        for line in epsilon_lines(self.epsilons):
+            lines.append(f"{line}; the attacks' empirical lower bound: {best:.2f}")
         lines.append(
             f"{int(first.metrics['members'] or 0)} members, "
             f"{int(first.metrics['nonmembers'] or 0)} non-members; ε ≥: held-out lower bound "
@@ -190,7 +197,10 @@ class ModelAudit:
         from fgl_workbench.external.report import write_report
 
         return write_report(
-            list(self.attacks.values()), f"Membership audit of {self.name}", Path(path)
+            list(self.attacks.values()),
+            f"Membership audit of {self.name}",
+            Path(path),
+            epsilon_lines(self.epsilons),
         )
 
 
@@ -206,6 +216,7 @@ def audit_model(
     attacks: Sequence[dict[str, Any]] | None = None,
     seed: int = 0,
     delta: float = DELTA,
+    privacy: Any = None,
     name: str = "the model",
 ) -> ModelAudit:
     """Membership audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
@@ -218,8 +229,12 @@ def audit_model(
     ``train_fn(model_factory, data, mask, seed)`` is the user's recipe, returning the trained
     model (``data``: the graph, or the list of graphs, ``mask`` the records to train on);
     without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
-    ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA)."""
+    ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA).
+    ``privacy``: the Opacus ``PrivacyEngine`` (or its accountant) the model was trained with:
+    its ε against a querier joins the audit, per graph, or ∞ per node with the reason
+    (``fgl_workbench.external.privacy``)."""
     level = records_level(data, level)
+    epsilons = () if privacy is None else opacus_epsilons(privacy, level, delta)
     labels = record_labels(data, level)
     n = labels.size
     rng = np.random.default_rng(seed)
@@ -286,7 +301,7 @@ def audit_model(
             threshold=out.threshold,
             name=f"{name}: {label}",
         )
-    return ModelAudit(name, results)
+    return ModelAudit(name, results, epsilons)
 
 
 def records_level(data: Any, level: str | None) -> str:

@@ -4,6 +4,7 @@ report's own template (HTML) and WeasyPrint (PDF), as a results folder's report 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -65,14 +66,16 @@ def audit_sections(audit: ScoreAudit, title: str) -> list[Section]:
     return sections
 
 
-def write_report(audits: list[ScoreAudit], title: str, path: Path) -> Path:
-    """Writes one page for ``audits`` (a section each) as HTML, or as a PDF where ``path``
-    ends in ``.pdf``; returns the path."""
+def write_report(
+    audits: list[ScoreAudit], title: str, path: Path, claims: Sequence[str] = ()
+) -> Path:
+    """Writes one page for ``audits`` (a section each, after the privacy ``claims`` the
+    training states) as HTML, or as a PDF where ``path`` ends in ``.pdf``; returns the path."""
     many = len(audits) > 1
-    report = Report(
-        title,
-        [s for a in audits for s in audit_sections(a, a.name if many else "Every record")],
-    )
+    sections = [s for a in audits for s in audit_sections(a, a.name if many else "Every record")]
+    if claims:
+        sections.insert(0, Section("Privacy claimed", [Paragraph(c) for c in claims]))
+    report = Report(title, sections)
     try:
         page = render_html(report)
     finally:

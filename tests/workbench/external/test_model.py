@@ -225,3 +225,39 @@ def test_a_plugin_attack_is_refused_before_any_of_it_runs(cora, tmp_path, monkey
     with pytest.raises(ConfigError, match=r"^attacks\[0\]\.name: 'cheat:Attack' is a plug-in"):
         audit_model(GCN(), cora.data, [0, 1], train_fn=train, attacks=[{"name": "cheat:Attack"}])
     assert not marker.exists()
+
+
+def test_opacus_epsilon_joins_the_audit_per_graph_and_is_infinite_per_node(cora):
+    """A graph is one clipped per-sample gradient: Opacus's history gives its ε against a
+    querier (within Opacus's own figure); a node enters its neighbours' gradients too, so the
+    same history bounds nothing per node, and the audit says ∞ with why."""
+    from opacus.accountants import RDPAccountant
+
+    accountant = RDPAccountant()
+    for _ in range(300):
+        accountant.step(noise_multiplier=1.1, sample_rate=0.05)
+    dataset = load_dataset("synthetic-graphs", {"num_graphs": 120, "num_features": 8})
+    mask = torch.arange(120) < 30
+    gin = train_graphs(
+        lambda: GIN(8, dataset.num_classes, hidden=16, layers=1), dataset.graphs, mask, 0
+    )
+    threshold = [{"name": "mia-threshold", "params": {"signal": "loss"}}]
+    audit = audit_model(gin, dataset.graphs, mask, train_fn=train_graphs, attacks=threshold,
+                        privacy=accountant)  # fmt: skip
+    (claim,) = audit.epsilons
+    assert (claim.adversary, claim.unit) == ("querier", "record")
+    assert claim.epsilon == pytest.approx(accountant.get_epsilon(1e-5), rel=0.02)
+    assert claim.epsilon <= accountant.get_epsilon(1e-5) + 1e-9
+    assert "per graph against a querier" in audit.summary()
+
+    mask = torch.zeros(cora.data.num_nodes, dtype=torch.bool)
+    mask[:40] = True
+    gcn = train(GCN, cora.data, mask, 0)
+    audit = audit_model(gcn, cora.data, mask, train_fn=train, attacks=threshold,
+                        privacy=accountant)  # fmt: skip
+    (claim,) = audit.epsilons
+    assert (
+        claim.unit == "node" and claim.epsilon == float("inf") and "message passing" in claim.note
+    )
+    with pytest.raises(ConfigError, match=r"^privacy: expected an Opacus PrivacyEngine"):
+        audit_model(gcn, cora.data, mask, train_fn=train, attacks=threshold, privacy=3.0)
