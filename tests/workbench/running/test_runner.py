@@ -394,6 +394,7 @@ def test_an_attack_seed_leads_back_to_no_public_seed_unless_the_run_is_reproduci
     assert seen == [public_seed(3, "attack", key)]
     marks = [ResultsStore(tmp_path / d).meta("reproducible") for d in ("a", "public")]
     assert marks == ["0", "1"]
-    assert "Reproducible run" in report_content(tmp_path / "public").sections[0].blocks[0].text
+    intro = report_content(tmp_path / "public").sections[0].blocks[1]  # after the auditor table
+    assert "Reproducible run" in intro.text
     with pytest.raises(ConfigError, match="reproducible: .* was made with reproducible: False"):
         run_suite(parse_suite({**raw, "reproducible": True}), tmp_path / "a", quiet=True)
