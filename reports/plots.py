@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from scipy.stats import rankdata  # noqa: E402
 
 from fgl_workbench.attacks.metrics import CONFIDENCE, resampled_rocs  # noqa: E402
 from fgl_workbench.reports.colours import series_colours, series_of, shade  # noqa: E402
@@ -183,20 +184,36 @@ def score_histogram_figure(panels: list[tuple[str, np.ndarray, np.ndarray]]) -> 
     rows = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.4 * rows), squeeze=False)
     for ax, (title, scores, is_member) in zip(axes.flat, panels, strict=False):
-        bins = np.histogram_bin_edges(scores, bins=min(60, max(10, scores.size // 20)))
+        shown, xlabel = drawable_scores(scores)
+        bins = np.linspace(shown.min(), shown.max(), min(60, max(10, shown.size // 20)) + 1)
         for label, pick, colour in (
             ("members", is_member, "crimson"),
             ("non-members", ~is_member, "steelblue"),
         ):
             share = np.full(int(pick.sum()), 1.0 / max(int(pick.sum()), 1))
-            ax.hist(scores[pick], bins=bins, weights=share, alpha=0.5, color=colour, label=label)
-        ax.set(xlabel="attack score", ylabel="share of the class", title=literal(title))
+            ax.hist(shown[pick], bins=bins, weights=share, alpha=0.5, color=colour, label=label)
+        ax.set(xlabel=xlabel, ylabel="share of the class", title=literal(title))
         ax.title.set_fontsize(9)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     legend_below(fig, 2, fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def drawable_scores(scores: np.ndarray) -> tuple[np.ndarray, str]:
+    """Scores a histogram can bin: as they are where they are finite and their range is a
+    finite, non-zero float; else their ranks (a plug-in may answer ±1.7e308, NaN or ∞, and
+    a row's figure must not stop the report), with the axis saying so."""
+    s = np.asarray(scores, dtype=float)
+    if np.isfinite(s).all() and s.size:
+        span = float(s.max()) - float(s.min())
+        if np.isfinite(span) and span > 0 and np.unique(s).size > 1:
+            bins = np.linspace(s.min(), s.max(), 11)
+            if np.unique(bins).size == bins.size:  # the float grid can split the range
+                return s, "attack score"
+    ranks = rankdata(np.nan_to_num(s, nan=-np.inf))  # ties share their mean rank
+    return (ranks - 1) / max(s.size - 1, 1), "attack score's rank (its values cannot be binned)"
 
 
 def heatmap_figure(

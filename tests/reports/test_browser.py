@@ -38,11 +38,11 @@ def _probe(page: str, path) -> tuple[int, int]:
 
 
 def test_every_image_in_the_report_decodes_in_chromium(dp_report, tmp_path):
-    # communication, heatmap, ROC, privacy-utility: all decode
-    assert _probe(dp_report.read_text(), tmp_path / "probed.html") == (4, 0)
+    # communication, heatmap, ROC, score histograms, privacy-utility: all decode
+    assert _probe(dp_report.read_text(), tmp_path / "probed.html") == (5, 0)
     # the probe does see a broken image
     spoiled = dp_report.read_text().replace("<h1>", '<img src="data:image/png;base64,AAAA"><h1>', 1)
-    assert _probe(spoiled, tmp_path / "spoiled.html") == (5, 1)
+    assert _probe(spoiled, tmp_path / "spoiled.html") == (6, 1)
 
 
 def test_chromium_screenshot_of_the_report_is_not_blank(dp_report, tmp_path, drawn):

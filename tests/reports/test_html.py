@@ -71,7 +71,7 @@ def test_the_pdf_carries_the_same_sections(results):
 def test_a_dp_run_gets_ceilings_tradeoff_and_audit(dp_report):
     page = dp_report.read_text()
     assert "Privacy–utility and the audit gap" in page
-    # attack heatmap, ROC curves, score histograms, privacy–utility
+    # communication, attack heatmap, ROC curves, score histograms, privacy–utility
     assert len(re.findall(r'src="data:image/png;base64,', page)) == 5
     assert "Client-level DP-FedAvg" in page
 

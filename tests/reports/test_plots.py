@@ -1,3 +1,4 @@
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -92,3 +93,30 @@ def test_the_band_is_seeded_and_holds_the_mean_curve():
     body = (FPR_GRID >= 0.05) & (FPR_GRID <= 0.5)
     assert inside[body].all()  # away from the sparse tail the line sits inside
     assert (high - low)[body].min() > 0
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        np.r_[np.full(50, 1.7e308), np.full(50, -1.7e308)],  # a plug-in's extreme answers
+        np.r_[np.full(99, 1e16), [1e16 + 2]],  # a range the float grid cannot split
+        np.r_[np.full(3, np.nan), np.arange(97.0)],
+        np.full(100, np.inf),
+    ],
+    ids=["±1.7e308", "1e16 apart by 2", "NaN", "all inf"],
+)
+def test_score_histograms_draw_scores_no_bins_can_hold_as_ranks(scores):
+    """The review's B3/B4: such scores stopped every later report of the folder."""
+    from fgl_workbench.reports.plots import drawable_scores, score_histogram_figure
+
+    members = np.r_[np.ones(50, bool), np.zeros(50, bool)]
+    shown, axis = drawable_scores(scores)
+    assert np.isfinite(shown).all() and "rank" in axis
+    plt.close(score_histogram_figure([("hostile", scores, members)]))
+
+
+def test_tied_scores_rank_together_and_show_no_separation():
+    from fgl_workbench.reports.plots import drawable_scores
+
+    shown, _ = drawable_scores(np.r_[np.full(50, np.inf), np.full(50, np.inf)])
+    assert np.unique(shown).size == 1

@@ -131,17 +131,49 @@ def default_training(
 
 def fresh_copy(model: nn.Module) -> Callable[[], nn.Module]:
     """A factory of untrained copies of ``model``'s architecture: a deep copy whose every
-    submodule with ``reset_parameters`` (PyG's and torch's layers) is re-initialised."""
+    module with ``reset_parameters`` (PyG's and torch's layers) is re-initialised. A parameter
+    no such module holds (a bare ``nn.Parameter``) would keep its trained value, and reference
+    models would start from the target: refused, naming it, so the user passes a factory."""
+    if callable(getattr(model, "reset_parameters", None)):
+        kept: list[str] = []
+    else:
+        kept = [
+            f"{where}.{name}" if where else name
+            for where, m in model.named_modules()
+            if not callable(getattr(m, "reset_parameters", None))
+            for name, _ in m.named_parameters(recurse=False)
+        ]
+    if kept:
+        raise ConfigError(
+            f"model: no reset_parameters() re-initialises {', '.join(kept[:5])}; pass "
+            "model_factory= (a function returning a fresh, untrained model), else reference "
+            "models would start from the trained weights"
+        )
     template = copy.deepcopy(model).cpu()
 
     def build() -> nn.Module:
         fresh = copy.deepcopy(template)
         for m in fresh.modules():
-            if m is not fresh and callable(getattr(m, "reset_parameters", None)):
+            if callable(getattr(m, "reset_parameters", None)):
                 m.reset_parameters()
         return fresh
 
     return build
+
+
+def factory_of(
+    model: nn.Module, model_factory: Callable[[], nn.Module] | None
+) -> Callable[[], nn.Module]:
+    """The user's factory where given (checked to build the model's architecture), else
+    ``fresh_copy``."""
+    if model_factory is None:
+        return fresh_copy(model)
+    built = model_factory()
+    if not isinstance(built, nn.Module) or built.state_dict().keys() != model.state_dict().keys():
+        raise ConfigError(
+            "model_factory: expected it to build a fresh model of model's architecture"
+        )
+    return model_factory
 
 
 @dataclass(frozen=True)
@@ -217,6 +249,7 @@ def audit_model(
     seed: int = 0,
     delta: float = DELTA,
     privacy: Any = None,
+    model_factory: Callable[[], nn.Module] | None = None,
     name: str = "the model",
 ) -> ModelAudit:
     """Membership audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
@@ -230,6 +263,8 @@ def audit_model(
     model (``data``: the graph, or the list of graphs, ``mask`` the records to train on);
     without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
     ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA).
+    ``model_factory``: builds a fresh, untrained model for reference models (default: ``model``
+    copied and re-initialised by its layers' ``reset_parameters``).
     ``privacy``: the Opacus ``PrivacyEngine`` (or its accountant) the model was trained with:
     its ε against a querier joins the audit, per graph, or ∞ per node with the reason
     (``fgl_workbench.external.privacy``)."""
@@ -252,10 +287,10 @@ def audit_model(
         [np.ones(member_ids.size, bool), np.zeros(nonmember_ids.size, bool)]
     )[order]
     num_classes = int(labels.max()) + 1
-    spec = ExternalSpec(fresh_copy(model), num_classes, level)
+    spec = ExternalSpec(factory_of(model, model_factory), num_classes, level)
     recipe = TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, member_ids.size)
     entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
-    configs = attack_configs(entries)
+    configs = attack_configs(entries, "querier")
     if level == "node":
         graph = data
         known = Data(x=graph.x, edge_index=graph.edge_index, num_nodes=n)  # no labels, masks
@@ -352,13 +387,14 @@ def _challenge(
     return member_ids, nonmember_ids, aux_ids
 
 
-def attack_configs(entries: Sequence[dict[str, Any]]) -> list[tuple[str, Any]]:
-    """Each ``{"name": ..., "params": {...}}`` as (name, parsed config), membership attacks
-    only, a bad one refused in one line naming it."""
-    return [_config(e, i) for i, e in enumerate(entries)]
+def attack_configs(entries: Sequence[dict[str, Any]], adversary: str) -> list[tuple[str, Any]]:
+    """Each ``{"name": ..., "params": {...}}`` as (name, parsed config): built-in membership
+    attacks run as ``adversary``, whose reference models (if any) replay the user's own
+    recipe; a bad one refused in one line naming it."""
+    return [_config(e, i, adversary) for i, e in enumerate(entries)]
 
 
-def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
+def _config(entry: dict[str, Any], i: int, adversary: str) -> tuple[str, Any]:
     from pydantic import ValidationError
 
     name = entry.get("name") if isinstance(entry, dict) else None
@@ -374,11 +410,19 @@ def _config(entry: dict[str, Any], i: int) -> tuple[str, Any]:
     if attack.family != "membership":
         raise ConfigError(f"attacks[{i}].name: {name!r} is not a membership attack")
     try:
-        return name, attack.Config(**entry.get("params", {}))
+        config = attack.Config(**entry.get("params", {}))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"attacks[{i}].params.{where}: {first['msg']}") from None
+    if getattr(config, "adversary", "querier") != adversary:
+        raise ConfigError(f"attacks[{i}].params.adversary: this audit observes as the {adversary}")
+    if getattr(config, "trained_as", "target") != "target":
+        raise ConfigError(
+            f"attacks[{i}].params.trained_as: reference models are trained by your train_fn "
+            "here ('target')"
+        )
+    return name, config
 
 
 def record_ids(values: Any, n: int, field: str) -> np.ndarray:

@@ -114,10 +114,12 @@ def audit_scores(
     the held-out split are seeded."""
     s = _scores(scores)
     truth = _membership(is_member, s.size)
-    group = None if groups is None else _labels(groups, s.size, "groups")
+    group = None if groups is None else _groups(groups, s.size)
     record_ids = np.arange(s.size) if ids is None else _labels(ids, s.size, "ids")
     if not 0.0 <= delta < 1.0:
         raise ConfigError(f"delta: expected a number in [0, 1) (got {delta!r})")
+    if not fprs or not all(isinstance(f, int | float) and 0 < f < 1 for f in fprs):
+        raise ConfigError(f"fprs: expected false positive rates in (0, 1) (got {fprs!r})")
     metrics, curve = membership_metrics(s, truth, threshold, fprs, delta)
     per_group: dict[str, dict[str, float | None]] = {}
     skipped: dict[str, str] = {}
@@ -210,6 +212,18 @@ def _labels(values: Any, size: int, field: str) -> np.ndarray:
     if a.shape != (size,):
         raise ConfigError(f"{field}: expected {size} values, one per score (got shape {a.shape})")
     return a
+
+
+def _groups(values: Any, size: int) -> np.ndarray:
+    """One label per record, none missing, no two that read the same (1 and "1")."""
+    labels = _labels(np.asarray(values, dtype=object), size, "groups")  # 1 stays apart from "1"
+    missing = [v for v in labels.tolist() if v is None or (isinstance(v, float) and v != v)]
+    if missing:
+        raise ConfigError(f"groups: expected a label for every record ({len(missing)} missing)")
+    distinct = set(labels.tolist())
+    if len({str(v) for v in distinct}) != len(distinct):
+        raise ConfigError("groups: expected labels that read differently (e.g. not 1 and '1')")
+    return labels
 
 
 def _ordered(group: np.ndarray) -> list[Any]:

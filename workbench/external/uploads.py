@@ -7,7 +7,7 @@ uploaded last, and every record by the most suspicious upload."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from fgl_workbench.external.model import (
     ExternalSpec,
     ModelAudit,
     attack_configs,
-    fresh_copy,
+    factory_of,
     record_ids,
     record_labels,
     records_level,
@@ -48,6 +48,7 @@ def audit_uploads(
     global_models: Sequence[State] | None = None,
     updates: bool = False,
     attacks: Sequence[dict[str, Any]] | None = None,
+    model_factory: Callable[[], nn.Module] | None = None,
     seed: int = 0,
     delta: float = DELTA,
     name: str = "the federation",
@@ -58,9 +59,9 @@ def audit_uploads(
     at graph level) and ``members[k]`` the ids client ``k`` trained on; ``nonmembers[k]`` the
     ones it held without training on (default: as many as its members, drawn from records
     no client trained on). ``attacks``: server-side membership attacks (default: the loss
-    threshold on each upload). Returns, per attack, the audit of every record scored by its
-    most suspicious upload, and of each client's records scored by that client's own upload
-    (grouped by client)."""
+    threshold on each upload); ``model_factory`` as ``audit_model``'s. Returns, per attack,
+    the audit of every record scored by its most suspicious upload, and of each client's
+    records scored by that client's own upload (grouped by client)."""
     level = records_level(data, None)
     labels = record_labels(data, level)
     n = labels.size
@@ -81,7 +82,7 @@ def audit_uploads(
     taken = np.zeros(n, bool)
     taken[ids] = True
     aux_ids = np.flatnonzero(~taken)
-    spec = ExternalSpec(fresh_copy(model), int(labels.max()) + 1, level)
+    spec = ExternalSpec(factory_of(model, model_factory), int(labels.max()) + 1, level)
     recipe = TrainingRecipe("external", {}, len(owned), int(truth.sum()))
     if level == "node":
         known = Data(x=data.x, edge_index=data.edge_index, num_nodes=n)
@@ -102,9 +103,7 @@ def audit_uploads(
     view = ServerView(level, spec.num_classes, len(owned), received, spec, sent)
     results = {}
     entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
-    for (attack, config), raw in zip(attack_configs(entries), entries, strict=True):
-        if getattr(config, "adversary", None) != "server":
-            raise ConfigError(f"attacks: {attack} must be run as the server (adversary: server)")
+    for (attack, config), raw in zip(attack_configs(entries, "server"), entries, strict=True):
         out = ATTACKS.get(attack).run(
             AttackInput(view, knowledge, candidates), config, derive_seed(seed, attack)
         )

@@ -9,14 +9,12 @@ the output from those, refusing anything else and anything too large."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
 import stat
-import zipfile
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,6 +22,7 @@ import torch
 from fgl_workbench.attacks import AttackOutput
 from fgl_workbench.errors import NotApplicableError, WorkbenchError
 from fgl_workbench.sandbox import SandboxError
+from fgl_workbench.storage.npz import NpzError, checked_arrays
 
 OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
 ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
@@ -155,41 +154,14 @@ def _loaded_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
     """Every array of the npz, read from one copy of the file: each checked (plain numeric,
     its header's shape exactly its stored size, the sizes declared before decompressing)
     and read with pickles refused."""
-    data = io.BytesIO(_bounded(path, name, MAX_BYTES))
     try:
-        with zipfile.ZipFile(data) as archive:
-            if sum(i.file_size for i in archive.infolist()) > MAX_BYTES:
-                raise ReturnError(f"{name}: its output's arrays exceed {MAX_BYTES} bytes")
-            for info in archive.infolist():
-                with archive.open(info) as member:
-                    _check_header(member, info.file_size, name)
-        data.seek(0)
-        with np.load(data, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
-    except ReturnError:
-        raise
-    except (OSError, ValueError, zipfile.BadZipFile, MemoryError) as exc:
+        arrays = checked_arrays(_bounded(path, name, MAX_BYTES), MAX_BYTES)
+    except NpzError as exc:
         raise ReturnError(f"{name}: its worker handed back unreadable arrays ({exc})") from None
     for key, array in arrays.items():
         if array.dtype.kind not in NUMERIC:
             raise ReturnError(f"{name}: its output's array {key} is {array.dtype}, not numbers")
     return arrays
-
-
-def _check_header(member: IO[bytes], stored: int, name: str) -> None:
-    """An ``.npy`` member whose header promises exactly the bytes it holds: a header that
-    declares 10^15 elements over a few bytes would be allocated before it is read."""
-    readers = {
-        (1, 0): np.lib.format.read_array_header_1_0,
-        (2, 0): np.lib.format.read_array_header_2_0,
-    }
-    version = np.lib.format.read_magic(member)
-    if version not in readers:
-        raise ReturnError(f"{name}: an array's format {version} is not numpy's 1.0 or 2.0")
-    shape, _, dtype = readers[version](member, max_header_size=10_000)
-    wanted = int(np.prod(shape, dtype=object)) * dtype.itemsize
-    if dtype.hasobject or wanted != stored - member.tell():
-        raise ReturnError(f"{name}: an array's header does not match its stored size")
 
 
 def _bounded(path: Path, name: str, limit: int) -> bytes:

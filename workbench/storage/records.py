@@ -6,7 +6,6 @@ types and sizes checked before anything is decompressed, no pickle."""
 
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -14,6 +13,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fgl_workbench.errors import ConfigError
+from fgl_workbench.storage.npz import NpzError, checked_arrays, read_bounded
 
 RECORDS_CAP = 50_000_000  # candidates a stored file may hold (a 10M-node cell has ~5.4M)
 FIELDS = {"ids": "iu", "scores": "f", "is_member": "b", "threshold": "f"}
@@ -48,16 +48,10 @@ def write_records(f: BinaryIO, records: ScoredRecords) -> None:
 def read_records(path: Path) -> ScoredRecords:
     """The records in ``path``, or a one-line ``ConfigError`` naming what is wrong."""
     try:
-        with zipfile.ZipFile(path) as z:
-            entries = {i.filename: i.file_size for i in z.infolist()}
-        if entries.keys() != {f"{k}.npy" for k in FIELDS}:
-            raise ValueError(f"expected exactly the arrays {', '.join(FIELDS)}")
-        if max(entries.values()) > RECORDS_CAP * 8 + 1024:
-            raise ValueError(f"an array larger than {RECORDS_CAP:,} records")
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in FIELDS}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
-        raise ConfigError(f"{path}: not stored records ({str(exc)[:120]})") from None
+        data = read_bounded(path, RECORDS_CAP * 17 + 4096)  # ids, scores, flags: 17 B each
+        arrays = checked_arrays(data, RECORDS_CAP * 17 + 4096, set(FIELDS))
+    except NpzError as exc:
+        raise ConfigError(f"{path}: not stored records ({exc})") from None
     size = arrays["ids"].shape
     for name, kinds in FIELDS.items():
         a = arrays[name]

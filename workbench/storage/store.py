@@ -16,7 +16,6 @@ import os
 import sqlite3
 import tempfile
 import time
-import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from fgl_workbench.accountants.scope import UNITS
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.seeding import Streams
 from fgl_workbench.storage import rows as checks
+from fgl_workbench.storage.npz import NpzError, checked_arrays, read_bounded
 from fgl_workbench.storage.records import (
     ScoredRecords,
     read_records,
@@ -151,6 +151,7 @@ METRIC_COLUMNS = ("adversary", "unit", "rho", "epsilon", "delta", "note")
 
 STORE_FILE = "results.sqlite"
 ROC_CAP = 4_000_000  # points of one stored ROC curve (32 MB per array)
+ROC_BYTES = 2 * ROC_CAP * 8 + 4096  # both arrays with their headers
 LOCK_FILE = ".writing"
 
 
@@ -576,16 +577,10 @@ class ResultsStore:
         checked before anything is decompressed)."""
         path = inside(self.root, rel)
         try:
-            with zipfile.ZipFile(path) as z:
-                entries = {i.filename: i.file_size for i in z.infolist()}
-            if entries.keys() != {"fpr.npy", "tpr.npy"}:
-                raise ValueError("expected exactly the arrays fpr and tpr")
-            if max(entries.values()) > ROC_CAP * 8 + 1024:
-                raise ValueError(f"an array larger than {ROC_CAP:,} points")
-            with np.load(path, allow_pickle=False) as z:
-                fpr, tpr = z["fpr"], z["tpr"]
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError, NotImplementedError) as exc:
-            raise ConfigError(f"{path}: not a ROC curve ({str(exc)[:120]})") from None
+            arrays = checked_arrays(read_bounded(path, ROC_BYTES), ROC_BYTES, {"fpr", "tpr"})
+        except NpzError as exc:
+            raise ConfigError(f"{path}: not a ROC curve ({exc})") from None
+        fpr, tpr = arrays["fpr"], arrays["tpr"]
         for name, a in (("fpr", fpr), ("tpr", tpr)):
             if a.ndim != 1 or a.dtype.kind != "f" or a.shape != fpr.shape or a.size < 2:
                 raise ConfigError(

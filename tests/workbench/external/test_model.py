@@ -194,6 +194,14 @@ def test_without_a_recipe_it_warns_and_trains_references_itself(cora):
         ({"nonmembers": [0]}, r"^nonmembers: expected records that are not members"),
         ({"attacks": [{"name": "link-stealing"}]}, r"^attacks\[0\]\.name: 'link-stealing' is not"),
         (
+            {"attacks": [{"name": "mia-threshold", "params": {"adversary": "server"}}]},
+            r"^attacks\[0\]\.params\.adversary: this audit observes as the querier",
+        ),
+        (
+            {"attacks": [{"name": "mia-lira", "params": {"trained_as": "centralized"}}]},
+            r"^attacks\[0\]\.params\.trained_as: reference models are trained by your",
+        ),
+        (
             {"attacks": [{"name": "mia-lira", "params": {"num_references": 1}}]},
             r"^attacks\[0\]\.params\.num_references",
         ),
@@ -261,3 +269,27 @@ def test_opacus_epsilon_joins_the_audit_per_graph_and_is_infinite_per_node(cora)
     )
     with pytest.raises(ConfigError, match=r"^privacy: expected an Opacus PrivacyEngine"):
         audit_model(gcn, cora.data, mask, train_fn=train, attacks=threshold, privacy=3.0)
+
+
+class BareParameter(torch.nn.Module):
+    """A model holding a parameter no ``reset_parameters`` reaches (the review's C1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(1433, 7))
+
+    def forward(self, x, edge_index):
+        return x @ self.weight
+
+
+def test_a_parameter_no_reset_reaches_needs_a_factory(cora):
+    """Copied and re-initialised, such a model's reference models would start from the
+    trained weights: refused, naming the parameter, until the user passes a factory."""
+    threshold = [{"name": "mia-threshold", "params": {"signal": "loss"}}]
+    with pytest.raises(ConfigError, match=r"^model: no reset_parameters\(\) re-initialises weight"):
+        audit_model(BareParameter(), cora.data, [0, 1], train_fn=train, attacks=threshold)
+    audit = audit_model(BareParameter(), cora.data, [0, 1], train_fn=train, attacks=threshold,
+                        model_factory=BareParameter)  # fmt: skip
+    assert audit.attacks["mia-threshold(signal=loss)"].metrics["members"] == 2
+    with pytest.raises(ConfigError, match=r"^model_factory: expected it to build"):
+        audit_model(BareParameter(), cora.data, [0, 1], train_fn=train, model_factory=GCN)

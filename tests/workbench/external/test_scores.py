@@ -86,6 +86,9 @@ def test_summary_records_and_report(tmp_path):
         ({"is_member": ["a", "b", "a", "b"]}, r"^is_member: expected booleans"),
         ({"groups": ["a"]}, r"^groups: expected 4 values"),
         ({"delta": 1.5}, r"^delta: expected a number in \[0, 1\)"),
+        ({"fprs": (0,)}, r"^fprs: expected false positive rates in \(0, 1\)"),
+        ({"groups": ["a", None, "b", "a"]}, r"^groups: expected a label for every record"),
+        ({"groups": [1, "1", 1, "1"]}, r"^groups: expected labels that read differently"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field(kwargs, message):

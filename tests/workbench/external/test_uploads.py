@@ -78,7 +78,10 @@ def test_logged_updates_read_as_the_weights_they_add_up_to(logged):
         ({"members": [1, 2]}, r"^members: expected a mapping of client id"),
         ({"updates": True, "global_models": None}, r"^global_models: updates need"),
         ({"rounds": [{0: "weights"}]}, r"^rounds\[0\]\[0\]: expected a state dict of tensors"),
-        ({"attacks": [{"name": "mia-threshold"}]}, r"^attacks: mia-threshold must be run as"),
+        (
+            {"attacks": [{"name": "mia-threshold"}]},
+            r"^attacks\[0\]\.params\.adversary: this audit observes as the server",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_field(logged, change, message):

@@ -1,0 +1,73 @@
+"""Hostile .npz files (the seventh-session review's B1, B2, B5, B7): each is one NpzError with
+its reason, before anything is allocated on a size the file only claims."""
+
+import io
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+
+from fgl_workbench.storage.npz import NpzError, checked_arrays
+
+LIMIT = 10**8
+
+
+def npz(arrays, compression=zipfile.ZIP_DEFLATED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression) as z:
+        for name, a in arrays.items():
+            data = io.BytesIO()
+            if isinstance(a, bytes):
+                data.write(a)
+            else:
+                np.save(data, a, allow_pickle=False)
+            z.writestr(f"{name}.npy", data.getvalue())
+    return buf.getvalue()
+
+
+def lying_header(shape) -> bytes:
+    """A .npy whose header declares ``shape`` over 8 bytes of data."""
+    header = repr({"descr": "<f8", "fortran_order": False, "shape": shape}).encode()
+    header += b" " * (63 - (len(header) + 10) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + b"\0" * 8
+
+
+def encrypted(data: bytes) -> bytes:
+    raw = bytearray(data)
+    for signature, offset in ((b"PK\x01\x02", 8), (b"PK\x03\x04", 6)):
+        start = 0
+        while (i := raw.find(signature, start)) >= 0:
+            start = i + 4
+            raw[i + offset] |= 1  # the "encrypted" flag
+    return bytes(raw)
+
+
+def test_plain_arrays_come_back():
+    got = checked_arrays(npz({"a": np.arange(3), "b": np.ones(2)}), LIMIT, {"a", "b"})
+    assert got["a"].tolist() == [0, 1, 2] and got["b"].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (encrypted(npz({"a": np.arange(3)})), "RuntimeError"),
+        (npz({"a": lying_header((10**13,))}), "header does not match"),
+        (npz({"a": np.zeros(2_000_000)}), "inflates over"),  # 16 MB of zeros: a bomb's ratio
+        (npz({"a": np.arange(3), "b": np.arange(3)}), "expected exactly the arrays a"),
+        (b"PK\x03\x04 not a zip", "BadZipFile"),
+    ],
+    ids=["encrypted member", "header of 10^13 elements", "zip bomb", "extra array", "not a zip"],
+)
+def test_a_hostile_file_is_one_npz_error(data, reason):
+    with pytest.raises(NpzError, match=reason):
+        checked_arrays(data, LIMIT, {"a"})
+
+
+def test_an_unknown_compression_method_is_one_npz_error():
+    raw = bytearray(npz({"a": np.arange(3)}, zipfile.ZIP_STORED))
+    for signature, offset in ((b"PK\x01\x02", 10), (b"PK\x03\x04", 8)):
+        i = raw.find(signature)
+        raw[i + offset : i + offset + 2] = struct.pack("<H", 99)
+    with pytest.raises(NpzError, match="NotImplementedError"):
+        checked_arrays(bytes(raw), LIMIT, {"a"})

@@ -1,0 +1,90 @@
+"""Reading an ``.npz`` someone else wrote (a results folder's artifacts, a fenced worker's
+output) without trusting it: no pickle, and nothing allocated or decompressed on a size the
+file merely claims. Each member's ``.npy`` header must promise exactly the bytes the archive
+says it holds (a header declaring 10^13 elements over a few bytes would be allocated first),
+no member may inflate more than ``MAX_RATIO`` times (a zip bomb), and every way the zip or
+numpy layer fails (an encrypted member, an unknown compression method, a bad CRC) is one
+``NpzError`` with its reason, for the caller to word."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+MAX_RATIO = 200  # deflate reaches ~1,000×; real artifacts (ids, scores, flags) stay far below
+HEADER_READERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
+class NpzError(ValueError):
+    """The bytes are not a plain numeric ``.npz`` within the caller's limits."""
+
+
+def checked_arrays(
+    data: bytes, max_bytes: int, names: set[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Every array of the npz in ``data``: exactly ``names`` where given, at most
+    ``max_bytes`` uncompressed in all, each header matching its stored size, no objects."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+            found = {i.filename.removesuffix(".npy") for i in infos}
+            if names is not None and (found != names or len(infos) != len(names)):
+                raise NpzError(f"expected exactly the arrays {', '.join(sorted(names))}")
+            if sum(i.file_size for i in infos) > max_bytes:
+                raise NpzError(f"its arrays are larger than {max_bytes:,} bytes")
+            for info in infos:
+                if info.file_size > MAX_RATIO * max(info.compress_size, 1) + 4096:
+                    raise NpzError(f"{info.filename} inflates over {MAX_RATIO} times")
+                with archive.open(info) as member:
+                    _check_header(member, info.file_size, info.filename)
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {key: npz[key] for key in npz.files}
+    except NpzError:
+        raise
+    except (
+        OSError,
+        ValueError,
+        RuntimeError,  # an encrypted member
+        NotImplementedError,  # an unknown compression method
+        EOFError,
+        KeyError,
+        MemoryError,
+        zlib.error,
+        zipfile.BadZipFile,
+    ) as exc:
+        raise NpzError(f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}") from None
+
+
+def _check_header(member: io.BufferedIOBase, stored: int, name: str) -> None:
+    version = np.lib.format.read_magic(member)
+    if version not in HEADER_READERS:
+        raise NpzError(f"{name}: format {version} is not numpy's 1.0 or 2.0")
+    shape, _, dtype = HEADER_READERS[version](member, max_header_size=10_000)
+    wanted = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if dtype.hasobject or wanted != stored - member.tell():
+        raise NpzError(f"{name}: its header does not match its stored size")
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The file's bytes, read once through one descriptor that follows no link: a regular
+    file of at most ``limit`` bytes, else ``NpzError``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise NpzError(f"cannot open it ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise NpzError("not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise NpzError(f"larger than {limit:,} bytes")
+    return data
