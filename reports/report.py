@@ -203,8 +203,9 @@ def report_content(folders: Path | Sequence[Path]) -> Report:
         sections.append(_attacks(cells, attacks, labels))
     if curves:
         sections.append(_roc(curves))
-    if found.records:
-        sections.append(_score_histograms(found.records, cells, attacks))
+    histograms = _score_histograms(found.records, cells, attacks)
+    if histograms is not None:
+        sections.append(histograms)
     if any(c.epsilons or c.metric_epsilons for c in cells):
         sections.append(_epsilons(cells, labels))
     if any(c.audits for c in cells):
@@ -673,9 +674,10 @@ HISTOGRAM_PANELS = 12  # a large suite's first panels; every row's scores stay i
 
 def _score_histograms(
     records: dict[tuple[str, str], ScoredRecords], cells: list[CellRow], attacks: list[AttackRow]
-) -> Section:
+) -> Section | None:
     """Member and non-member scores per configuration × membership attack, pooled over its
-    seeds: how far apart the two classes sit, which a single AUC hides."""
+    seeds: how far apart the two classes sit, which a single AUC hides. None where no row
+    holds both classes (nothing to draw)."""
     config_of = {c.cell_id: label for label, group in configurations(cells) for c in group}
     pooled: dict[tuple[str, str], list[ScoredRecords]] = defaultdict(list)
     for a in attacks:
@@ -689,6 +691,9 @@ def _score_histograms(
         )
         for (label, attack), rs in sorted(pooled.items())
     ]
+    panels = [p for p in panels if p[2].any() and not p[2].all()]  # both classes to compare
+    if not panels:
+        return None
     shown = panels[:HISTOGRAM_PANELS]
     note = (
         f" The first {len(shown)} of {len(panels)} are drawn; every row's scores are in the "
