@@ -208,10 +208,10 @@ def drawable_scores(scores: np.ndarray) -> tuple[np.ndarray, str]:
     s = np.asarray(scores, dtype=float)
     if np.isfinite(s).all() and s.size:
         span = float(s.max()) - float(s.min())
-        if np.isfinite(span) and span > 0 and np.unique(s).size > 1:
-            bins = np.linspace(s.min(), s.max(), 11)
-            if np.unique(bins).size == bins.size:  # the float grid can split the range
-                return s, "attack score"
+        if span == 0:
+            return s, "attack score (all equal)"
+        if np.isfinite(span) and np.unique(np.linspace(s.min(), s.max(), 11)).size == 11:
+            return s, "attack score"  # the float grid can split the range
     ranks = rankdata(np.nan_to_num(s, nan=-np.inf))  # ties share their mean rank
     return (ranks - 1) / max(s.size - 1, 1), "attack score's rank (its values cannot be binned)"
 

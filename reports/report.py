@@ -689,7 +689,7 @@ def _score_histograms(
             np.concatenate([r.scores for r in rs]),
             np.concatenate([r.is_member for r in rs]),
         )
-        for (label, attack), rs in sorted(pooled.items())
+        for (label, attack), rs in sorted(pooled.items(), key=lambda kv: natural_key(kv[0][0]))
     ]
     panels = [p for p in panels if p[2].any() and not p[2].all()]  # both classes to compare
     if not panels:

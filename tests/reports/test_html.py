@@ -230,3 +230,22 @@ def test_the_report_opens_with_the_auditor_table_and_leaves_out_empty_sections(t
     titles = [s.title for s in report_content(tmp_path).sections]
     # no message sent, no attack run: nothing to say of communication or attacks
     assert titles == ["Verdict", "Setup", "Utility", "Methods glossary", "Suite configuration"]
+
+
+def test_rows_without_both_classes_leave_the_score_histograms_out(results, tmp_path):
+    """A records file emptied (or of one class) draws nothing: the section is left out, and
+    the report is built (it ended in a traceback)."""
+    import shutil
+
+    import numpy as np
+
+    from fgl_workbench.reports.report import report_content
+    from fgl_workbench.storage.records import ScoredRecords, write_records
+
+    folder = tmp_path / "copy"
+    shutil.copytree(results, folder)
+    for path in folder.glob("artifacts/*/*.records.npz"):
+        with open(path, "wb") as f:
+            write_records(f, ScoredRecords(np.zeros(0, int), np.zeros(0), np.zeros(0, bool)))
+    titles = [s.title for s in report_content(folder).sections]
+    assert "ROC curves" in titles and "Score histograms" not in titles

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,11 +23,11 @@ from torch_geometric.data import Data
 from fgl_workbench.accountants import AdversaryEpsilon
 from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView
-from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks import ATTACKS, AttackInput, AttackOutput
 from fgl_workbench.attacks.membership.reference import ReferencePool, TrainJob
 from fgl_workbench.data.datasets import Dataset
 from fgl_workbench.data.federation import NodeClient, build_federation
-from fgl_workbench.errors import ConfigError
+from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.external.privacy import epsilon_lines, opacus_epsilons
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
@@ -184,6 +184,13 @@ class ModelAudit:
     attacks: dict[str, ScoreAudit]
     # the ε the user's DP training claims (``privacy=``), per unit, against a querier
     epsilons: tuple[AdversaryEpsilon, ...] = ()
+    # attacks that could not run on what was given, with the reason
+    not_applicable: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.attacks:
+            why = "; ".join(f"{k}: {v}" for k, v in self.not_applicable.items())
+            raise ConfigError(f"attacks: none could run on what was given ({why})")
 
     def summary(self) -> str:
         width = max(len("attack"), *(len(a) for a in self.attacks))
@@ -200,6 +207,7 @@ class ModelAudit:
                 f"{m['epsilon_lb']:.2f}"
             )
         first = next(iter(self.attacks.values()))
+        lines += [f"{k}: not applicable: {why}" for k, why in self.not_applicable.items()]
         best = max(a.metrics["epsilon_lb"] or 0.0 for a in self.attacks.values())
         for line in epsilon_lines(self.epsilons):
             lines.append(f"{line}; the attacks' empirical lower bound: {best:.2f}")
@@ -269,11 +277,13 @@ def audit_model(
     its ε against a querier joins the audit, per graph, or ∞ per node with the reason
     (``fgl_workbench.external.privacy``)."""
     level = records_level(data, level)
+    if not 0.0 < delta < 1.0:
+        raise ConfigError(f"delta: expected a number in (0, 1) (got {delta!r})")
     epsilons = () if privacy is None else opacus_epsilons(privacy, level, delta)
     labels = record_labels(data, level)
     n = labels.size
     rng = np.random.default_rng(seed)
-    member_ids, nonmember_ids, aux_ids = _challenge(n, members, nonmembers, aux, rng)
+    member_ids, nonmember_ids, aux_ids = _challenge(labels, members, nonmembers, aux, rng)
     if train_fn is None:
         warnings.warn(
             "audit_model: no train_fn given; reference models are trained with a default "
@@ -322,12 +332,13 @@ def audit_model(
         answers = GraphQueryAPI(model.eval())
     view = QuerierView(level, num_classes, answers)
     pool = ExternalPool(train_fn, derive_seed(seed, "references"))
-    results = {}
+    results, skipped = {}, {}
     for (entry, config), raw in zip(configs, entries, strict=True):
-        out = ATTACKS.get(entry).run(
-            AttackInput(view, knowledge, candidates, pool), config, derive_seed(seed, entry)
-        )
         label = attack_label(entry, dict(raw.get("params", {})))
+        out = ran(entry, config, AttackInput(view, knowledge, candidates, pool), seed)
+        if isinstance(out, str):
+            skipped[label] = out
+            continue
         results[label] = audit_scores(
             out.scores,
             is_member,
@@ -336,7 +347,16 @@ def audit_model(
             threshold=out.threshold,
             name=f"{name}: {label}",
         )
-    return ModelAudit(name, results, epsilons)
+    return ModelAudit(name, results, epsilons, skipped)
+
+
+def ran(name: str, config: Any, inp: AttackInput, seed: int) -> AttackOutput | str:
+    """The attack's output, or why it does not apply to what was given (``aux=`` empty for
+    reference models, a view without what it reads)."""
+    try:
+        return ATTACKS.get(name).run(inp, config, derive_seed(seed, name))
+    except NotApplicableError as exc:
+        return str(exc)
 
 
 def records_level(data: Any, level: str | None) -> str:
@@ -353,7 +373,10 @@ def record_labels(data: Any, level: str) -> np.ndarray:
         for field in ("x", "edge_index", "y"):
             if not isinstance(getattr(data, field, None), torch.Tensor):
                 raise ConfigError(f"data: expected a torch_geometric Data with {field} (a tensor)")
-        return data.y.numpy(force=True)
+        y = data.y.numpy(force=True)
+        if y.ndim != 1 or y.dtype.kind not in "iu" or (y < 0).any():
+            raise ConfigError("data.y: expected one class index (>= 0) per node, a 1-D tensor")
+        return y
     try:
         graphs = list(data)
     except TypeError:
@@ -367,31 +390,55 @@ def record_labels(data: Any, level: str) -> np.ndarray:
 
 
 def _challenge(
-    n: int, members: Any, nonmembers: Any, aux: Any, rng: np.random.Generator
+    labels: np.ndarray, members: Any, nonmembers: Any, aux: Any, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Members, non-members and the adversary's pool: disjoint, each checked."""
+    n = labels.size
     member_ids = record_ids(members, n, "members")
     taken = np.zeros(n, bool)
     taken[member_ids] = True
     if nonmembers is None:
-        rest = np.flatnonzero(~taken)
-        nonmember_ids = np.sort(rng.choice(rest, min(member_ids.size, rest.size), replace=False))
+        nonmember_ids = matched_draw(np.flatnonzero(~taken), labels, labels[member_ids], rng)
     else:
         nonmember_ids = record_ids(nonmembers, n, "nonmembers")
         if taken[nonmember_ids].any():
             raise ConfigError("nonmembers: expected records that are not members")
     taken[nonmember_ids] = True
-    aux_ids = np.flatnonzero(~taken) if aux is None else record_ids(aux, n, "aux")
+    if aux is None:
+        aux_ids = np.flatnonzero(~taken)
+    else:  # an empty pool is the user's to give: the attacks that need one say so
+        aux_ids = record_ids(aux, n, "aux") if np.size(aux) else np.zeros(0, np.int64)
     if taken[aux_ids].any():
         raise ConfigError("aux: expected records that are neither members nor non-members")
     return member_ids, nonmember_ids, aux_ids
 
 
+def matched_draw(
+    rest: np.ndarray, labels: np.ndarray, member_labels: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Non-members drawn from ``rest`` class by class, as many of each class as there are
+    members of it (all of a class where fewer are left): otherwise the label alone tells
+    members from non-members of a class-balanced training split (AUC 0.63 on Cora's)."""
+    classes, wanted = np.unique(member_labels, return_counts=True)
+    drawn = [
+        rng.choice(pool, min(w, pool.size), replace=False)
+        for c, w in zip(classes.tolist(), wanted.tolist(), strict=True)
+        for pool in [rest[labels[rest] == c]]
+    ]
+    return np.sort(np.concatenate(drawn))
+
+
 def attack_configs(entries: Sequence[dict[str, Any]], adversary: str) -> list[tuple[str, Any]]:
     """Each ``{"name": ..., "params": {...}}`` as (name, parsed config): built-in membership
     attacks run as ``adversary``, whose reference models (if any) replay the user's own
-    recipe; a bad one refused in one line naming it."""
-    return [_config(e, i, adversary) for i, e in enumerate(entries)]
+    recipe; a bad one refused in one line naming it, as are none and the same one twice."""
+    if not entries:
+        raise ConfigError("attacks: expected at least one attack")
+    configs = [_config(e, i, adversary) for i, e in enumerate(entries)]
+    labels = [attack_label(e["name"], dict(e.get("params", {}))) for e in entries]
+    if len(set(labels)) != len(labels):
+        raise ConfigError("attacks: expected each attack once (the same entry appears twice)")
+    return configs
 
 
 def _config(entry: dict[str, Any], i: int, adversary: str) -> tuple[str, Any]:
@@ -434,7 +481,7 @@ def record_ids(values: Any, n: int, field: str) -> np.ndarray:
     if a.ndim != 1 or a.dtype.kind not in "iu" or (a.size and (a.min() < 0 or a.max() >= n)):
         raise ConfigError(f"{field}: expected ids in [0, {n}) or a boolean mask")
     if np.unique(a).size != a.size:
-        raise ConfigError(f"{field}: expected each node once")
+        raise ConfigError(f"{field}: expected each record once")
     if not a.size:
         raise ConfigError(f"{field}: expected at least one record")
     return np.sort(a)

@@ -52,12 +52,17 @@ def opacus_history(privacy: Any) -> list[tuple[float, float, int]]:
 def opacus_epsilons(privacy: Any, level: str, delta: float) -> tuple[AdversaryEpsilon, ...]:
     """ε against the querier, per graph (graph level) or ∞ per node (node level)."""
     history = opacus_history(privacy)
-    if level == "graph":
-        events: Sequence[Any] = [
-            SubsampledGaussian(q, sigma, steps, scope=PER_GRAPH) for sigma, q, steps in history
-        ]
+    if level != "graph":
+        events: Sequence[Any] = [NoGuarantee(MESSAGE_PASSING, PER_NODE)]
+    elif any(sigma == 0 for sigma, _, _ in history):
+        events = [NoGuarantee("a training phase added no noise (noise_multiplier 0)", PER_GRAPH)]
     else:
-        events = [NoGuarantee(MESSAGE_PASSING, PER_NODE)]
+        try:
+            events = [
+                SubsampledGaussian(q, sigma, steps, scope=PER_GRAPH) for sigma, q, steps in history
+            ]
+        except ValueError as exc:
+            raise ConfigError(f"privacy: the accountant's history holds {exc}") from None
     ledger = PrivacyLedger()
     for e in events:
         ledger = ledger.record(e)
@@ -67,7 +72,8 @@ def opacus_epsilons(privacy: Any, level: str, delta: float) -> tuple[AdversaryEp
 def epsilon_lines(epsilons: Sequence[AdversaryEpsilon]) -> list[str]:
     """One sentence per claimed ε, ∞ with its reason."""
     return [
-        f"claimed (Opacus's accountant): ε = {e.epsilon:.3g} per {_unit(e.unit)} against "
+        f"claimed (RDP accounting of Opacus's history): ε = {e.epsilon:.3g} per {_unit(e.unit)} "
+        "against "
         f"a querier, at δ = {e.delta:g}"
         if e.epsilon != float("inf")
         else f"claimed: ε = ∞ per {_unit(e.unit)} against a querier: {e.note}"

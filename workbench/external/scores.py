@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas
 
 DELTA = 1e-5  # the suites' default δ (``Suite.delta``), at which the ε lower bound is held out
-SUMMARY_FPRS = (0.01, 0.001)  # the low FPRs the literature leads with (Carlini et al. 2022)
+SHOWN_FPRS = 2  # the summary's TPR columns: the lowest audited FPRs (Carlini et al. 2022)
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,19 @@ class ScoreAudit:
     group: np.ndarray | None
     ids: np.ndarray
 
+    def shown_fprs(self) -> list[float]:
+        """The lowest audited FPRs, the summary's and the report's TPR columns."""
+        audited = [float(k[4:]) for k in self.metrics if re.fullmatch(r"tpr@[\d.e-]+", k)]
+        return sorted(audited)[:SHOWN_FPRS]
+
     def summary(self) -> str:
         """A short fixed-width table: every record, then each group."""
         rows = [("all", self.metrics)] + list(self.groups.items())
+        fprs = self.shown_fprs()
         width = max(len("group"), *(len(g) for g, _ in rows))
         header = (
             f"{'group':<{width}}  {'members':>7}  {'non-m.':>7}  {'AUC [95 % CI]':<21}  "
-            + "  ".join(f"{f'TPR@{f:g} FPR':<21}" for f in SUMMARY_FPRS)
+            + "  ".join(f"{f'TPR@{f:g} FPR':<21}" for f in fprs)
             + f"  ε ≥ (δ={self.delta:g})"
         )
         lines = [f"membership audit: {self.name}", header]
@@ -56,7 +62,7 @@ class ScoreAudit:
             lines.append(
                 f"{g:<{width}}  {int(m['members'] or 0):>7}  {int(m['nonmembers'] or 0):>7}  "
                 f"{interval_text(m, 'auc'):<21}  "
-                + "  ".join(f"{interval_text(m, f'tpr@{f:g}'):<21}" for f in SUMMARY_FPRS)
+                + "  ".join(f"{interval_text(m, f'tpr@{f:g}'):<21}" for f in fprs)
                 + f"  {number_text(m['epsilon_lb'], 2)}"
             )
         lines += [f"{g}: {why}" for g, why in self.skipped.items()]
@@ -179,6 +185,8 @@ def degree_buckets(degree: Sequence[int] | np.ndarray) -> np.ndarray:
 
 
 def _scores(scores: Any) -> np.ndarray:
+    if hasattr(scores, "detach"):  # a tensor, perhaps on a GPU and still carrying gradients
+        scores = scores.detach().cpu()
     try:
         s = np.asarray(scores, dtype=float)
     except (TypeError, ValueError):

@@ -17,19 +17,19 @@ from torch_geometric.data import Data
 
 from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.adversary.threat import BackgroundKnowledge, ServerView
-from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks import AttackInput
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.model import (
     ExternalSpec,
     ModelAudit,
     attack_configs,
     factory_of,
+    ran,
     record_ids,
     record_labels,
     records_level,
 )
 from fgl_workbench.external.scores import DELTA, audit_scores
-from fgl_workbench.seeding import derive_seed
 from fgl_workbench.storage.store import attack_label
 from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER, Message, client
@@ -67,7 +67,10 @@ def audit_uploads(
     n = labels.size
     rng = np.random.default_rng(seed)
     owned = _owned(members, nonmembers, n, rng)
-    received = _received(rounds, global_models, updates)
+    received = _received(rounds, global_models, updates, model.state_dict().keys())
+    silent = set(owned) - {int(m.sender.split(":")[1]) for m in received}
+    if silent:
+        raise ConfigError(f"rounds: client {min(silent)} has members but uploaded nothing")
     ids = np.concatenate([m for m, _ in owned.values()] + [o for _, o in owned.values()])
     truth = np.concatenate(
         [np.ones(m.size, bool) for m, _ in owned.values()]
@@ -101,13 +104,14 @@ def audit_uploads(
         for k in owned
     )
     view = ServerView(level, spec.num_classes, len(owned), received, spec, sent)
-    results = {}
+    results, skipped = {}, {}
     entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
     for (attack, config), raw in zip(attack_configs(entries, "server"), entries, strict=True):
-        out = ATTACKS.get(attack).run(
-            AttackInput(view, knowledge, candidates), config, derive_seed(seed, attack)
-        )
         label = attack_label(attack, dict(raw.get("params", {})))
+        out = ran(attack, config, AttackInput(view, knowledge, candidates), seed)
+        if isinstance(out, str):
+            skipped[label] = out
+            continue
         results[label] = audit_scores(
             out.scores, truth, ids=ids, delta=delta, name=f"{name}: {label}"
         )
@@ -122,7 +126,7 @@ def audit_uploads(
                 delta=delta,
                 name=f"{name}: {label}, each client's upload on its own records",
             )
-    return ModelAudit(name, results)
+    return ModelAudit(name, results, (), skipped)
 
 
 def _owned(
@@ -134,7 +138,11 @@ def _owned(
     """Each client's (members, non-members), checked disjoint across all clients."""
     if not isinstance(members, Mapping) or not members:
         raise ConfigError("members: expected a mapping of client id → the ids it trained on")
-    mine = {int(k): record_ids(v, n, f"members[{k}]") for k, v in members.items()}
+    mine = {_client(k, "members"): record_ids(v, n, f"members[{k}]") for k, v in members.items()}
+    if nonmembers is not None:
+        if not isinstance(nonmembers, Mapping):
+            raise ConfigError("nonmembers: expected a mapping of client id → ids it held")
+        nonmembers = {_client(k, "nonmembers"): v for k, v in nonmembers.items()}
     taken = np.zeros(n, bool)
     for k, m in mine.items():
         if taken[m].any():
@@ -144,6 +152,10 @@ def _owned(
     for k, m in mine.items():
         if nonmembers is None:
             rest = np.flatnonzero(~taken)
+            if not rest.size:
+                raise ConfigError(
+                    f"nonmembers: no record is left to ask client {k} about; pass nonmembers="
+                )
             o = np.sort(rng.choice(rest, min(m.size, rest.size), replace=False))
         elif k not in nonmembers:
             raise ConfigError(f"nonmembers: expected an entry for client {k}")
@@ -156,12 +168,29 @@ def _owned(
     return out
 
 
+def _client(key: Any, field: str) -> int:
+    """A client id as the transcript names it: a whole number (``0`` or ``"0"``)."""
+    try:
+        return int(key)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{field}: expected whole-number client ids (got {key!r})") from None
+
+
 def _received(
-    rounds: Sequence[Mapping[int, State]], global_models: Sequence[State] | None, updates: bool
+    rounds: Sequence[Mapping[int, State]],
+    global_models: Sequence[State] | None,
+    updates: bool,
+    names: Any,
 ) -> tuple[Message, ...]:
-    """The server's received messages: one model-weights upload per client and round."""
+    """The server's received messages: one model-weights upload per client and round, each
+    holding exactly the model's state-dict ``names``."""
+    if not rounds:
+        raise ConfigError("rounds: expected at least one round of uploads")
     if updates and (global_models is None or len(global_models) < len(rounds)):
         raise ConfigError("global_models: updates need the model the server sent each round")
+    for r, g in enumerate(global_models or ()):
+        if not isinstance(g, Mapping) or g.keys() != names:
+            raise ConfigError(f"global_models[{r}]: expected a state dict of model's keys")
     messages = []
     for r, uploads in enumerate(rounds):
         if not isinstance(uploads, Mapping):
@@ -171,10 +200,14 @@ def _received(
                 isinstance(t, torch.Tensor) for t in state.values()
             ):
                 raise ConfigError(f"rounds[{r}][{k}]: expected a state dict of tensors")
+            if state.keys() != names:
+                raise ConfigError(f"rounds[{r}][{k}]: expected exactly model's state-dict keys")
             weights = dict(state)
             if updates:
                 base = global_models[r]  # type: ignore[index]
                 weights = {name: base[name] + t for name, t in state.items()}
             nbytes = sum(t.numel() * t.element_size() for t in weights.values())
-            messages.append(Message(r, client(int(k)), SERVER, MODEL_WEIGHTS, nbytes, weights))
+            messages.append(
+                Message(r, client(_client(k, "rounds")), SERVER, MODEL_WEIGHTS, nbytes, weights)
+            )
     return tuple(messages)

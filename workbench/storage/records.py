@@ -1,8 +1,9 @@
 """Per-record scores of a membership attack, kept beside its ROC: each candidate's id, the
 attack's score and whether it was a member, so a stored row can be audited again
 (``fgl_workbench.external.audit_scores`` gives its metrics exactly) and its member and
-non-member score histograms drawn. Read as untrusted input: exactly these arrays, their
-types and sizes checked before anything is decompressed, no pickle."""
+non-member score histograms drawn. Read as untrusted input (``fgl_workbench.storage.npz``):
+exactly these arrays, their declared sizes checked before anything is decompressed, then
+their types and shapes; no pickle."""
 
 from __future__ import annotations
 

@@ -189,7 +189,10 @@ def test_without_a_recipe_it_warns_and_trains_references_itself(cora):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"members": [0, 0, 1]}, r"^members: expected each node once"),
+        ({"members": [0, 0, 1]}, r"^members: expected each record once"),
+        ({"attacks": []}, r"^attacks: expected at least one attack"),
+        ({"attacks": [{"name": "mia-lira"}, {"name": "mia-lira"}]}, r"^attacks: expected each"),
+        ({"delta": 0.0}, r"^delta: expected a number in \(0, 1\)"),
         ({"members": [10**6]}, r"^members: expected ids in \[0, 2708\)"),
         ({"nonmembers": [0]}, r"^nonmembers: expected records that are not members"),
         ({"attacks": [{"name": "link-stealing"}]}, r"^attacks\[0\]\.name: 'link-stealing' is not"),
@@ -269,6 +272,9 @@ def test_opacus_epsilon_joins_the_audit_per_graph_and_is_infinite_per_node(cora)
     )
     with pytest.raises(ConfigError, match=r"^privacy: expected an Opacus PrivacyEngine"):
         audit_model(gcn, cora.data, mask, train_fn=train, attacks=threshold, privacy=3.0)
+    audit = audit_model(gin, dataset.graphs, mask[:120], train_fn=train_graphs, attacks=threshold,
+                        privacy=[(0.0, 0.05, 10)])  # fmt: skip
+    assert audit.epsilons[0].epsilon == float("inf")  # no noise in a phase: nothing bounded
 
 
 class BareParameter(torch.nn.Module):
@@ -293,3 +299,37 @@ def test_a_parameter_no_reset_reaches_needs_a_factory(cora):
     assert audit.attacks["mia-threshold(signal=loss)"].metrics["members"] == 2
     with pytest.raises(ConfigError, match=r"^model_factory: expected it to build"):
         audit_model(BareParameter(), cora.data, [0, 1], train_fn=train, model_factory=GCN)
+
+
+def test_node_labels_must_be_one_class_index_per_node(cora):
+    data = cora.data.clone()
+    data.y = data.y[:, None]
+    with pytest.raises(ConfigError, match=r"^data\.y: expected one class index"):
+        audit_model(GCN(), data, [0, 1], train_fn=train)
+
+
+def test_default_nonmembers_match_the_members_classes(cora):
+    """A class-balanced training split asked about against random nodes would be told apart by
+    the label alone: the default non-members follow the members' classes."""
+    members = np.concatenate([np.flatnonzero(cora.data.y.numpy() == c)[:10] for c in range(7)])
+    threshold = [{"name": "mia-threshold", "params": {"signal": "loss"}}]
+    gcn = train(
+        GCN, cora.data, torch.isin(torch.arange(cora.data.num_nodes), torch.tensor(members)), 0
+    )
+    audit = audit_model(gcn, cora.data, members, train_fn=train, attacks=threshold)
+    records = audit.records()
+    counts = np.bincount(cora.data.y.numpy()[records["id"][~records["is_member"]]], minlength=7)
+    assert counts.tolist() == [10] * 7
+
+
+def test_an_attack_that_cannot_run_is_named_and_the_others_still_run(cora):
+    """Without an auxiliary pool RMIA has no reference data: said per attack, not a stop."""
+    mask = torch.zeros(cora.data.num_nodes, dtype=torch.bool)
+    mask[:40] = True
+    gcn = train(GCN, cora.data, mask, 0)
+    attacks = [{"name": "mia-threshold", "params": {"signal": "loss"}}, {"name": "mia-rmia"}]
+    audit = audit_model(gcn, cora.data, mask, aux=[], train_fn=train, attacks=attacks)
+    assert list(audit.attacks) == ["mia-threshold(signal=loss)"]
+    assert "mia-rmia" in audit.not_applicable and "mia-rmia: not applicable" in audit.summary()
+    with pytest.raises(ConfigError, match=r"^attacks: none could run"):
+        audit_model(gcn, cora.data, mask, aux=[], train_fn=train, attacks=attacks[1:])

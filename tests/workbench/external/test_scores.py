@@ -96,3 +96,9 @@ def test_bad_input_is_one_line_naming_the_field(kwargs, message):
     given.update(kwargs)
     with pytest.raises(ConfigError, match=message):
         audit_scores(given.pop("scores"), given.pop("is_member"), **given)
+
+
+def test_the_summary_shows_the_fprs_audited():
+    scores, truth = separated(200, 1.0)
+    text = audit_scores(scores, truth, fprs=(0.05,)).summary()
+    assert "TPR@0.05 FPR" in text and "TPR@0.001" not in text

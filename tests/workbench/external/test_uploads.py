@@ -78,6 +78,9 @@ def test_logged_updates_read_as_the_weights_they_add_up_to(logged):
         ({"members": [1, 2]}, r"^members: expected a mapping of client id"),
         ({"updates": True, "global_models": None}, r"^global_models: updates need"),
         ({"rounds": [{0: "weights"}]}, r"^rounds\[0\]\[0\]: expected a state dict of tensors"),
+        ({"rounds": [{0: {"w": torch.zeros(1)}}]}, r"^rounds\[0\]\[0\]: expected exactly model's"),
+        ({"rounds": []}, r"^rounds: expected at least one round"),
+        ({"members": {"a": [1]}}, r"^members: expected whole-number client ids"),
         (
             {"attacks": [{"name": "mia-threshold"}]},
             r"^attacks\[0\]\.params\.adversary: this audit observes as the server",
@@ -89,3 +92,10 @@ def test_bad_input_is_one_line_naming_the_field(logged, change, message):
     given = {"rounds": rounds, "members": members, "global_models": sent, **change}
     with pytest.raises(ConfigError, match=message):
         audit_uploads(given.pop("rounds"), model, data, given.pop("members"), **given)
+
+
+def test_a_client_with_members_but_no_upload_is_named(logged):
+    data, members, rounds, sent, model = logged
+    only_zero = [{0: uploads[0]} for uploads in rounds]
+    with pytest.raises(ConfigError, match=r"^rounds: client 1 has members but uploaded nothing"):
+        audit_uploads(only_zero, model, data, members, global_models=sent)

@@ -1,5 +1,6 @@
-"""Hostile .npz files (the seventh-session review's B1, B2, B5, B7): each is one NpzError with
-its reason, before anything is allocated on a size the file only claims."""
+"""Hostile .npz files (issue 45's review: B1, B2, B5, B7, and the diff review's bz2 bomb):
+each is one NpzError with its reason, before anything is allocated on a size the file only
+claims."""
 
 import io
 import struct
@@ -53,7 +54,7 @@ def test_plain_arrays_come_back():
     [
         (encrypted(npz({"a": np.arange(3)})), "RuntimeError"),
         (npz({"a": lying_header((10**13,))}), "header does not match"),
-        (npz({"a": np.zeros(2_000_000)}), "inflates over"),  # 16 MB of zeros: a bomb's ratio
+        (npz({"a": np.zeros(20_000_000)}), "larger than"),  # 160 MB of zeros in ~160 KB
         (npz({"a": np.arange(3), "b": np.arange(3)}), "expected exactly the arrays a"),
         (b"PK\x03\x04 not a zip", "BadZipFile"),
     ],
@@ -64,10 +65,24 @@ def test_a_hostile_file_is_one_npz_error(data, reason):
         checked_arrays(data, LIMIT, {"a"})
 
 
+def test_constant_scores_the_workbench_wrote_come_back():
+    """savez_compressed shrinks a constant array ~1,000×: that is no bomb."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, a=np.zeros(200_000))
+    assert checked_arrays(buf.getvalue(), LIMIT, {"a"})["a"].sum() == 0
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_bz2_and_lzma_members_are_refused_before_opening(method):
+    """zipfile unpacks such a chunk whole before cutting it to the claimed size."""
+    with pytest.raises(NpzError, match="is not deflate"):
+        checked_arrays(npz({"a": np.arange(3)}, method), LIMIT, {"a"})
+
+
 def test_an_unknown_compression_method_is_one_npz_error():
     raw = bytearray(npz({"a": np.arange(3)}, zipfile.ZIP_STORED))
     for signature, offset in ((b"PK\x01\x02", 10), (b"PK\x03\x04", 8)):
         i = raw.find(signature)
         raw[i + offset : i + offset + 2] = struct.pack("<H", 99)
-    with pytest.raises(NpzError, match="NotImplementedError"):
+    with pytest.raises(NpzError, match="compression 99 is not deflate"):
         checked_arrays(bytes(raw), LIMIT, {"a"})
