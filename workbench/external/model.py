@@ -265,8 +265,9 @@ def audit_model(
     ``edge_index``, ``y``) and ``model(x, edge_index)`` gives node logits; graph level
     (``level`` is inferred from ``data``): a list of graphs, each with its label ``y``, and
     ``model(x, edge_index, batch)`` gives graph logits. ``nonmembers``: records it did not
-    train on to ask about (default: as many as the members, drawn from the rest); ``aux``:
-    the adversary's own labelled records for reference models (default: every one left).
+    train on to ask about (default: as many of each class as the members, drawn from the
+    rest); ``aux``: the adversary's own labelled records for reference models (default:
+    every one left; empty: the attacks that need a pool say they do not apply).
     ``train_fn(model_factory, data, mask, seed)`` is the user's recipe, returning the trained
     model (``data``: the graph, or the list of graphs, ``mask`` the records to train on);
     without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
