@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ import torch
 from fgl_workbench.attacks import AttackOutput
 from fgl_workbench.errors import NotApplicableError, WorkbenchError
 from fgl_workbench.sandbox import SandboxError
-from fgl_workbench.storage.npz import NpzError, checked_arrays
+from fgl_workbench.storage.npz import NpzError, checked_arrays, read_bounded
 
 OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
 ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
@@ -165,17 +163,8 @@ def _loaded_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
 
 
 def _bounded(path: Path, name: str, limit: int) -> bytes:
-    """The file's bytes, read once through one descriptor (no second open a process left
-    behind could swap under it), refused unless a regular file of at most ``MAX_BYTES``."""
+    """The worker's file, read as any untrusted file is (``storage.npz.read_bounded``)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        raise ReturnError(f"{name}: its worker handed back no {path.name}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ReturnError(f"{name}: its worker's {path.name} is not a regular file")
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise ReturnError(f"{name}: its worker's {path.name} exceeds {limit} bytes")
-    return data
+        return read_bounded(path, limit)
+    except NpzError as exc:
+        raise ReturnError(f"{name}: its worker handed back {exc}") from None

@@ -78,16 +78,17 @@ def _check_header(member: io.BufferedIOBase, stored: int, name: str) -> None:
 
 
 def read_bounded(path: Path, limit: int) -> bytes:
-    """The file's bytes, read once through one descriptor that follows no link: a regular
-    file of at most ``limit`` bytes, else ``NpzError``."""
+    """The file's bytes, read once through one descriptor that follows no link (no second
+    open a process left behind could swap under it): a regular file of at most ``limit``
+    bytes, else ``NpzError``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise NpzError(f"cannot open it ({exc.strerror})") from None
+        raise NpzError(f"no {path.name} ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise NpzError("not a regular file")
+            raise NpzError(f"{path.name} is not a regular file")
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise NpzError(f"larger than {limit:,} bytes")
+        raise NpzError(f"{path.name} exceeds {limit:,} bytes")
     return data
