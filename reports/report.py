@@ -66,7 +66,7 @@ from fgl_workbench.reports.summary import (
 from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
 from fgl_workbench.reports.verdict import AUDITOR_HEADER, adversary_of, auditor_rows, verdicts
 from fgl_workbench.storage import rows as checks
-from fgl_workbench.storage.records import ScoredRecords
+from fgl_workbench.storage.records import read_records, records_artifact
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
     SANDBOXED_MARK,
@@ -125,7 +125,8 @@ class Results:
     cells: list[CellRow]
     attacks: list[AttackRow]
     rocs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (cell id, attack key) → ROC
-    records: dict[tuple[str, str], ScoredRecords]  # (cell id, attack key) → per-record scores
+    # (cell id, attack key) → its per-record scores' file, read only for the panels drawn
+    records: dict[tuple[str, str], Path]
     names: list[str]  # each folder's suite name
     suites: list[dict]
     reproducible: list[bool]
@@ -149,9 +150,9 @@ def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
             mine, theirs = store.cells(), store.attacks()
             prefix = "" if tag is None else f"{tag}:"
             for a in theirs if rocs else ():
-                found = store.load_records(a.cell_id, a.attack_key)
-                if found is not None:
-                    records[(prefix + a.cell_id, a.attack_key)] = found
+                path = inside(folder, records_artifact(a.cell_id, a.attack_key))
+                if path.is_file():
+                    records[(prefix + a.cell_id, a.attack_key)] = path
             names.append((store.meta("suite_name") or folder.name)[: checks.TEXT_CAP])
             suites.append(store.suite())
             reproducible.append(store.meta("reproducible") == "1")
@@ -673,32 +674,30 @@ HISTOGRAM_PANELS = 12  # a large suite's first panels; every row's scores stay i
 
 
 def _score_histograms(
-    records: dict[tuple[str, str], ScoredRecords], cells: list[CellRow], attacks: list[AttackRow]
+    records: dict[tuple[str, str], Path], cells: list[CellRow], attacks: list[AttackRow]
 ) -> Section | None:
     """Member and non-member scores per configuration × membership attack, pooled over its
-    seeds: how far apart the two classes sit, which a single AUC hides. None where no row
-    holds both classes (nothing to draw)."""
+    seeds: how far apart the two classes sit, which a single AUC hides. Files are read only
+    until ``HISTOGRAM_PANELS`` panels hold both classes; None where none does."""
     config_of = {c.cell_id: label for label, group in configurations(cells) for c in group}
-    pooled: dict[tuple[str, str], list[ScoredRecords]] = defaultdict(list)
+    pooled: dict[tuple[str, str], list[Path]] = defaultdict(list)
     for a in attacks:
         if (a.cell_id, a.attack_key) in records and a.cell_id in config_of:
             pooled[(config_of[a.cell_id], a.label)].append(records[(a.cell_id, a.attack_key)])
-    panels = [
-        (
-            f"{label} · {attack}",
-            np.concatenate([r.scores for r in rs]),
-            np.concatenate([r.is_member for r in rs]),
-        )
-        for (label, attack), rs in sorted(pooled.items(), key=lambda kv: natural_key(kv[0][0]))
-    ]
-    panels = [p for p in panels if p[2].any() and not p[2].all()]  # both classes to compare
-    if not panels:
+    shown = []
+    for (label, attack), paths in sorted(pooled.items(), key=lambda kv: natural_key(kv[0][0])):
+        if len(shown) == HISTOGRAM_PANELS:
+            break
+        rs = [read_records(p) for p in paths]
+        member = np.concatenate([r.is_member for r in rs])
+        if member.any() and not member.all():  # both classes to compare
+            shown.append((f"{label} · {attack}", np.concatenate([r.scores for r in rs]), member))
+    if not shown:
         return None
-    shown = panels[:HISTOGRAM_PANELS]
     note = (
-        f" The first {len(shown)} of {len(panels)} are drawn; every row's scores are in the "
-        "folder (fgl_workbench.external.audit_stored)."
-        if len(panels) > len(shown)
+        f" The first {len(shown)} of {len(pooled)} configuration × attack pairs are drawn; "
+        "every row's scores are in the folder (fgl_workbench.external.audit_stored)."
+        if len(pooled) > len(shown)
         else ""
     )
     return Section(

@@ -41,11 +41,11 @@ class ScoreAudit:
     is_member: np.ndarray
     group: np.ndarray | None
     ids: np.ndarray
+    fprs: tuple[float, ...] = DEFAULT_FPRS  # the FPRs a TPR was audited at
 
     def shown_fprs(self) -> list[float]:
         """The lowest audited FPRs, the summary's and the report's TPR columns."""
-        audited = [float(k[4:]) for k in self.metrics if re.fullmatch(r"tpr@[\d.e-]+", k)]
-        return sorted(audited)[:SHOWN_FPRS]
+        return sorted(self.fprs)[:SHOWN_FPRS]
 
     def summary(self) -> str:
         """A short fixed-width table: every record, then each group."""
@@ -137,7 +137,9 @@ def audit_scores(
                 skipped[key] = f"only {'members' if truth[mine].any() else 'non-members'}"
                 continue
             per_group[key] = membership_metrics(s[mine], truth[mine], threshold, fprs, delta)[0]
-    return ScoreAudit(name, metrics, curve, per_group, skipped, delta, s, truth, group, record_ids)
+    return ScoreAudit(
+        name, metrics, curve, per_group, skipped, delta, s, truth, group, record_ids, fprs
+    )
 
 
 def audit_stored(out: str | Path, cell_id: str, attack_key: str) -> ScoreAudit:
