@@ -28,6 +28,7 @@ from fgl_workbench.attacks.membership.reference import ReferencePool, TrainJob
 from fgl_workbench.data.datasets import Dataset
 from fgl_workbench.data.federation import NodeClient, build_federation
 from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.external.inference import InferenceAudit
 from fgl_workbench.external.privacy import epsilon_lines, opacus_epsilons
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
@@ -178,7 +179,9 @@ def factory_of(
 
 @dataclass(frozen=True)
 class ModelAudit:
-    """Every attack's ``ScoreAudit`` against one model, by the attack's label."""
+    """Every attack against one model, by the attack's label: ``attacks``, those that ask a
+    yes/no question of each candidate (a member? an edge?) as ``ScoreAudit``; ``inferences``,
+    those that infer a value (an attribute, a label distribution) as ``InferenceAudit``."""
 
     name: str
     attacks: dict[str, ScoreAudit]
@@ -186,16 +189,27 @@ class ModelAudit:
     epsilons: tuple[AdversaryEpsilon, ...] = ()
     # attacks that could not run on what was given, with the reason
     not_applicable: dict[str, str] = field(default_factory=dict)
+    inferences: dict[str, InferenceAudit] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.attacks:
+        if not self.attacks and not self.inferences:
             why = "; ".join(f"{k}: {v}" for k, v in self.not_applicable.items())
             raise ConfigError(f"attacks: none could run on what was given ({why})")
 
     def summary(self) -> str:
+        lines = [f"audit of {self.name}"]
+        if self.attacks:
+            lines += self._score_lines()
+        lines += [i.summary_line() for i in self.inferences.values()]
+        lines += [f"{k}: not applicable: {why}" for k, why in self.not_applicable.items()]
+        best = max((a.metrics["epsilon_lb"] or 0.0 for a in self.attacks.values()), default=0.0)
+        for line in epsilon_lines(self.epsilons):
+            lines.append(f"{line}; the attacks' empirical lower bound: {best:.2f}")
+        return "\n".join(lines)
+
+    def _score_lines(self) -> list[str]:
         width = max(len("attack"), *(len(a) for a in self.attacks))
         lines = [
-            f"membership audit of {self.name}",
             f"{'attack':<{width}}  {'AUC [95 % CI]':<21}  {'TPR@0.01 FPR':<21}  "
             f"{'TPR@0.001 FPR':<21}  ε ≥",
         ]
@@ -207,22 +221,20 @@ class ModelAudit:
                 f"{m['epsilon_lb']:.2f}"
             )
         first = next(iter(self.attacks.values()))
-        lines += [f"{k}: not applicable: {why}" for k, why in self.not_applicable.items()]
-        best = max(a.metrics["epsilon_lb"] or 0.0 for a in self.attacks.values())
-        for line in epsilon_lines(self.epsilons):
-            lines.append(f"{line}; the attacks' empirical lower bound: {best:.2f}")
         lines.append(
             f"{int(first.metrics['members'] or 0)} members, "
             f"{int(first.metrics['nonmembers'] or 0)} non-members; ε ≥: held-out lower bound "
             f"at δ = {first.delta:g}, 95 % (0: nothing certified)"
         )
-        return "\n".join(lines)
+        return lines
 
     def to_frame(self) -> pandas.DataFrame:
         """One row per attack, the metrics as columns."""
         import pandas as pd
 
-        return pd.DataFrame([{"attack": k, **a.metrics} for k, a in self.attacks.items()])
+        rows = [{"attack": k, **a.metrics} for k, a in self.attacks.items()]
+        rows += [{"attack": k, **a.metrics} for k, a in self.inferences.items()]
+        return pd.DataFrame(rows)
 
     def records(self) -> pandas.DataFrame:
         """Each candidate's score under each attack, and its membership."""
@@ -429,20 +441,24 @@ def matched_draw(
     return np.sort(np.concatenate(drawn))
 
 
-def attack_configs(entries: Sequence[dict[str, Any]], adversary: str) -> list[tuple[str, Any]]:
-    """Each ``{"name": ..., "params": {...}}`` as (name, parsed config): built-in membership
-    attacks run as ``adversary``, whose reference models (if any) replay the user's own
+def attack_configs(
+    entries: Sequence[dict[str, Any]], adversary: str, families: Sequence[str] = ("membership",)
+) -> list[tuple[str, Any]]:
+    """Each ``{"name": ..., "params": {...}}`` as (name, parsed config): built-in attacks of
+    ``families`` run as ``adversary``, whose reference models (if any) replay the user's own
     recipe; a bad one refused in one line naming it, as are none and the same one twice."""
     if not entries:
         raise ConfigError("attacks: expected at least one attack")
-    configs = [_config(e, i, adversary) for i, e in enumerate(entries)]
+    configs = [_config(e, i, adversary, families) for i, e in enumerate(entries)]
     labels = [attack_label(e["name"], dict(e.get("params", {}))) for e in entries]
     if len(set(labels)) != len(labels):
         raise ConfigError("attacks: expected each attack once (the same entry appears twice)")
     return configs
 
 
-def _config(entry: dict[str, Any], i: int, adversary: str) -> tuple[str, Any]:
+def _config(
+    entry: dict[str, Any], i: int, adversary: str, families: Sequence[str]
+) -> tuple[str, Any]:
     from pydantic import ValidationError
 
     name = entry.get("name") if isinstance(entry, dict) else None
@@ -455,8 +471,11 @@ def _config(entry: dict[str, Any], i: int, adversary: str) -> tuple[str, Any]:
             "built-in attacks only (plug-ins run fenced in a suite: fgl-workbench run)"
         )
     attack = ATTACKS.get(name, f"attacks[{i}].name")
-    if attack.family != "membership":
-        raise ConfigError(f"attacks[{i}].name: {name!r} is not a membership attack")
+    if attack.family not in families:
+        raise ConfigError(
+            f"attacks[{i}].name: {name!r} is a {attack.family} attack; this audit runs "
+            f"{' and '.join(families)} attacks"
+        )
     try:
         config = attack.Config(**entry.get("params", {}))
     except ValidationError as exc:

@@ -1,0 +1,41 @@
+"""The result of an attack that asks no yes/no question about each record (a hidden attribute,
+a client's label distribution, a client's training data): its figures beside the baseline of
+an adversary who ignores what the model gave out, each rate with its 95 % interval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_workbench.external.scores import interval_text, number_text
+
+
+@dataclass(frozen=True)
+class InferenceAudit:
+    """One attack's figures: ``metrics`` as its family scores them in a suite (e.g.
+    ``attribute_metrics``: ``accuracy`` and ``accuracy_baseline``; rates with
+    ``<key>_ci_low``/``_ci_high``), ``shown``: the (figure, its baseline) pairs the summary
+    prints, and ``count``: what was asked about (e.g. "2000 nodes")."""
+
+    name: str
+    family: str
+    metrics: dict[str, float | None]
+    shown: tuple[tuple[str, str | None], ...]
+    count: str
+
+    def summary_line(self) -> str:
+        """One line: each shown figure (with its interval where it has one) and its
+        baseline."""
+        parts = []
+        for key, baseline in self.shown:
+            text = figure_text(self.metrics, key)
+            if baseline is not None:
+                text += f" (baseline {number_text(self.metrics.get(baseline))})"
+            parts.append(f"{key} {text}")
+        return f"{self.name}: " + ", ".join(parts) + f"; {self.count}"
+
+
+def figure_text(m: dict[str, float | None], key: str) -> str:
+    """``0.812 [0.790, 0.833]``, the value alone where it has no interval, n/a where none."""
+    if m.get(f"{key}_ci_low") is None:
+        return number_text(m.get(key))
+    return interval_text(m, key)
