@@ -9,6 +9,10 @@ COMPONENTS: dict[str, str] = {
     "models weighted by training size; node level on subgraphs, graph level on graph sets.",
     "centralized": "The non-federated baseline: one model trained on the union of the "
     "clients' training data.",
+    "external": "A model trained outside the workbench and audited by fgl_workbench.external "
+    "(audit_model, audit_uploads): the user's own training, named by a hash of its weights.",
+    "opacus": "DP-SGD as the user ran it with Opacus; ε from our RDP accounting of its "
+    "accountant's history (per graph at graph level; none per node, see the ε section).",
     "gap": "GAP (Sajadmanesh et al. 2023): aggregation perturbation (noisy neighbour sums) "
     "for edge- or node-level DP, trained with FedAvg.",
     # attacks

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -69,6 +69,7 @@ from fgl_workbench.storage import rows as checks
 from fgl_workbench.storage.records import read_records, records_artifact
 from fgl_workbench.storage.store import (
     CALIBRATED_SIGMA,
+    EXTERNAL,
     SANDBOXED_MARK,
     STORE_FILE,
     TRUSTED_MARK,
@@ -130,6 +131,8 @@ class Results:
     names: list[str]  # each folder's suite name
     suites: list[dict]
     reproducible: list[bool]
+    # each folder: audits of models trained outside the workbench (fgl_workbench.external)
+    external: list[bool] = field(default_factory=list)
 
 
 def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
@@ -138,7 +141,7 @@ def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
     apart as ``Results`` says."""
     tags = _folder_tags(folders)
     cells, attacks, curves, records = [], [], {}, {}
-    names, suites, reproducible = [], [], []
+    names, suites, reproducible, external = [], [], [], []
     for folder, tag in zip(folders, tags, strict=True):
         if not (folder / STORE_FILE).is_file():
             raise WorkbenchError(
@@ -156,6 +159,7 @@ def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
             names.append((store.meta("suite_name") or folder.name)[: checks.TEXT_CAP])
             suites.append(store.suite())
             reproducible.append(store.meta("reproducible") == "1")
+            external.append(store.meta(EXTERNAL) is not None)
             if tag is not None:
                 mine = [_tagged_cell(c, tag) for c in mine]
                 theirs = [replace(a, cell_id=f"{tag}:{a.cell_id}") for a in theirs]
@@ -169,7 +173,7 @@ def load_results(folders: Sequence[Path], rocs: bool = True) -> Results:
             store.close()
         cells += mine
         attacks += theirs
-    return Results(cells, attacks, curves, records, names, suites, reproducible)
+    return Results(cells, attacks, curves, records, names, suites, reproducible, external)
 
 
 def _folder_tags(folders: Sequence[Path]) -> list[str | None]:
@@ -246,7 +250,14 @@ def _intro(
         + ", ".join(str(f) for f in folders)
         + "); each configuration is labelled with its folder where two folders share it. "
     )
-    if all(found.reproducible):
+    if all(found.external):
+        streams = (
+            "The models were trained outside the workbench (target: external) and audited "
+            "with fgl_workbench.external; their accuracy is on the non-members asked about, "
+            "and the audit's own draws (non-members, reference models, attacks) derive from "
+            "its seed."
+        )
+    elif all(found.reproducible):
         streams = (
             "Reproducible run: every random stream (partition, training, DP noise, challenges, "
             "attacks) derives from the public seed, so anyone holding the suite can rebuild them."

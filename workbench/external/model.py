@@ -9,9 +9,10 @@ user ran."""
 from __future__ import annotations
 
 import copy
+import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,11 +29,13 @@ from fgl_workbench.attacks.membership.reference import ReferencePool, TrainJob
 from fgl_workbench.data.datasets import Dataset
 from fgl_workbench.data.federation import NodeClient, build_federation
 from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.external.folder import audited_cell, model_utility, results_folder
 from fgl_workbench.external.inference import InferenceAudit
-from fgl_workbench.external.privacy import epsilon_lines, opacus_epsilons
+from fgl_workbench.external.privacy import epsilon_lines, opacus_defense, opacus_epsilons
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
 from fgl_workbench.registry import BUILT_IN
+from fgl_workbench.running.suite import AttackEntry
 from fgl_workbench.seeding import derive_seed, seed_everything
 from fgl_workbench.storage.store import attack_label
 from fgl_workbench.targets.training import (
@@ -271,6 +274,7 @@ def audit_model(
     privacy: Any = None,
     model_factory: Callable[[], nn.Module] | None = None,
     name: str = "the model",
+    out: str | Path | None = None,
 ) -> ModelAudit:
     """Membership audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
     or a boolean mask) as its training records. Node level: ``data`` is one graph (``x``,
@@ -288,7 +292,9 @@ def audit_model(
     copied and re-initialised by its layers' ``reset_parameters``).
     ``privacy``: the Opacus ``PrivacyEngine`` (or its accountant) the model was trained with:
     its ε against a querier joins the audit, per graph, or ∞ per node with the reason
-    (``fgl_workbench.external.privacy``)."""
+    (``fgl_workbench.external.privacy``). ``out``: a results folder the audit is also written
+    to (``fgl_workbench.external.folder``), which ``fgl-workbench report`` and ``export``
+    read; auditing the same model and split into it again runs only the attacks not stored."""
     level = records_level(data, level)
     if not 0.0 < delta < 1.0:
         raise ConfigError(f"delta: expected a number in (0, 1) (got {delta!r})")
@@ -346,20 +352,49 @@ def audit_model(
     view = QuerierView(level, num_classes, answers)
     pool = ExternalPool(train_fn, derive_seed(seed, "references"))
     results, skipped = {}, {}
-    for (entry, config), raw in zip(configs, entries, strict=True):
-        label = attack_label(entry, dict(raw.get("params", {})))
-        out = ran(entry, config, AttackInput(view, knowledge, candidates, pool), seed)
-        if isinstance(out, str):
-            skipped[label] = out
-            continue
-        results[label] = audit_scores(
-            out.scores,
-            is_member,
-            ids=ids,
-            delta=delta,
-            threshold=out.threshold,
-            name=f"{name}: {label}",
-        )
+    with results_folder(out, name, delta) as folder:
+        if folder is not None:
+            folder.open(
+                audited_cell(
+                    name=name,
+                    data=data,
+                    weights=model.state_dict(),
+                    owned={0: (member_ids, nonmember_ids)},
+                    aux_ids=aux_ids,
+                    recipe=recipe.config["train_fn"],
+                    seed=seed,
+                    utility=model_utility(model, data, nonmember_ids),
+                    epsilons=epsilons,
+                    defenses=opacus_defense(privacy),
+                )
+            )
+        for (attack, config), raw in zip(configs, entries, strict=True):
+            entry = AttackEntry(name=attack, params=dict(raw.get("params", {})))
+            label = attack_label(entry.name, entry.params)
+            stored = folder.stored(entry) if folder is not None else None
+            if stored is not None:
+                results[label] = replace(stored, name=f"{name}: {label}")
+                continue
+            start = time.perf_counter()
+            output = ran(attack, config, AttackInput(view, knowledge, candidates, pool), seed)
+            result = (
+                output
+                if isinstance(output, str)
+                else audit_scores(
+                    output.scores,
+                    is_member,
+                    ids=ids,
+                    delta=delta,
+                    threshold=output.threshold,
+                    name=f"{name}: {label}",
+                )
+            )
+            if folder is not None:
+                folder.put(entry, result, time.perf_counter() - start)
+            if isinstance(result, str):
+                skipped[label] = result
+            else:
+                results[label] = result
     return ModelAudit(name, results, epsilons, skipped)
 
 

@@ -49,6 +49,15 @@ def opacus_history(privacy: Any) -> list[tuple[float, float, int]]:
     return steps
 
 
+def opacus_defense(privacy: Any) -> list[dict[str, Any]]:
+    """DP training as a results folder's cell states it: Opacus's history, phase by phase
+    (none where the model was not trained privately)."""
+    if privacy is None:
+        return []
+    history = [list(phase) for phase in opacus_history(privacy)]
+    return [{"name": "opacus", "params": {"history": history}}]
+
+
 def opacus_epsilons(privacy: Any, level: str, delta: float) -> tuple[AdversaryEpsilon, ...]:
     """ε against the querier, per graph (graph level) or ∞ per node (node level)."""
     history = opacus_history(privacy)

@@ -42,6 +42,7 @@ class ScoreAudit:
     group: np.ndarray | None
     ids: np.ndarray
     fprs: tuple[float, ...] = DEFAULT_FPRS  # the FPRs a TPR was audited at
+    threshold: float | None = None  # the attack's own decision threshold, where it has one
 
     def shown_fprs(self) -> list[float]:
         """The lowest audited FPRs, the summary's and the report's TPR columns."""
@@ -138,11 +139,24 @@ def audit_scores(
                 continue
             per_group[key] = membership_metrics(s[mine], truth[mine], threshold, fprs, delta)[0]
     return ScoreAudit(
-        name, metrics, curve, per_group, skipped, delta, s, truth, group, record_ids, fprs
+        name,
+        metrics,
+        curve,
+        per_group,
+        skipped,
+        delta,
+        s,
+        truth,
+        group,
+        record_ids,
+        fprs,
+        threshold,
     )
 
 
-def audit_stored(out: str | Path, cell_id: str, attack_key: str) -> ScoreAudit:
+def audit_stored(
+    out: str | Path, cell_id: str, attack_key: str, *, name: str | None = None
+) -> ScoreAudit:
     """``audit_scores`` on a stored membership row's own records (``fgl_workbench.storage.
     records``), at the folder's δ and with the attack's threshold: its metrics are the row's
     stored ones, exactly (the intervals and the held-out split are seeded alike)."""
@@ -171,7 +185,7 @@ def audit_stored(out: str | Path, cell_id: str, attack_key: str) -> ScoreAudit:
         ids=records.ids,
         delta=delta,
         threshold=threshold,
-        name=f"{cell_id} · {rows[(cell_id, attack_key)].label}",
+        name=name or f"{cell_id} · {rows[(cell_id, attack_key)].label}",
     )
 
 

@@ -24,7 +24,7 @@ from fgl_workbench.running.isolated import admit
 from fgl_workbench.running.suite import AttackEntry, Suite, expand
 from fgl_workbench.running.threads import Threads, check_requested, machine_threads
 from fgl_workbench.storage.snapshot import restore
-from fgl_workbench.storage.store import ResultsStore, writing
+from fgl_workbench.storage.store import EXTERNAL, ResultsStore, writing
 from fgl_workbench.thread_limits import intra_op
 
 __all__ = ["EXECUTORS", "Executor", "RunSummary", "attack_stored", "run_suite"]
@@ -133,6 +133,13 @@ def _attack_stored(
         raw = store.meta("suite_json")
         if raw is None:
             raise ConfigError(f"{out_dir}: not a results folder (no suite recorded)")
+        if store.meta(EXTERNAL) is not None:
+            raise ConfigError(
+                f"{out_dir}: audits of models trained outside the workbench, which reading a "
+                "folder cannot restore (it never runs code); to add attacks, run the same "
+                "audit_model(..., out=) or audit_uploads(..., out=) with them: rows stored "
+                "are kept"
+            )
         # the stored suite's trust was the run's; these attacks are trusted by this call
         suite = Suite.model_validate_json(raw).model_copy(update={"trust_plugins": trust_plugins})
         stored = store.meta("device")

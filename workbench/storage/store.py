@@ -150,6 +150,9 @@ EPSILON_COLUMNS = ("adversary", "unit", "epsilon", "delta", "note", "epsilon_pld
 METRIC_COLUMNS = ("adversary", "unit", "rho", "epsilon", "delta", "note")
 
 STORE_FILE = "results.sqlite"
+# meta key of a folder whose cells are models trained outside the workbench (``fgl_workbench.
+# external``): no snapshot a reader could restore, so attacks are added by auditing again
+EXTERNAL = "external"
 ROC_CAP = 4_000_000  # points of one stored ROC curve (32 MB per array)
 ROC_BYTES = 2 * ROC_CAP * 8 + 4096  # both arrays with their headers
 LOCK_FILE = ".writing"

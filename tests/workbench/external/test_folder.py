@@ -1,0 +1,102 @@
+"""``audit_model(out=DIR)``: the audit as an ordinary results folder, read by ``report``,
+``results`` and ``audit_stored``; a crash keeps the finished attacks and a re-run runs only
+the rest; ``attack`` refuses it in one line; a suite's folder is not written into."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_model import GCN, train
+
+import fgl_workbench.external.model as external_model
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.external import audit_model, audit_stored
+from fgl_workbench.external.folder import model_utility
+from fgl_workbench.interface import api
+from fgl_workbench.storage.store import ResultsStore
+
+LOSS = {"name": "mia-threshold", "params": {"signal": "loss"}}
+CONFIDENCE = {"name": "mia-threshold", "params": {"signal": "confidence"}}
+
+
+@pytest.fixture(scope="module")
+def split(cora):
+    ds = cora
+    members = torch.as_tensor(ds.public_split[0])
+    mask = torch.zeros(ds.data.num_nodes, dtype=torch.bool)
+    mask[members] = True
+    return ds.data, members, mask
+
+
+def test_the_folder_is_read_by_report_results_and_audit_stored(split, tmp_path):
+    data, members, mask = split
+    model = train(GCN, data, mask, 0)
+    audit = audit_model(model, data, members, train_fn=train, attacks=[LOSS], out=tmp_path)
+    frame = api.results(tmp_path)
+    assert len(frame) == 1 and frame["target"].item() == "external"
+    assert frame["defenses"].item() == "none"
+    scored = next(iter(audit.attacks.values()))
+    nonmembers = np.sort(scored.ids[~scored.is_member])
+    assert frame["utility.accuracy"].item() == model_utility(model, data, nonmembers)["accuracy"]
+    row = frame.iloc[0]
+    stored = audit_stored(tmp_path, row["cell_id"], row["attack_key"])
+    assert stored.metrics == scored.metrics
+    assert row["metric.auc"] == stored.metrics["auc"]
+    page = api.build_report(tmp_path).read_text()
+    assert "trained outside the workbench" in page and "mia-threshold(signal=loss)" in page
+    with pytest.raises(ConfigError, match="trained outside the workbench.*audit_model"):
+        api.attack(tmp_path, [LOSS])
+
+
+def test_a_crash_keeps_finished_attacks_and_a_rerun_runs_only_the_rest(
+    split, tmp_path, monkeypatch
+):
+    data, members, mask = split
+    model = train(GCN, data, mask, 0)
+    ran, calls = external_model.ran, []
+
+    def crashing(name, config, inp, seed):
+        calls.append(config.signal)
+        if config.signal == "confidence" and len(calls) == 2:
+            raise RuntimeError("killed mid-audit")
+        return ran(name, config, inp, seed)
+
+    monkeypatch.setattr(external_model, "ran", crashing)
+    with pytest.raises(RuntimeError, match="killed"):
+        audit_model(model, data, members, train_fn=train, attacks=[LOSS, CONFIDENCE], out=tmp_path)
+    assert len(api.results(tmp_path)) == 1  # the loss attack finished and was kept
+    again = audit_model(
+        model, data, members, train_fn=train, attacks=[LOSS, CONFIDENCE], out=tmp_path
+    )
+    assert calls == ["loss", "confidence", "confidence"]  # the stored one was read back
+    fresh = audit_model(model, data, members, train_fn=train, attacks=[LOSS])
+    label = "mia-threshold(signal=loss)"
+    assert again.attacks[label].metrics == fresh.attacks[label].metrics
+    assert len(api.results(tmp_path)) == 2
+
+
+def test_two_models_are_two_cells_of_one_report(split, tmp_path):
+    data, members, mask = split
+    for seed in (0, 1):
+        model = train(GCN, data, mask, seed)
+        audit_model(model, data, members, train_fn=train, attacks=[LOSS], out=tmp_path)
+    frame = api.results(tmp_path)
+    assert frame["cell_id"].nunique() == 2 and frame["target.weights"].nunique() == 2
+    assert frame["target.split"].nunique() == 1  # the same members and non-members
+    assert api.build_report(tmp_path).is_file()
+
+
+def test_a_suite_folder_or_another_delta_is_refused(split, tmp_path):
+    data, members, mask = split
+    model = train(GCN, data, mask, 0)
+    store = ResultsStore(tmp_path / "suite")
+    store.set_meta("suite_json", json.dumps({"name": "a suite", "delta": 1e-5}))
+    store.close()
+    with pytest.raises(ConfigError, match="^out: .* holds a suite's results"):
+        audit_model(model, data, members, attacks=[LOSS], train_fn=train, out=tmp_path / "suite")
+    audit_model(model, data, members, attacks=[LOSS], train_fn=train, out=tmp_path / "mine")
+    with pytest.raises(ConfigError, match="^delta: .* holds audits at δ = 1e-05"):
+        audit_model(
+            model, data, members, attacks=[LOSS], train_fn=train, delta=1e-3, out=tmp_path / "mine"
+        )
