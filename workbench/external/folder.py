@@ -184,13 +184,19 @@ class AuditFolder:
         self.store.put_cell(cell, config_hash(cell.config))
         self.cell, self._done = cell, self.store.done_attacks(cell.cell_id)
 
-    def stored(self, entry: AttackEntry) -> ScoreAudit | None:
-        """A yes/no attack this cell already has a row for, read back from its records."""
+    def stored(
+        self, entry: AttackEntry, ids: np.ndarray, is_member: np.ndarray
+    ) -> ScoreAudit | None:
+        """A yes/no attack this cell already has a row for, read back from its records; None
+        (run it) where there is none, or its records are not this audit's candidates."""
         assert self.cell is not None, "open(cell) first"
         if entry.key not in self._done:
             return None
-        if self.store.load_records(self.cell.cell_id, entry.key) is None:
-            return None  # stored without records (not applicable, or an inference): re-run
+        records = self.store.load_records(self.cell.cell_id, entry.key)
+        if records is None:
+            return None  # stored without records (not applicable, or an inference)
+        if not (np.array_equal(records.ids, ids) and np.array_equal(records.is_member, is_member)):
+            return None  # not what this audit asks about (the folder was changed): run again
         return audit_stored(self.store.root, self.cell.cell_id, entry.key)
 
     def put(self, entry: AttackEntry, result: Result, seconds: float) -> None:

@@ -371,7 +371,7 @@ def audit_model(
         for (attack, config), raw in zip(configs, entries, strict=True):
             entry = AttackEntry(name=attack, params=dict(raw.get("params", {})))
             label = attack_label(entry.name, entry.params)
-            stored = folder.stored(entry) if folder is not None else None
+            stored = folder.stored(entry, ids, is_member) if folder is not None else None
             if stored is not None:
                 results[label] = replace(stored, name=f"{name}: {label}")
                 continue

@@ -3,6 +3,7 @@
 the rest; ``attack`` refuses it in one line; a suite's folder is not written into."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -100,3 +101,22 @@ def test_a_suite_folder_or_another_delta_is_refused(split, tmp_path):
         audit_model(
             model, data, members, attacks=[LOSS], train_fn=train, delta=1e-3, out=tmp_path / "mine"
         )
+
+
+def test_stored_records_that_are_not_this_audits_candidates_are_run_again(
+    split, tmp_path, monkeypatch
+):
+    data, members, mask = split
+    model = train(GCN, data, mask, 0)
+    first = audit_model(model, data, members, train_fn=train, attacks=[LOSS], out=tmp_path)
+    row = api.results(tmp_path).iloc[0]
+    store = ResultsStore(tmp_path)
+    kept = store.load_records(row["cell_id"], row["attack_key"])
+    store.save_records(row["cell_id"], row["attack_key"], replace(kept, ids=kept.ids[::-1]))
+    store.close()
+    ran, calls = external_model.ran, []
+    monkeypatch.setattr(external_model, "ran", lambda *a: calls.append(a[0]) or ran(*a))
+    again = audit_model(model, data, members, train_fn=train, attacks=[LOSS], out=tmp_path)
+    assert calls == ["mia-threshold"]
+    label = "mia-threshold(signal=loss)"
+    assert again.attacks[label].metrics == first.attacks[label].metrics
