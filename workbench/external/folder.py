@@ -223,9 +223,10 @@ class AuditFolder:
 
 @contextmanager
 def results_folder(out: str | Path | None, name: str, delta: float) -> Iterator[AuditFolder | None]:
-    """The results folder ``out`` (made if absent; None: no folder), held for the audit. An
-    external audits' folder only (a suite's holds models it can restore; a mix would leave
-    ``attack`` half able), at one δ (its ROC ceilings and ε bounds are at that δ)."""
+    """The results folder ``out`` (made if absent; None: no folder), held for the audit, and
+    its HTML and PDF report written once the audit is in. An external audits' folder only (a
+    suite's holds models it can restore; a mix would leave ``attack`` half able), at one δ
+    (its ROC ceilings and ε bounds are at that δ)."""
     if out is None:
         yield None
         return
@@ -249,3 +250,6 @@ def results_folder(out: str | Path | None, name: str, delta: float) -> Iterator[
             yield AuditFolder(store)
         finally:
             store.close()
+    from fgl_workbench.reports import build_report  # the report draws: loaded when asked
+
+    build_report(out)

@@ -44,7 +44,8 @@ def test_the_folder_is_read_by_report_results_and_audit_stored(split, tmp_path):
     stored = audit_stored(tmp_path, row["cell_id"], row["attack_key"])
     assert stored.metrics == scored.metrics
     assert row["metric.auc"] == stored.metrics["auc"]
-    page = api.build_report(tmp_path).read_text()
+    assert (tmp_path / "report.pdf").is_file()  # written with the folder
+    page = (tmp_path / "report.html").read_text()
     assert "trained outside the workbench" in page and "mia-threshold(signal=loss)" in page
     with pytest.raises(ConfigError, match="trained outside the workbench.*audit_model"):
         api.attack(tmp_path, [LOSS])
