@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from fgl_workbench.data import catalog
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.device import on_device, resolve_device
@@ -141,7 +143,7 @@ def _attack_stored(
                 "are kept"
             )
         # the stored suite's trust was the run's; these attacks are trusted by this call
-        suite = Suite.model_validate_json(raw).model_copy(update={"trust_plugins": trust_plugins})
+        suite = stored_suite(raw, out_dir).model_copy(update={"trust_plugins": trust_plugins})
         stored = store.meta("device")
         where = resolve_device(device or stored or "auto", "--device")
         same_device(store, str(where), "--device")
@@ -172,6 +174,18 @@ def _attack_stored(
         return len(todo), missing
     finally:
         store.close()
+
+
+def stored_suite(raw: str, out_dir: str | Path) -> Suite:
+    """The suite a folder records, checked; one this version cannot rebuild is one line."""
+    try:
+        return Suite.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "suite"
+        raise ConfigError(
+            f"{out_dir}: its recorded suite cannot be rebuilt ({where}: {first['msg']})"
+        ) from None
 
 
 def guarded(out_dir: str | Path, root: str | None) -> list[Path]:

@@ -3,6 +3,7 @@
 the rest; ``attack`` refuses it in one line; a suite's folder is not written into."""
 
 import json
+import sqlite3
 from dataclasses import replace
 
 import numpy as np
@@ -48,6 +49,10 @@ def test_the_folder_is_read_by_report_results_and_audit_stored(split, tmp_path):
     page = (tmp_path / "report.html").read_text()
     assert "trained outside the workbench" in page and "mia-threshold(signal=loss)" in page
     with pytest.raises(ConfigError, match="trained outside the workbench.*audit_model"):
+        api.attack(tmp_path, [LOSS])
+    with sqlite3.connect(tmp_path / "results.sqlite") as db:  # its mark removed
+        db.execute("DELETE FROM meta WHERE key = 'external'")
+    with pytest.raises(ConfigError, match="recorded suite cannot be rebuilt"):
         api.attack(tmp_path, [LOSS])
 
 
