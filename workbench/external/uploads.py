@@ -118,11 +118,11 @@ def audit_uploads(
 ) -> ModelAudit:
     """``rounds[r][k]``: what client ``k`` uploaded in round ``r`` (a state dict of ``model``'s
     architecture, or with ``updates`` its change from ``global_models[r]``, the model the
-    server sent that round; one per round at least). ``data``: the records (one graph at node level, a
-    list of graphs at graph level) and ``members[k]`` the ids client ``k`` trained on;
-    ``nonmembers[k]`` the ones it held without training on (default: as many as its members,
-    drawn from records no client trained on). The records no client holds are the server's
-    auxiliary pool.
+    server sent that round, one for each round). ``data``: the records (one graph at node
+    level, a list of graphs at graph level) and ``members[k]`` the ids client ``k`` trained
+    on; ``nonmembers[k]`` the ones it held without training on (default: as many as its
+    members, drawn from records no client trained on). The records no client holds are the
+    server's auxiliary pool: all the attacks besides membership know of the records.
 
     ``attacks``: server-side attacks of the membership, distribution and client-data
     families. Default: the loss threshold on each upload and, at node level with
