@@ -178,7 +178,7 @@ def audit_uploads(
         elif family == "distribution":
             got = _distribution(attack, config, logged, seed, title)
         else:
-            got = _client_data(attack, config, logged, bool(steps), seed, title)
+            got = _client_data(attack, config, logged, seed, title)
         if isinstance(got, str):
             skipped[label] = got
         elif isinstance(got, InferenceAudit):
@@ -305,7 +305,7 @@ def _distribution(
 
 
 def _client_data(
-    attack: str, config: Any, logged: _Logged, recipe: bool, seed: int, title: str
+    attack: str, config: Any, logged: _Logged, seed: int, title: str
 ) -> InferenceAudit | str:
     """Client ``config.client``'s training rows reconstructed from its upload, scored against
     its members' features and labels beside the pool's priors; the label accuracy with its
@@ -315,7 +315,7 @@ def _client_data(
         return "it reconstructs a client's nodes: needs node-level data"
     if getattr(config, "structure", "none") == "known":
         return "the server of a federation trained elsewhere knows no client's edges"
-    if not recipe:
+    if not logged.pool.recipe.config:
         return "it replays the clients' local round differentiably: pass recipe="
     members, held = logged.owned[config.client]
     shape = ClientShape(members.size + held.size, members.size)
