@@ -4,7 +4,8 @@ For cross-entropy the output bias's gradient is the sum over training records of
 one round of local training moves the bias by an amount that depends on how far the model's
 predictions are from the client's label fractions (iDLG's observation, turned into fractions
 by simulation). The server knows the global model it sent, the training recipe and its
-auxiliary pool: it trains the global model locally, as a client would, on auxiliary subsets
+auxiliary pool: it trains the global model locally, as a client would (the recipe's
+``local_round``: the target's own step, or an external federation's), on auxiliary subsets
 whose label mixture it draws from a Dirichlet, records the bias update of each, and fits a
 ridge regression from bias update to label fractions; each client's real update is read
 through it. The simulation starts each client's optimizer afresh; a target whose clients keep
@@ -29,7 +30,7 @@ from fgl_workbench.defenses.dp_fedavg import apply_update, client_update, update
 from fgl_workbench.defenses.gaussian_upload import privatize
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.targets.training import make_optimizer, train_node_epochs
+from fgl_workbench.seeding import derive_seed
 from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
 
@@ -135,9 +136,17 @@ class LabelDistribution:
         labels = np.zeros(knowledge.graph.num_nodes, dtype=np.int64)
         labels[knowledge.aux_ids] = knowledge.aux_labels
         deltas, fractions = [], []
-        for _ in range(config.simulations):
+        for i in range(config.simulations):
             delta, frac = _simulate(
-                global_state, key, knowledge, view, config, rng, by_class, labels
+                global_state,
+                key,
+                knowledge,
+                view,
+                config,
+                rng,
+                by_class,
+                labels,
+                derive_seed(seed, "simulation", i),
             )
             deltas.append(delta)
             fractions.append(frac)
@@ -165,11 +174,13 @@ def _simulate(
     rng: np.random.Generator,
     by_class: list[np.ndarray],
     labels: np.ndarray,
+    seed: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One local round on an auxiliary subset of a Dirichlet label mixture, as large as an
-    average client's training set: (what the attack reads of the update, the subset's label
-    fractions). ``by_class``: the pool's nodes of each class; ``labels``: the pool's labels
-    by node id (built once for all simulations)."""
+    """One local round (the recipe's ``local_round``, seeded by ``seed``) on an auxiliary
+    subset of a Dirichlet label mixture, as large as an average client's training set: (what
+    the attack reads of the update, the subset's label fractions). ``by_class``: the pool's
+    nodes of each class; ``labels``: the pool's labels by node id (built once for all
+    simulations)."""
     recipe, c = knowledge.recipe, view.num_classes
     size = max(8, min(recipe.train_size // max(recipe.num_clients, 1), knowledge.aux_ids.size))
     mix = rng.dirichlet(np.full(c, config.concentration))
@@ -192,10 +203,7 @@ def _simulate(
     )
     model = view.spec.build()
     model.load_state_dict(global_state)
-    cfg = recipe.config
-    opt = make_optimizer(cfg["optimizer"], model, cfg["lr"], cfg["weight_decay"])
-    train_node_epochs(model, data, opt, cfg["local_epochs"])
-    state = model.state_dict()
+    state = recipe.local_round(model, data, seed).state_dict()
     uploads = [d for d in recipe.defenses if d.name in UPLOAD_DEFENSES]
     if config.adaptive and uploads:
         noise = seeded_generator(int(rng.integers(2**31)))

@@ -158,14 +158,27 @@ class ClientData:
         prior_y = value_fractions(knowledge.aux_labels, federation.dataset.num_classes)
 
         def score(out: AttackOutput) -> tuple[dict[str, Any], None]:
-            ordered = out.details.get("order") != "set"
-            metrics, match = reconstruction_metrics(out.scores, task.features, prior_x, ordered)
-            if "class_size" in out.details:
-                sizes = np.asarray(out.details["class_size"])
-                metrics.update(singleton_metrics(out.scores, task.features, match, sizes))
-            labels = np.asarray(out.details["labels"])[match]
-            metrics.update(label_reconstruction_metrics(labels, task.labels, prior_y))
-            return metrics, None
+            return client_data_metrics(out, task.features, task.labels, prior_x, prior_y), None
 
         view = server_view(cell.trained, federation)
         return FamilyInputs(view, knowledge, np.array([config.client]), score)
+
+
+def client_data_metrics(
+    out: AttackOutput,
+    features: np.ndarray,
+    labels: np.ndarray,
+    prior_x: np.ndarray,
+    prior_y: np.ndarray,
+) -> dict[str, Any]:
+    """A reconstruction of a client's training rows scored against their ``features`` and
+    ``labels`` (an unordered one matched first), beside the priors: the auxiliary pool's mean
+    row and label fractions."""
+    ordered = out.details.get("order") != "set"
+    metrics, match = reconstruction_metrics(out.scores, features, prior_x, ordered)
+    if "class_size" in out.details:
+        sizes = np.asarray(out.details["class_size"])
+        metrics.update(singleton_metrics(out.scores, features, match, sizes))
+    guessed = np.asarray(out.details["labels"])[match]
+    metrics.update(label_reconstruction_metrics(guessed, labels, prior_y))
+    return metrics

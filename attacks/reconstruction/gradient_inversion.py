@@ -120,12 +120,20 @@ class Replay:
                 if self.adam:  # torch's Adam defaults, from a fresh state
                     m[n] = 0.9 * m[n] + 0.1 * g
                     v[n] = 0.999 * v[n] + 0.001 * g * g
-                    step = (m[n] / (1 - 0.9**t)) / ((v[n] / (1 - 0.999**t)).sqrt() + 1e-8)
+                    step = (m[n] / (1 - 0.9**t)) / (_root(v[n] / (1 - 0.999**t)) + 1e-8)
                 else:
                     step = g
                 new[n] = params[n] - self.lr * step
             params = new
         return torch.cat([(params[n] - self.start[n]).reshape(-1) for n in self.names])
+
+
+def _root(v: torch.Tensor) -> torch.Tensor:
+    """√v, the same values, with gradient 0 where v = 0 (an Adam moment no data moved): the
+    plain root's ∞ there, times the 0 that flows into it, is NaN, which spread through the
+    whole replay of an Adam recipe."""
+    moved = v > 0
+    return torch.where(moved, torch.where(moved, v, torch.ones_like(v)).sqrt(), 0.0)
 
 
 class GradientInversion:

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from scipy.stats import t as student_t
+
+from fgl_workbench.attacks.metrics import clopper_pearson
 from fgl_workbench.external.scores import interval_text, number_text
+
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -39,3 +45,26 @@ def figure_text(m: dict[str, float | None], key: str) -> str:
     if m.get(f"{key}_ci_low") is None:
         return number_text(m.get(key))
     return interval_text(m, key)
+
+
+def rate_interval(metrics: dict[str, float | None], key: str, n: int) -> None:
+    """``metrics[key]``, a rate over ``n`` trials, gets its exact (Clopper–Pearson) 95 %
+    interval as ``<key>_ci_low``/``_ci_high``."""
+    k = round(float(metrics[key] or 0.0) * n)
+    lo, hi = clopper_pearson(np.array(k), n, CONFIDENCE)
+    metrics[f"{key}_ci_low"], metrics[f"{key}_ci_high"] = float(lo), float(hi)
+
+
+def mean_interval(
+    metrics: dict[str, float | None], key: str, values: np.ndarray, bounds: tuple[float, float]
+) -> None:
+    """``metrics[key]``, the mean of ``values`` (one per client, say), gets its 95 %
+    t-interval kept within ``bounds``: with a handful of values a bootstrap would resample
+    too few to be honest, the t quantile widens with them. None with one value."""
+    if values.size < 2:
+        metrics[f"{key}_ci_low"] = metrics[f"{key}_ci_high"] = None
+        return
+    half = student_t.ppf((1 + CONFIDENCE) / 2, values.size - 1) * values.std(ddof=1)
+    half /= np.sqrt(values.size)
+    metrics[f"{key}_ci_low"] = float(max(bounds[0], values.mean() - half))
+    metrics[f"{key}_ci_high"] = float(min(bounds[1], values.mean() + half))

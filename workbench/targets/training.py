@@ -46,6 +46,17 @@ class TrainingRecipe:
         )
         return base + (f", defenses={self.defenses!r})" if self.defenses else ")")
 
+    def local_round(self, model: nn.Module, data: Data, seed: int) -> nn.Module:
+        """One client's local round from ``model`` (the global model it was sent) on
+        ``data``'s training nodes, as the config says: what a server simulates to read the
+        uploads it receives (an audit of a federation trained elsewhere replays the user's
+        own step instead). ``seed`` is for a replay that draws its own randomness; this one
+        uses torch's, as the target's clients do."""
+        cfg = self.config
+        opt = make_optimizer(cfg["optimizer"], model, cfg["lr"], cfg["weight_decay"])
+        train_node_epochs(model, data, opt, cfg["local_epochs"])
+        return model
+
 
 ReleaseRule = Literal["best_val", "last"]
 
