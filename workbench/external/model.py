@@ -317,7 +317,7 @@ def audit_model(
     )[order]
     num_classes = int(labels.max()) + 1
     spec = ExternalSpec(factory_of(model, model_factory), num_classes, level)
-    recipe = TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, member_ids.size)
+    recipe = TrainingRecipe("external", {"train_fn": qualified_name(train_fn)}, 1, member_ids.size)
     entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
     configs = attack_configs(entries, "querier")
     if level == "node":
@@ -542,5 +542,5 @@ def record_ids(values: Any, n: int, field: str) -> np.ndarray:
     return np.sort(a)
 
 
-def _qualname(fn: Callable[..., Any]) -> str:
+def qualified_name(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

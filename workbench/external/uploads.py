@@ -9,8 +9,10 @@ suspicious upload), each client's label distribution, and a client's training da
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -26,20 +28,28 @@ from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.metrics import distribution_metrics, value_fractions
 from fgl_workbench.attacks.reconstruction.family import client_data_metrics
 from fgl_workbench.errors import ConfigError, NotApplicableError
+from fgl_workbench.external.folder import (
+    audited_cell,
+    communication,
+    model_utility,
+    results_folder,
+)
 from fgl_workbench.external.inference import InferenceAudit, mean_interval, rate_interval
 from fgl_workbench.external.model import (
     ExternalSpec,
     ModelAudit,
     attack_configs,
     factory_of,
+    qualified_name,
     ran,
     record_ids,
     record_labels,
     records_level,
 )
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores
+from fgl_workbench.running.suite import AttackEntry
 from fgl_workbench.seeding import seed_everything
-from fgl_workbench.storage.store import attack_label
+from fgl_workbench.storage.store import CellRow, attack_label
 from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER, Message, client
 
@@ -115,6 +125,7 @@ def audit_uploads(
     seed: int = 0,
     delta: float = DELTA,
     name: str = "the federation",
+    out: str | Path | None = None,
 ) -> ModelAudit:
     """``rounds[r][k]``: what client ``k`` uploaded in round ``r`` (a state dict of ``model``'s
     architecture, or with ``updates`` its change from ``global_models[r]``, the model the
@@ -140,7 +151,10 @@ def audit_uploads(
 
     Returns, per membership attack, the audit of every record scored by its most suspicious
     upload, and of each client's records scored by that client's own upload (grouped by
-    client); per other attack an ``InferenceAudit`` in ``inferences``."""
+    client); per other attack an ``InferenceAudit`` in ``inferences``. ``out``: a results
+    folder the audit is also written to, as ``audit_model``'s (its utility: ``model``'s
+    accuracy on the non-members, so pass the federation's final model there); its
+    attacks train no reference models, so a re-run runs them all again."""
     level = records_level(data, None)
     labels = record_labels(data, level)
     rng = np.random.default_rng(seed)
@@ -169,23 +183,77 @@ def audit_uploads(
     results: dict[str, ScoreAudit] = {}
     inferences: dict[str, InferenceAudit] = {}
     skipped: dict[str, str] = {}
-    for (attack, config), raw in zip(configs, entries, strict=True):
-        label = attack_label(attack, dict(raw.get("params", {})))
-        family = ATTACKS.get(attack).family
-        title = f"{name}: {label}"
-        if family == "membership":
-            got: Any = _membership(attack, config, logged, seed, delta, title)
-        elif family == "distribution":
-            got = _distribution(attack, config, logged, seed, title)
-        else:
-            got = _client_data(attack, config, logged, seed, title)
-        if isinstance(got, str):
-            skipped[label] = got
-        elif isinstance(got, InferenceAudit):
-            inferences[label] = got
-        else:
-            results.update({label + suffix: a for suffix, a in got.items()})
+    with results_folder(out, name, delta) as folder:
+        if folder is not None:
+            folder.open(_cell(name, model, data, logged, rounds, global_models, local_fn, seed))
+        for (attack, config), raw in zip(configs, entries, strict=True):
+            entry = AttackEntry(name=attack, params=dict(raw.get("params", {})))
+            label = attack_label(entry.name, entry.params)
+            family = ATTACKS.get(attack).family
+            title = f"{name}: {label}"
+            start = time.perf_counter()
+            if family == "membership":
+                got: Any = _membership(attack, config, logged, seed, delta, title)
+            elif family == "distribution":
+                got = _distribution(attack, config, logged, seed, title)
+            else:
+                got = _client_data(attack, config, logged, seed, title)
+            seconds = time.perf_counter() - start
+            if isinstance(got, str):
+                skipped[label] = got
+            elif isinstance(got, InferenceAudit):
+                inferences[label] = got
+            else:
+                results.update({label + suffix: a for suffix, a in got.items()})
+            for suffix, result in got.items() if isinstance(got, dict) else [("", got)]:
+                if folder is not None:
+                    folder.put(_scored_by(entry, suffix), result, seconds)
     return ModelAudit(name, results, (), skipped, inferences)
+
+
+def _scored_by(entry: AttackEntry, suffix: str) -> AttackEntry:
+    """The row of a membership attack's second reading (each client's records by its own
+    upload) is the attack's own, its parameters marked with the reading."""
+    if not suffix:
+        return entry
+    return AttackEntry(name=entry.name, params=entry.params | {"scored_by": suffix.strip(", ")})
+
+
+def _cell(
+    name: str,
+    model: nn.Module,
+    data: Any,
+    logged: _Logged,
+    rounds: Sequence[Mapping[int, State]],
+    global_models: Sequence[State] | None,
+    local_fn: LocalFn | None,
+    seed: int,
+) -> CellRow:
+    """The logged federation as a results folder's cell: named by its final model and every
+    upload, its communication what the server logged (uploads up, global models down)."""
+    received = logged.view.received
+    sent = sum(
+        sum(t.numel() * t.element_size() for t in g.values()) * len(logged.owned)
+        for g in global_models or ()
+    )
+    logs = {f"{m.round}.{m.sender}.{k}": t for m in received for k, t in (m.payload or {}).items()}
+    nonmembers = np.concatenate([o for _, o in logged.owned.values()])
+    return audited_cell(
+        name=name,
+        data=data,
+        weights=model.state_dict() | logs,
+        owned=logged.owned,
+        aux_ids=logged.knowledge.aux_ids,
+        recipe="unknown" if local_fn is None else qualified_name(local_fn),
+        seed=seed,
+        utility=model_utility(model, data, np.sort(nonmembers)),
+        comm=communication(
+            len(rounds),
+            len(received) + len(global_models or ()) * len(logged.owned),
+            sum(m.nbytes for m in received),
+            sent,
+        ),
+    )
 
 
 def _logged(

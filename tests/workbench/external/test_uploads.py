@@ -12,6 +12,8 @@ from torch_geometric.nn import GCNConv
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external import audit_uploads
 from fgl_workbench.external import uploads as uploads_module
+from fgl_workbench.interface import api
+from fgl_workbench.storage.store import ResultsStore
 
 LABEL_DISTRIBUTION = "label-distribution"
 ADAM_30 = {"optimizer": "adam", "lr": 0.01, "local_epochs": 30}  # the clients' round below
@@ -309,3 +311,23 @@ def _reachable(obj, path):
     elif isinstance(obj, list | tuple):
         for i, value in enumerate(obj):
             yield from _reachable(value, f"{path}[{i}]")
+
+
+def test_out_writes_the_logged_federation_as_a_results_folder(skewed, tmp_path):
+    data, members, rounds, sent, model = skewed
+    local = partial(local_round, epochs=10)
+    audit = audit_uploads(
+        rounds, model, data, members, global_models=sent, local_fn=local, out=tmp_path
+    )
+    frame = api.results(tmp_path).set_index("attack_label")
+    reading = "mia-threshold(adversary=server, scored_by=each client's own upload, signal=loss)"
+    own = audit.attacks["mia-threshold(adversary=server, signal=loss), each client's own upload"]
+    assert frame.loc[reading, "metric.auc"] == own.metrics["auc"]
+    tv = audit.inferences[LABEL_DISTRIBUTION].metrics["tv_mean"]
+    assert frame.loc[LABEL_DISTRIBUTION, "metric.tv_mean"] == tv
+    assert (frame["num_clients"] == len(members)).all() and (frame["target"] == "external").all()
+    cell = ResultsStore(tmp_path, read_only=True).cells()[0]
+    states = [state for r in rounds for state in r.values()]
+    uploaded = sum(t.numel() * t.element_size() for s in states for t in s.values())
+    assert cell.comm["bytes"]["up"] == uploaded and cell.comm["rounds"] == len(rounds)
+    assert (tmp_path / "report.html").is_file()
