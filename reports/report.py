@@ -64,7 +64,13 @@ from fgl_workbench.reports.summary import (
     seed_text,
 )
 from fgl_workbench.reports.tradeoff import strongest_attacks, tradeoff_figure, tradeoff_points
-from fgl_workbench.reports.verdict import AUDITOR_HEADER, adversary_of, auditor_rows, verdicts
+from fgl_workbench.reports.verdict import (
+    AUDITOR_HEADER,
+    EXTERNAL_TARGET,
+    adversary_of,
+    auditor_rows,
+    verdicts,
+)
 from fgl_workbench.storage import rows as checks
 from fgl_workbench.storage.records import read_records, records_artifact
 from fgl_workbench.storage.store import (
@@ -421,6 +427,13 @@ def _utility(cells: list[CellRow], labels: dict[str, str]) -> Section:
             "target_epsilon was calibrated to: the largest finite ε over adversaries and units "
             "meets it), metric-DP's ε(ρ) at the k-NN percentile ρ, or the information "
             "bottleneck's KL term (no formal guarantee)."
+            + (
+                " A model trained outside the workbench (target external) is measured on the "
+                "non-members its audit asked about, as it serves them; the workbench saw none "
+                "of its training (no rounds, no training time)."
+                if any(c.config["target"]["name"] == EXTERNAL_TARGET for c in cells)
+                else ""
+            )
         ),
         Table(
             [

@@ -160,6 +160,20 @@ def utility(group: list[CellRow]) -> Utility:
     return Utility(float(np.mean(accuracies)), interval, float(counts.max() / counts.sum()))
 
 
+EXTERNAL_TARGET = "external"  # a model trained outside the workbench (fgl_workbench.external)
+# what names such a model rather than its setting: a DP model's twin is the one audited on the
+# same split, whatever its weights, answers and recipe
+MODEL_IDENTITY = ("weights", "answers", "train_fn")
+
+
+def setting(target: dict) -> dict:
+    """The target's parameters that make its configuration (all but a model's identity)."""
+    params = target.get("params", {})
+    if target["name"] != EXTERNAL_TARGET:
+        return params
+    return {k: v for k, v in params.items() if k not in MODEL_IDENTITY}
+
+
 def _twin(group: list[CellRow], groups: list[tuple[str, list[CellRow]]]) -> list[CellRow] | None:
     """The undefended configuration a defended one is measured against: same dataset,
     partition and target with the same parameters, no defenses, from the same results folder
@@ -173,7 +187,7 @@ def _twin(group: list[CellRow], groups: list[tuple[str, list[CellRow]]]) -> list
             not mine["target"].get("defenses")
             and mine.get("results") == group[0].config.get("results")
             and mine["target"]["name"] == target["name"]
-            and mine["target"].get("params", {}) == target.get("params", {})
+            and setting(mine["target"]) == setting(target)
             and mine["dataset"] == group[0].config["dataset"]
             and mine["partition"] == group[0].config["partition"]
         ):
@@ -204,7 +218,10 @@ def _verdict(
     else:
         parts.append("No membership or link attack was scored.")
     epsilons = worst_epsilons(group)
-    parts.append(epsilon_sentence(epsilons, delta))
+    if not epsilons and group[0].config["target"]["name"] == EXTERNAL_TARGET:
+        parts.append("No DP training was stated for this model (privacy=): no ε is claimed.")
+    else:
+        parts.append(epsilon_sentence(epsilons, delta))
     tight = worst_epsilons(group, "epsilon_pld")
     if tight:
         parts.append(

@@ -17,9 +17,11 @@ same audit again with more ``attacks=``."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -66,20 +68,64 @@ def records_hash(data: Data | Sequence[Data]) -> str:
     return content_hash(*(t for g in graphs for t in (g.x, g.edge_index, g.y)))
 
 
-def model_utility(
-    model: nn.Module, data: Data | Sequence[Data], nonmembers: np.ndarray
-) -> dict[str, float]:
-    """The model's accuracy and macro-F1 on records it did not train on, as it serves them
-    (node level: one forward pass on the whole graph)."""
+def state_hash(state: Mapping[str, torch.Tensor]) -> str:
+    """A state dict's names and tensors, hashed."""
+    return content_hash(np.frombuffer("\n".join(state).encode(), np.uint8), *state.values())
+
+
+def recipe_text(fn: Callable[..., Any] | None) -> str:
+    """The user's training function as a cell names it: its qualified name and a hash of the
+    code it runs (bytecode, constants, names; a ``partial``'s arguments), so an edited recipe
+    under the same name is a new cell, not one whose stored rows a re-run reads back."""
+    if fn is None:
+        return "not given"
+    h = hashlib.sha256()
+    inner = fn
+    while isinstance(inner, functools.partial):
+        h.update(_stable((inner.args, sorted(inner.keywords.items()))).encode())
+        inner = inner.func
+    code = getattr(inner, "__code__", None)
+    if code is not None:
+        _hash_code(h, code)
+    name = f"{getattr(inner, '__module__', '?')}.{getattr(inner, '__qualname__', '?')}"
+    return f"{name} #{h.hexdigest()[:8]}"
+
+
+def _hash_code(h: Any, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for const in code.co_consts:  # nested functions' code by content, not by address
+        if isinstance(const, types.CodeType):
+            _hash_code(h, const)
+        else:
+            h.update(_stable(const).encode())
+
+
+def _stable(obj: Any) -> str:
+    """Text of a value that is the same in every process: a function or class by its
+    qualified name (its repr holds its address)."""
+    if isinstance(obj, tuple | list):
+        return "(" + ",".join(_stable(o) for o in obj) + ")"
+    if callable(obj) and hasattr(obj, "__qualname__"):
+        return f"{getattr(obj, '__module__', '?')}.{obj.__qualname__}"
+    return repr(obj)
+
+
+def model_answers(model: nn.Module, data: Data | Sequence[Data]) -> torch.Tensor:
+    """The model's logits for every record, as it serves them (node level: one forward
+    pass on the whole graph): what names the model in a cell (its weights and its code
+    together) and what its utility is measured on."""
     with torch.no_grad():
         if isinstance(data, Data):
-            logits = model.eval()(data.x, data.edge_index)[torch.as_tensor(nonmembers)]
-            truth = data.y.numpy(force=True)[nonmembers]
-        else:
-            graphs = [data[i] for i in nonmembers.tolist()]
-            logits = GraphQueryAPI(model).logits(graphs)
-            truth = np.array([int(g.y) for g in graphs])
-    predicted = logits.argmax(1).numpy(force=True)
+            return model.eval()(data.x, data.edge_index).detach()
+        return GraphQueryAPI(model).logits(list(data)).detach()
+
+
+def answer_utility(answers: torch.Tensor, labels: np.ndarray, ids: np.ndarray) -> dict[str, float]:
+    """Accuracy and macro-F1 of the answers on records ``ids`` (the non-members: records the
+    model did not train on)."""
+    predicted = answers[torch.as_tensor(ids)].argmax(1).numpy(force=True)
+    truth = labels[ids]
     return {
         "accuracy": float((predicted == truth).mean()),
         "macro_f1": float(f1_score(truth, predicted, average="macro")),
@@ -89,30 +135,35 @@ def model_utility(
 def audited_cell(
     *,
     name: str,
+    model: nn.Module,
     data: Data | Sequence[Data],
-    weights: dict[str, torch.Tensor],
     owned: dict[int, tuple[np.ndarray, np.ndarray]],
     aux_ids: np.ndarray,
-    recipe: str,
+    train_fn: Callable[..., Any] | None,
     seed: int,
-    utility: dict[str, float],
     epsilons: Sequence[AdversaryEpsilon] = (),
     defenses: Sequence[dict[str, Any]] = (),
     comm: dict[str, Any] | None = None,
+    logged: Mapping[str, torch.Tensor] | None = None,
 ) -> CellRow:
     """The cell row of one audited model: ``owned[k]`` is client ``k``'s (members,
-    non-members) (one client for a centrally trained model), ``weights`` the state whose
-    hash names the model, ``defenses`` what its training states about DP, ``comm`` what the
-    federation sent (none: trained in one place)."""
+    non-members) (one client for a centrally trained model); the model is named by its
+    weights, its answers and the recipe's code (``logged``: a federation's uploads too),
+    ``defenses`` say what its training states about DP, ``comm`` what the federation sent
+    (none: trained in one place)."""
     level = "node" if isinstance(data, Data) else "graph"
-    n = int(data.num_nodes) if isinstance(data, Data) else len(data)
+    labels = _dataset(data).labels
+    n = labels.size
+    answers = model_answers(model, data)
+    nonmembers = np.sort(np.concatenate([o for _, o in owned.values()]))
     data_name = f"data {records_hash(data)[:8]}"
     split = content_hash(*(a for m, o in owned.values() for a in (m, o)), aux_ids)
     target: dict[str, Any] = {
         "name": "external",
         "params": {
-            "weights": content_hash(*weights.values()),
-            "train_fn": recipe,
+            "weights": state_hash(model.state_dict() | dict(logged or {})),
+            "answers": content_hash(answers),
+            "train_fn": recipe_text(train_fn),
             "split": split,
         },
     }
@@ -134,7 +185,7 @@ def audited_cell(
         cell_id,
         f"{data_name}/given-{len(owned)}/{name}/seed{seed}",
         config,
-        utility,
+        answer_utility(answers, labels, nonmembers),
         comm or communication(0, 0, 0, 0),
         [vars(s) for s in _partition(data, owned, aux_ids).stats(_dataset(data))],
         querier[0] if querier else None,
@@ -188,7 +239,9 @@ class AuditFolder:
         self, entry: AttackEntry, ids: np.ndarray, is_member: np.ndarray
     ) -> ScoreAudit | None:
         """A yes/no attack this cell already has a row for, read back from its records; None
-        (run it) where there is none, or its records are not this audit's candidates."""
+        (run it) where there is none, or its records are not this audit's candidates, or its
+        stored figures are not its records'. Reading back trusts the folder otherwise: a
+        folder someone else wrote is checked by auditing into a new one."""
         assert self.cell is not None, "open(cell) first"
         if entry.key not in self._done:
             return None
@@ -197,7 +250,11 @@ class AuditFolder:
             return None  # stored without records (not applicable, or an inference)
         if not (np.array_equal(records.ids, ids) and np.array_equal(records.is_member, is_member)):
             return None  # not what this audit asks about (the folder was changed): run again
-        return audit_stored(self.store.root, self.cell.cell_id, entry.key)
+        audit = audit_stored(self.store.root, self.cell.cell_id, entry.key)
+        rows = [a for a in self.store.attacks() if a.cell_id == self.cell.cell_id]
+        if not any(a.attack_key == entry.key and a.metrics == audit.metrics for a in rows):
+            return None  # the row's figures are not its records' (the folder was changed)
+        return audit
 
     def put(self, entry: AttackEntry, result: Result, seconds: float) -> None:
         """The attack's row (with its ROC and per-record scores for a yes/no attack)."""

@@ -29,7 +29,7 @@ from fgl_workbench.attacks.membership.reference import ReferencePool, TrainJob
 from fgl_workbench.data.datasets import Dataset
 from fgl_workbench.data.federation import NodeClient, build_federation
 from fgl_workbench.errors import ConfigError, NotApplicableError
-from fgl_workbench.external.folder import audited_cell, model_utility, results_folder
+from fgl_workbench.external.folder import audited_cell, results_folder
 from fgl_workbench.external.inference import InferenceAudit
 from fgl_workbench.external.privacy import epsilon_lines, opacus_defense, opacus_epsilons
 from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
@@ -193,6 +193,8 @@ class ModelAudit:
     # attacks that could not run on what was given, with the reason
     not_applicable: dict[str, str] = field(default_factory=dict)
     inferences: dict[str, InferenceAudit] = field(default_factory=dict)
+    # attacks read back from the results folder (``out=``) rather than run by this call
+    resumed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.attacks and not self.inferences:
@@ -205,6 +207,9 @@ class ModelAudit:
             lines += self._score_lines()
         lines += [i.summary_line() for i in self.inferences.values()]
         lines += [f"{k}: not applicable: {why}" for k, why in self.not_applicable.items()]
+        if self.resumed:
+            resumed = ", ".join(self.resumed)
+            lines.append(f"read back from the results folder, not run now: {resumed}")
         best = max((a.metrics["epsilon_lb"] or 0.0 for a in self.attacks.values()), default=0.0)
         for line in epsilon_lines(self.epsilons):
             lines.append(f"{line}; the attacks' empirical lower bound: {best:.2f}")
@@ -296,6 +301,7 @@ def audit_model(
     to (``fgl_workbench.external.folder``), which ``fgl-workbench report`` and ``export``
     read; auditing the same model and split into it again runs only the attacks not stored."""
     level = records_level(data, level)
+    check_run(name, seed)
     if not 0.0 < delta < 1.0:
         raise ConfigError(f"delta: expected a number in (0, 1) (got {delta!r})")
     epsilons = () if privacy is None else opacus_epsilons(privacy, level, delta)
@@ -317,7 +323,7 @@ def audit_model(
     )[order]
     num_classes = int(labels.max()) + 1
     spec = ExternalSpec(factory_of(model, model_factory), num_classes, level)
-    recipe = TrainingRecipe("external", {"train_fn": qualified_name(train_fn)}, 1, member_ids.size)
+    recipe = TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, member_ids.size)
     entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
     configs = attack_configs(entries, "querier")
     if level == "node":
@@ -351,19 +357,18 @@ def audit_model(
         answers = GraphQueryAPI(model.eval())
     view = QuerierView(level, num_classes, answers)
     pool = ExternalPool(train_fn, derive_seed(seed, "references"))
-    results, skipped = {}, {}
+    results, skipped, resumed = {}, {}, []
     with results_folder(out, name, delta) as folder:
         if folder is not None:
             folder.open(
                 audited_cell(
                     name=name,
+                    model=model,
                     data=data,
-                    weights=model.state_dict(),
                     owned={0: (member_ids, nonmember_ids)},
                     aux_ids=aux_ids,
-                    recipe=recipe.config["train_fn"],
+                    train_fn=train_fn,
                     seed=seed,
-                    utility=model_utility(model, data, nonmember_ids),
                     epsilons=epsilons,
                     defenses=opacus_defense(privacy),
                 )
@@ -374,6 +379,7 @@ def audit_model(
             stored = folder.stored(entry, ids, is_member) if folder is not None else None
             if stored is not None:
                 results[label] = replace(stored, name=f"{name}: {label}")
+                resumed.append(label)
                 continue
             start = time.perf_counter()
             output = ran(attack, config, AttackInput(view, knowledge, candidates, pool), seed)
@@ -395,7 +401,18 @@ def audit_model(
                 skipped[label] = result
             else:
                 results[label] = result
-    return ModelAudit(name, results, epsilons, skipped)
+    return ModelAudit(name, results, epsilons, skipped, resumed=tuple(resumed))
+
+
+NAME_CAP = 200  # characters of an audit's name (a cell's label holds it)
+
+
+def check_run(name: Any, seed: Any) -> None:
+    """The audit's ``name`` (its report's title, its cell's label) and ``seed``, checked."""
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_CAP:
+        raise ConfigError(f"name: expected a non-empty text of at most {NAME_CAP} characters")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise ConfigError(f"seed: expected a whole number >= 0 (got {seed!r})")
 
 
 def ran(name: str, config: Any, inp: AttackInput, seed: int) -> AttackOutput | str:
@@ -542,5 +559,5 @@ def record_ids(values: Any, n: int, field: str) -> np.ndarray:
     return np.sort(a)
 
 
-def qualified_name(fn: Callable[..., Any]) -> str:
+def _qualname(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

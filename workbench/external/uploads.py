@@ -31,7 +31,6 @@ from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.external.folder import (
     audited_cell,
     communication,
-    model_utility,
     results_folder,
 )
 from fgl_workbench.external.inference import InferenceAudit, mean_interval, rate_interval
@@ -39,8 +38,8 @@ from fgl_workbench.external.model import (
     ExternalSpec,
     ModelAudit,
     attack_configs,
+    check_run,
     factory_of,
-    qualified_name,
     ran,
     record_ids,
     record_labels,
@@ -156,6 +155,7 @@ def audit_uploads(
     accuracy on the non-members, so pass the federation's final model there); its
     attacks train no reference models, so a re-run runs them all again."""
     level = records_level(data, None)
+    check_run(name, seed)
     labels = record_labels(data, level)
     rng = np.random.default_rng(seed)
     owned = _owned(members, nonmembers, labels.size, rng)
@@ -237,16 +237,15 @@ def _cell(
         for g in global_models or ()
     )
     logs = {f"{m.round}.{m.sender}.{k}": t for m in received for k, t in (m.payload or {}).items()}
-    nonmembers = np.concatenate([o for _, o in logged.owned.values()])
     return audited_cell(
         name=name,
+        model=model,
         data=data,
-        weights=model.state_dict() | logs,
         owned=logged.owned,
         aux_ids=logged.knowledge.aux_ids,
-        recipe="unknown" if local_fn is None else qualified_name(local_fn),
+        train_fn=local_fn,
         seed=seed,
-        utility=model_utility(model, data, np.sort(nonmembers)),
+        logged=logs,
         comm=communication(
             len(rounds),
             len(received) + len(global_models or ()) * len(logged.owned),

@@ -69,6 +69,12 @@ def run_suite(
     admit([a.name for a in suite.attacks], suite.trust_plugins, guarded(out_dir, root))
     with writing(out_dir):
         store = ResultsStore(out_dir)
+        if store.meta(EXTERNAL) is not None:
+            store.close()
+            raise ConfigError(
+                f"--out {out_dir}: holds audits of models trained outside the workbench; run "
+                "the suite into another folder"
+            )
         streams = store.streams(suite.reproducible)
         store.set_meta("suite_name", suite.name)
         store.set_meta("suite_json", suite.model_dump_json())
