@@ -291,7 +291,7 @@ def results_folder(out: str | Path | None, name: str, delta: float) -> Iterator[
         store = ResultsStore(out)
         try:
             suite = store.suite()
-            if suite and store.meta(EXTERNAL) is None:
+            if (suite or store.cells()) and store.meta(EXTERNAL) is None:
                 raise ConfigError(
                     f"out: {out} holds a suite's results; audit your model into another folder"
                 )
