@@ -12,6 +12,7 @@ import copy
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,7 +31,14 @@ from fgl_workbench.data.federation import NodeClient, build_federation
 from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.external.inference import InferenceAudit
 from fgl_workbench.external.privacy import epsilon_lines, opacus_epsilons
-from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
+from fgl_workbench.external.scores import (
+    DELTA,
+    MEMBERSHIP,
+    ScoreAudit,
+    audit_scores,
+    interval_text,
+)
+from fgl_workbench.external.structure import UserGraph, structure_input, user_graph
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
 from fgl_workbench.registry import BUILT_IN
 from fgl_workbench.seeding import derive_seed, seed_everything
@@ -51,6 +59,10 @@ DEFAULT_ATTACKS = (
     {"name": "mia-rmia"},
     {"name": "mia-lira"},
 )
+# at node level also the graph's edges and the nodes' labels: He et al.'s unsupervised link
+# stealing (correlation of posteriors) and attribute inference of the label
+NODE_ATTACKS = (*DEFAULT_ATTACKS, {"name": "link-stealing"}, {"name": "attribute-inference"})
+FAMILIES = ("membership", "link", "attribute")
 # Kipf & Welling's schedule: what the recipe is assumed to be when the user gives none
 DEFAULT_RECIPE = {"epochs": 200, "lr": 0.01, "weight_decay": 5e-4}
 
@@ -202,7 +214,14 @@ class ModelAudit:
             lines += self._score_lines()
         lines += [i.summary_line() for i in self.inferences.values()]
         lines += [f"{k}: not applicable: {why}" for k, why in self.not_applicable.items()]
-        best = max((a.metrics["epsilon_lb"] or 0.0 for a in self.attacks.values()), default=0.0)
+        best = max(  # of membership: a link attack's bound is per edge, not per record
+            (
+                a.metrics["epsilon_lb"] or 0.0
+                for a in self.attacks.values()
+                if a.question == MEMBERSHIP
+            ),
+            default=0.0,
+        )
         for line in epsilon_lines(self.epsilons):
             lines.append(f"{line}; the attacks' empirical lower bound: {best:.2f}")
         return "\n".join(lines)
@@ -220,11 +239,16 @@ class ModelAudit:
                 f"{interval_text(m, 'tpr@0.01'):<21}  {interval_text(m, 'tpr@0.001'):<21}  "
                 f"{m['epsilon_lb']:.2f}"
             )
+        asked: dict[str, list[str]] = {}  # what each attack was asked about, and by whom
+        for label, a in self.attacks.items():
+            asked.setdefault(a.question.counts(a.metrics), []).append(label)
+        if len(asked) == 1:
+            lines.append(next(iter(asked)))
+        else:
+            lines += [f"{counts} ({', '.join(labels)})" for counts, labels in asked.items()]
         first = next(iter(self.attacks.values()))
         lines.append(
-            f"{int(first.metrics['members'] or 0)} members, "
-            f"{int(first.metrics['nonmembers'] or 0)} non-members; ε ≥: held-out lower bound "
-            f"at δ = {first.delta:g}, 95 % (0: nothing certified)"
+            f"ε ≥: held-out lower bound at δ = {first.delta:g}, 95 % (0: nothing certified)"
         )
         return lines
 
@@ -237,7 +261,8 @@ class ModelAudit:
         return pd.DataFrame(rows)
 
     def records(self) -> pandas.DataFrame:
-        """Each candidate's score under each attack, and its membership."""
+        """Each candidate's score under each attack, and its membership (for a link attack:
+        the pair ``"u-v"`` as its id, and whether it is an edge)."""
         import pandas as pd
 
         return pd.concat(
@@ -245,14 +270,16 @@ class ModelAudit:
         )
 
     def report(self, path: str | Path) -> Path:
-        """One page (HTML, or PDF where ``path`` ends in ``.pdf``): a section per attack."""
+        """One page (HTML, or PDF where ``path`` ends in ``.pdf``): a section per attack that
+        scores each record, a table of those that infer a value."""
         from fgl_workbench.external.report import write_report
 
         return write_report(
             list(self.attacks.values()),
-            f"Membership audit of {self.name}",
+            f"Privacy audit of {self.name}",
             Path(path),
             epsilon_lines(self.epsilons),
+            list(self.inferences.values()),
         )
 
 
@@ -312,8 +339,12 @@ def audit_model(
     num_classes = int(labels.max()) + 1
     spec = ExternalSpec(factory_of(model, model_factory), num_classes, level)
     recipe = TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, member_ids.size)
-    entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
-    configs = attack_configs(entries, "querier")
+    if attacks is None:
+        attacks = NODE_ATTACKS if level == "node" else DEFAULT_ATTACKS
+    entries = list(attacks)
+    configs = attack_configs(entries, "querier", FAMILIES)
+    family = {name: ATTACKS.get(name).family for name, _ in configs}
+    user: UserGraph | None = None
     if level == "node":
         graph = data
         known = Data(x=graph.x, edge_index=graph.edge_index, num_nodes=n)  # no labels, masks
@@ -327,8 +358,9 @@ def audit_model(
             spec,
             recipe,
         )
-        hops = sorted({getattr(c, "hops", 0) for _, c in configs})
+        hops = sorted({getattr(c, "hops", 0) for a, c in configs if family[a] == "membership"})
         answers = observed(NodeQueryAPI(model.eval(), known), hops, known, embeddings=False)
+        user = user_graph(model, graph, knowledge, member_ids, nonmember_ids, num_classes)
     else:
         graphs = list(data)
         candidates = Candidates("graph", ids, labels[ids], tuple(graphs[i] for i in ids))
@@ -345,22 +377,37 @@ def audit_model(
         answers = GraphQueryAPI(model.eval())
     view = QuerierView(level, num_classes, answers)
     pool = ExternalPool(train_fn, derive_seed(seed, "references"))
-    results, skipped = {}, {}
+    results, inferences, skipped = {}, {}, {}
     for (entry, config), raw in zip(configs, entries, strict=True):
         label = attack_label(entry, dict(raw.get("params", {})))
-        out = ran(entry, config, AttackInput(view, knowledge, candidates, pool), seed)
+        title = f"{name}: {label}"
+        if family[entry] == "membership":
+            inp = AttackInput(view, knowledge, candidates, pool)
+            score = partial(membership_audit, is_member, ids, delta, title)
+        else:
+            try:
+                inp, score = structure_input(family[entry], config, user, seed, delta, title)
+            except NotApplicableError as exc:
+                skipped[label] = str(exc)
+                continue
+        out = ran(entry, config, inp, seed)
         if isinstance(out, str):
             skipped[label] = out
             continue
-        results[label] = audit_scores(
-            out.scores,
-            is_member,
-            ids=ids,
-            delta=delta,
-            threshold=out.threshold,
-            name=f"{name}: {label}",
-        )
-    return ModelAudit(name, results, epsilons, skipped)
+        audit = score(out)
+        if isinstance(audit, ScoreAudit):
+            results[label] = audit
+        else:
+            inferences[label] = audit
+    return ModelAudit(name, results, epsilons, skipped, inferences)
+
+
+def membership_audit(
+    is_member: np.ndarray, ids: np.ndarray, delta: float, title: str, out: AttackOutput
+) -> ScoreAudit:
+    return audit_scores(
+        out.scores, is_member, ids=ids, delta=delta, threshold=out.threshold, name=title
+    )
 
 
 def ran(name: str, config: Any, inp: AttackInput, seed: int) -> AttackOutput | str:
