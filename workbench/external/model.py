@@ -1,10 +1,11 @@
-"""``audit_model``: the membership audit of a GNN a user trained themselves, with the
-workbench's own attacks. The model answers as the workbench's own deployments do (node level:
+"""``audit_model``: the privacy audit of a GNN a user trained themselves, with the workbench's
+own attacks. The model answers as the workbench's own deployments do (node level:
 ``fgl_workbench.query.NodeQueryAPI``, each query on its own k-hop subgraph; graph level:
 ``GraphQueryAPI``), the querier knows the candidates' labels and, at node level, the graph's
 features and edges (not who trained), and LiRA's and RMIA's reference models are trained by the
 user's own ``train_fn`` on the adversary's records, so the recipe they replay is the one the
-user ran."""
+user ran. At node level link stealing and attribute inference are asked too, as the workbench
+asks them of its own targets (``fgl_workbench.external.structure``)."""
 
 from __future__ import annotations
 
@@ -299,7 +300,7 @@ def audit_model(
     model_factory: Callable[[], nn.Module] | None = None,
     name: str = "the model",
 ) -> ModelAudit:
-    """Membership audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
+    """Privacy audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
     or a boolean mask) as its training records. Node level: ``data`` is one graph (``x``,
     ``edge_index``, ``y``) and ``model(x, edge_index)`` gives node logits; graph level
     (``level`` is inferred from ``data``): a list of graphs, each with its label ``y``, and
@@ -310,7 +311,17 @@ def audit_model(
     ``train_fn(model_factory, data, mask, seed)`` is the user's recipe, returning the trained
     model (``data``: the graph, or the list of graphs, ``mask`` the records to train on);
     without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
-    ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA).
+    ``attacks``: ``[{"name": ..., "params": {...}}]``, membership, link and attribute attacks
+    (default: loss threshold, RMIA, LiRA; at node level also ``link-stealing``, He et al.'s
+    unsupervised correlation of posteriors, and ``attribute-inference`` of the label). Link
+    stealing is asked about the graph's edges against same-graph non-edges (2000 at most of
+    each, plus uniform non-edges for He et al.'s ``auc_uniform``); its adversary knows the
+    features, a fifth of the other edges and as many non-edges, while the model answers on the
+    whole graph; a ``ScoreAudit`` of edges in ``attacks``. Attribute inference (``attribute:
+    label`` or ``feature:J``, a column hidden outside ``aux``) is asked about the nodes outside
+    ``aux``, whose attribute the adversary does not know; an ``InferenceAudit`` in
+    ``inferences``, accuracy with its 95 % interval beside the prior's. At graph level both
+    are named in ``not_applicable``.
     ``model_factory``: builds a fresh, untrained model for reference models (default: ``model``
     copied and re-initialised by its layers' ``reset_parameters``).
     ``privacy``: the Opacus ``PrivacyEngine`` (or its accountant) the model was trained with:
