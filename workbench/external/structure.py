@@ -19,6 +19,7 @@ from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView, col
 from fgl_workbench.attacks import AttackInput, AttackOutput
 from fgl_workbench.attacks.attribute.inference import known_values
 from fgl_workbench.attacks.challenges import attribute_challenge, link_challenge
+from fgl_workbench.attacks.family import hops_of
 from fgl_workbench.attacks.metrics import attribute_metrics, link_extras, value_fractions
 from fgl_workbench.attacks.reconstruction.family import partial_graph
 from fgl_workbench.data.datasets import NodeDataset
@@ -102,7 +103,7 @@ def link_input(
         extras = link_extras(scores, links.is_edge, links.kind)
         return replace(audit, metrics={**audit.metrics, **extras})
 
-    return AttackInput(querier(user, knowledge, config.hops), knowledge, pairs), score
+    return AttackInput(querier(user, knowledge, hops_of(config)), knowledge, pairs), score
 
 
 def attribute_input(
@@ -124,7 +125,7 @@ def attribute_input(
         metrics = attribute_metrics(np.asarray(out.scores), task.truth, prior)
         return InferenceAudit(title, "attribute", metrics, SHOWN, f"{task.nodes.size} nodes")
 
-    return AttackInput(querier(user, knowledge, config.hops), knowledge, task.nodes), score
+    return AttackInput(querier(user, knowledge, hops_of(config)), knowledge, task.nodes), score
 
 
 def querier(user: UserGraph, knowledge: BackgroundKnowledge, hops: int) -> QuerierView:

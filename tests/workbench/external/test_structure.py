@@ -135,7 +135,13 @@ def test_the_truth_never_reaches_the_attacks(monkeypatch, cora, members):
         received(monkeypatch, "link-stealing"),
         received(monkeypatch, "attribute-inference"),
     )
-    audit_model(GCN(), data, members, train_fn=train, attacks=[LINKS, LABEL, FEATURE])
+    teller = {"name": "link-teller"}  # probes a deployment: none here to probe
+    audit = audit_model(
+        GCN(), data, members, train_fn=train, attacks=[LINKS, LABEL, FEATURE, teller]
+    )
+    assert audit.not_applicable == {
+        "link-teller": "link-teller needs node pairs and a deployment to probe"
+    }
 
     (inp,) = links
     src, dst = data.edge_index.numpy()
