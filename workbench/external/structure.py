@@ -75,6 +75,11 @@ def structure_input(
         raise NotApplicableError(
             f"{family} attacks ask about the nodes of one graph: node level only"
         )
+    if getattr(config, "signal", None) == "embedding":
+        raise NotApplicableError(
+            "signal 'embedding': the audit reads your model's answers (posteriors), not its "
+            "hidden layer"
+        )
     if family == "link":
         return link_input(user, config, seed, delta, title)
     return attribute_input(user, config, seed, title)

@@ -136,11 +136,14 @@ def test_the_truth_never_reaches_the_attacks(monkeypatch, cora, members):
         received(monkeypatch, "attribute-inference"),
     )
     teller = {"name": "link-teller"}  # probes a deployment: none here to probe
+    hidden = {"name": "link-stealing", "params": {"signal": "embedding"}}  # not given out
     audit = audit_model(
-        GCN(), data, members, train_fn=train, attacks=[LINKS, LABEL, FEATURE, teller]
+        GCN(), data, members, train_fn=train, attacks=[LINKS, LABEL, FEATURE, teller, hidden]
     )
     assert audit.not_applicable == {
-        "link-teller": "link-teller needs node pairs and a deployment to probe"
+        "link-teller": "link-teller needs node pairs and a deployment to probe",
+        "link-stealing(signal=embedding)": "signal 'embedding': the audit reads your model's "
+        "answers (posteriors), not its hidden layer",
     }
 
     (inp,) = links
