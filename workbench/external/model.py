@@ -38,6 +38,7 @@ from fgl_workbench.external.scores import (
     ScoreAudit,
     audit_scores,
     interval_text,
+    number_text,
 )
 from fgl_workbench.external.structure import UserGraph, structure_input, user_graph
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
@@ -251,6 +252,12 @@ class ModelAudit:
         lines.append(
             f"ε ≥: held-out lower bound at δ = {first.delta:g}, 95 % (0: nothing certified)"
         )
+        lines += [  # He et al.'s own figure: the edges against uniformly drawn non-edges
+            f"{label}: AUC {number_text(a.metrics['auc_uniform'])} against uniform non-edges "
+            f"(He et al.), average precision {number_text(a.metrics['average_precision'])}"
+            for label, a in self.attacks.items()
+            if "auc_uniform" in a.metrics
+        ]
         return lines
 
     def to_frame(self) -> pandas.DataFrame:

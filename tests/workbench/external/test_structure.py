@@ -69,6 +69,7 @@ def test_link_stealing_reads_the_edges_a_gcn_aggregates_over(gcn_audit, cora, me
     summary = gcn_audit.summary()
     assert "\n2000 edges, 2000 non-edges\n" in summary  # both link attacks asked alike
     assert "140 members" not in summary  # no membership attack ran
+    assert f"link-stealing: AUC {gcn['auc_uniform']:.3f} against uniform non-edges" in summary
 
 
 def test_attribute_inference_of_the_label_beats_the_prior(gcn_audit):
