@@ -378,7 +378,8 @@ def audit_model(
         )
         hops = sorted({getattr(c, "hops", 0) for a, c in configs if family[a] == "membership"})
         answers = observed(NodeQueryAPI(model.eval(), known), hops, known, embeddings=False)
-        user = user_graph(model, graph, knowledge, member_ids, nonmember_ids, num_classes)
+        if set(family.values()) - {"membership"}:  # the federation copies the features
+            user = user_graph(model, graph, knowledge, member_ids, nonmember_ids, num_classes)
     else:
         graphs = list(data)
         candidates = Candidates("graph", ids, labels[ids], tuple(graphs[i] for i in ids))
