@@ -56,8 +56,9 @@ def user_graph(
     nonmembers: np.ndarray,
     num_classes: int,
 ) -> UserGraph:
-    """Every node is the one client's (all of the graph's edges are private to the user); the
-    auxiliary pool is the partition's, as in a workbench federation."""
+    """Every node is the one client's: all of the graph's edges are the user's private data,
+    the pool's included (the adversary knows the pool's labels, not its edges); the auxiliary
+    pool is the partition's, as in a workbench federation."""
     assert knowledge.graph is not None
     n = int(knowledge.graph.num_nodes)
     dataset = NodeDataset("data", Data(x=data.x, edge_index=data.edge_index, y=data.y), num_classes)
