@@ -343,7 +343,14 @@ def link_metrics(
     scores)."""
     ours = kind != "uniform"
     metrics, curve = membership_metrics(scores[ours], is_edge[ours])
-    metrics["average_precision"] = float(average_precision_score(is_edge[ours], scores[ours]))
+    return {**metrics, **link_extras(scores, is_edge, kind)}, curve
+
+
+def link_extras(scores: np.ndarray, is_edge: np.ndarray, kind: np.ndarray) -> dict[str, float]:
+    """``link_metrics`` beyond the membership-style ones: average precision over the
+    intra- and cross-client pairs, and AUC and average precision per kind of pair."""
+    ours = kind != "uniform"
+    metrics = {"average_precision": float(average_precision_score(is_edge[ours], scores[ours]))}
     intra_edges = (kind == "intra") & is_edge
     for name, part in (
         ("intra", kind == "intra"),
@@ -356,7 +363,7 @@ def link_metrics(
             metrics[f"average_precision_{name}"] = float(
                 average_precision_score(truth, scores[part])
             )
-    return metrics, curve
+    return metrics
 
 
 def value_fractions(values: np.ndarray, count: int) -> np.ndarray:
@@ -389,9 +396,12 @@ def attribute_metrics(
     probs: np.ndarray, truth: np.ndarray, prior: np.ndarray
 ) -> dict[str, float | None]:
     """Accuracy, macro-F1 and AUC (one-vs-rest when there are more than two values) of the
-    inferred attribute, beside the baseline of always guessing the prior's most likely value."""
+    inferred attribute, beside the baseline of always guessing the prior's most likely value;
+    the accuracy with its 95 % Clopper–Pearson interval (``accuracy_ci_low``/``_high``)."""
     predicted = probs.argmax(1)
     guess = np.full(truth.size, prior.argmax())
+    right = int((predicted == truth).sum())
+    lo, hi = clopper_pearson(np.array(right), truth.size, CONFIDENCE)
     present = np.unique(truth)
     auc = None
     if present.size > 1:
@@ -401,7 +411,9 @@ def attribute_metrics(
             cols = probs[:, present] / np.clip(probs[:, present].sum(1, keepdims=True), 1e-12, None)
             auc = float(roc_auc_score(truth, cols, multi_class="ovr", labels=present))
     return {
-        "accuracy": float((predicted == truth).mean()),
+        "accuracy": right / truth.size,
+        "accuracy_ci_low": float(lo),
+        "accuracy_ci_high": float(hi),
         "accuracy_baseline": float((guess == truth).mean()),
         "macro_f1": float(f1_score(truth, predicted, average="macro")),
         "macro_f1_baseline": float(f1_score(truth, guess, average="macro")),

@@ -175,10 +175,13 @@ def roc_figure(curves: list[RocCurve]) -> Figure:
     return fig
 
 
-def score_histogram_figure(panels: list[tuple[str, np.ndarray, np.ndarray]]) -> Figure:
-    """Member and non-member scores, one panel per (title, scores, is_member), each on its own
-    bins and each class as a share of itself (the classes may differ in size): where they
-    overlap, no threshold tells them apart."""
+def score_histogram_figure(
+    panels: list[tuple[str, np.ndarray, np.ndarray]],
+    classes: tuple[str, str] = ("members", "non-members"),
+) -> Figure:
+    """Member and non-member scores (``classes`` names them), one panel per (title, scores,
+    is_member), each on its own bins and each class as a share of itself (the classes may
+    differ in size): where they overlap, no threshold tells them apart."""
     sns.set_theme(style="whitegrid", context="notebook")
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
@@ -187,8 +190,8 @@ def score_histogram_figure(panels: list[tuple[str, np.ndarray, np.ndarray]]) -> 
         shown, xlabel = drawable_scores(scores)
         bins = np.linspace(shown.min(), shown.max(), min(60, max(10, shown.size // 20)) + 1)
         for label, pick, colour in (
-            ("members", is_member, "crimson"),
-            ("non-members", ~is_member, "steelblue"),
+            (classes[0], is_member, "crimson"),
+            (classes[1], ~is_member, "steelblue"),
         ):
             share = np.full(int(pick.sum()), 1.0 / max(int(pick.sum()), 1))
             ax.hist(shown[pick], bins=bins, weights=share, alpha=0.5, color=colour, label=label)

@@ -49,7 +49,11 @@ def link_knowledge(
     """A link adversary's knowledge: the auxiliary pool, the population's node features, and
     of its edges only the known share of the challenge (``graph.edge_index``, both directions)
     with as many known non-edges. The edges it is asked about are nowhere in it."""
-    base = background_knowledge(federation, trained)
+    return partial_graph(background_knowledge(federation, trained), challenge)
+
+
+def partial_graph(base: BackgroundKnowledge, challenge: LinkChallenge) -> BackgroundKnowledge:
+    """``base`` with its edges cut to the challenge's known share (and its known non-edges)."""
     assert base.graph is not None
     known = torch.as_tensor(challenge.known_edges)
     graph = Data(

@@ -256,7 +256,12 @@ def attribute_knowledge(
 ) -> BackgroundKnowledge:
     """An attribute adversary's knowledge: as usual, except that a hidden feature column is
     known only on the auxiliary pool (zero elsewhere); a hidden label is known there anyway."""
-    base = background_knowledge(federation, trained)
+    return column_hidden(background_knowledge(federation, trained), hidden)
+
+
+def column_hidden(base: BackgroundKnowledge, hidden: int | None) -> BackgroundKnowledge:
+    """``base`` with feature column ``hidden`` zeroed outside the auxiliary pool (``base``
+    itself where no column is hidden): what the attribute adversary is told of it."""
     if hidden is None or base.graph is None:
         return base
     x = base.graph.x.clone()

@@ -37,7 +37,7 @@ from fgl_workbench.data.datasets import GraphDataset, NodeDataset
 from fgl_workbench.data.partition import ClientPart, Partition
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.inference import InferenceAudit
-from fgl_workbench.external.scores import ScoreAudit, audit_stored
+from fgl_workbench.external.scores import MEMBERSHIP, ScoreAudit, audit_stored
 from fgl_workbench.query import GraphQueryAPI
 from fgl_workbench.running.suite import AttackEntry, config_hash
 from fgl_workbench.storage.records import ScoredRecords
@@ -267,6 +267,7 @@ class AuditFolder:
             metrics = result.metrics
         if isinstance(result, ScoreAudit):
             artifact = self.store.save_roc(cell_id, key, result.roc.fpr, result.roc.tpr)
+        if isinstance(result, ScoreAudit) and result.question == MEMBERSHIP:  # as a suite's rows
             threshold = np.nan if result.threshold is None else result.threshold
             records = ScoredRecords(result.ids, result.scores, result.is_member, threshold)
             self.store.save_records(cell_id, key, records)

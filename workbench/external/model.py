@@ -1,10 +1,11 @@
-"""``audit_model``: the membership audit of a GNN a user trained themselves, with the
-workbench's own attacks. The model answers as the workbench's own deployments do (node level:
+"""``audit_model``: the privacy audit of a GNN a user trained themselves, with the workbench's
+own attacks. The model answers as the workbench's own deployments do (node level:
 ``fgl_workbench.query.NodeQueryAPI``, each query on its own k-hop subgraph; graph level:
 ``GraphQueryAPI``), the querier knows the candidates' labels and, at node level, the graph's
 features and edges (not who trained), and LiRA's and RMIA's reference models are trained by the
 user's own ``train_fn`` on the adversary's records, so the recipe they replay is the one the
-user ran."""
+user ran. At node level link stealing and attribute inference are asked too, as the workbench
+asks them of its own targets (``fgl_workbench.external.structure``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,7 +34,15 @@ from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.external.folder import audited_cell, results_folder
 from fgl_workbench.external.inference import InferenceAudit
 from fgl_workbench.external.privacy import epsilon_lines, opacus_defense, opacus_epsilons
-from fgl_workbench.external.scores import DELTA, ScoreAudit, audit_scores, interval_text
+from fgl_workbench.external.scores import (
+    DELTA,
+    MEMBERSHIP,
+    ScoreAudit,
+    audit_scores,
+    interval_text,
+    number_text,
+)
+from fgl_workbench.external.structure import UserGraph, structure_input, user_graph
 from fgl_workbench.query import GraphQueryAPI, NodeQueryAPI, observed
 from fgl_workbench.registry import BUILT_IN
 from fgl_workbench.running.suite import AttackEntry
@@ -54,6 +64,10 @@ DEFAULT_ATTACKS = (
     {"name": "mia-rmia"},
     {"name": "mia-lira"},
 )
+# at node level also the graph's edges and the nodes' labels: He et al.'s unsupervised link
+# stealing (correlation of posteriors) and attribute inference of the label
+NODE_ATTACKS = (*DEFAULT_ATTACKS, {"name": "link-stealing"}, {"name": "attribute-inference"})
+FAMILIES = ("membership", "link", "attribute")
 # Kipf & Welling's schedule: what the recipe is assumed to be when the user gives none
 DEFAULT_RECIPE = {"epochs": 200, "lr": 0.01, "weight_decay": 5e-4}
 
@@ -210,7 +224,14 @@ class ModelAudit:
         if self.resumed:
             resumed = ", ".join(self.resumed)
             lines.append(f"read back from the results folder, not run now: {resumed}")
-        best = max((a.metrics["epsilon_lb"] or 0.0 for a in self.attacks.values()), default=0.0)
+        best = max(  # of membership: a link attack's bound is per edge, not per record
+            (
+                a.metrics["epsilon_lb"] or 0.0
+                for a in self.attacks.values()
+                if a.question == MEMBERSHIP
+            ),
+            default=0.0,
+        )
         for line in epsilon_lines(self.epsilons):
             lines.append(f"{line}; the attacks' empirical lower bound: {best:.2f}")
         return "\n".join(lines)
@@ -228,12 +249,23 @@ class ModelAudit:
                 f"{interval_text(m, 'tpr@0.01'):<21}  {interval_text(m, 'tpr@0.001'):<21}  "
                 f"{m['epsilon_lb']:.2f}"
             )
+        asked: dict[str, list[str]] = {}  # what each attack was asked about, and by whom
+        for label, a in self.attacks.items():
+            asked.setdefault(a.question.counts(a.metrics), []).append(label)
+        if len(asked) == 1:
+            lines.append(next(iter(asked)))
+        else:
+            lines += [f"{counts} ({', '.join(labels)})" for counts, labels in asked.items()]
         first = next(iter(self.attacks.values()))
         lines.append(
-            f"{int(first.metrics['members'] or 0)} members, "
-            f"{int(first.metrics['nonmembers'] or 0)} non-members; ε ≥: held-out lower bound "
-            f"at δ = {first.delta:g}, 95 % (0: nothing certified)"
+            f"ε ≥: held-out lower bound at δ = {first.delta:g}, 95 % (0: nothing certified)"
         )
+        lines += [  # He et al.'s own figure: the edges against uniformly drawn non-edges
+            f"{label}: AUC {number_text(a.metrics['auc_uniform'])} against uniform non-edges "
+            f"(He et al.), average precision {number_text(a.metrics['average_precision'])}"
+            for label, a in self.attacks.items()
+            if "auc_uniform" in a.metrics
+        ]
         return lines
 
     def to_frame(self) -> pandas.DataFrame:
@@ -245,7 +277,8 @@ class ModelAudit:
         return pd.DataFrame(rows)
 
     def records(self) -> pandas.DataFrame:
-        """Each candidate's score under each attack, and its membership."""
+        """Each candidate's score under each attack, and its membership (for a link attack:
+        the pair ``"u-v"`` as its id, and whether it is an edge)."""
         import pandas as pd
 
         return pd.concat(
@@ -253,14 +286,16 @@ class ModelAudit:
         )
 
     def report(self, path: str | Path) -> Path:
-        """One page (HTML, or PDF where ``path`` ends in ``.pdf``): a section per attack."""
+        """One page (HTML, or PDF where ``path`` ends in ``.pdf``): a section per attack that
+        scores each record, a table of those that infer a value."""
         from fgl_workbench.external.report import write_report
 
         return write_report(
             list(self.attacks.values()),
-            f"Membership audit of {self.name}",
+            f"Privacy audit of {self.name}",
             Path(path),
             epsilon_lines(self.epsilons),
+            list(self.inferences.values()),
         )
 
 
@@ -281,7 +316,7 @@ def audit_model(
     name: str = "the model",
     out: str | Path | None = None,
 ) -> ModelAudit:
-    """Membership audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
+    """Privacy audit of a GNN ``model`` the user trained on ``data`` with ``members`` (ids
     or a boolean mask) as its training records. Node level: ``data`` is one graph (``x``,
     ``edge_index``, ``y``) and ``model(x, edge_index)`` gives node logits; graph level
     (``level`` is inferred from ``data``): a list of graphs, each with its label ``y``, and
@@ -292,7 +327,17 @@ def audit_model(
     ``train_fn(model_factory, data, mask, seed)`` is the user's recipe, returning the trained
     model (``data``: the graph, or the list of graphs, ``mask`` the records to train on);
     without it reference models are trained with ``DEFAULT_RECIPE``, with a warning.
-    ``attacks``: ``[{"name": ..., "params": {...}}]`` (default: loss threshold, RMIA, LiRA).
+    ``attacks``: ``[{"name": ..., "params": {...}}]``, membership, link and attribute attacks
+    (default: loss threshold, RMIA, LiRA; at node level also ``link-stealing``, He et al.'s
+    unsupervised correlation of posteriors, and ``attribute-inference`` of the label). Link
+    stealing is asked about the graph's edges against same-graph non-edges (2000 at most of
+    each, plus uniform non-edges for He et al.'s ``auc_uniform``); its adversary knows the
+    features, a fifth of the other edges and as many non-edges, while the model answers on the
+    whole graph; a ``ScoreAudit`` of edges in ``attacks``. Attribute inference (``attribute:
+    label`` or ``feature:J``, a column hidden outside ``aux``) is asked about the nodes outside
+    ``aux``, whose attribute the adversary does not know; an ``InferenceAudit`` in
+    ``inferences``, accuracy with its 95 % interval beside the prior's. At graph level both
+    are named in ``not_applicable``.
     ``model_factory``: builds a fresh, untrained model for reference models (default: ``model``
     copied and re-initialised by its layers' ``reset_parameters``).
     ``privacy``: the Opacus ``PrivacyEngine`` (or its accountant) the model was trained with:
@@ -324,8 +369,12 @@ def audit_model(
     num_classes = int(labels.max()) + 1
     spec = ExternalSpec(factory_of(model, model_factory), num_classes, level)
     recipe = TrainingRecipe("external", {"train_fn": _qualname(train_fn)}, 1, member_ids.size)
-    entries = list(attacks) if attacks is not None else list(DEFAULT_ATTACKS)
-    configs = attack_configs(entries, "querier")
+    if attacks is None:
+        attacks = NODE_ATTACKS if level == "node" else DEFAULT_ATTACKS
+    entries = list(attacks)
+    configs = attack_configs(entries, "querier", FAMILIES)
+    family = {name: ATTACKS.get(name).family for name, _ in configs}
+    user: UserGraph | None = None
     if level == "node":
         graph = data
         known = Data(x=graph.x, edge_index=graph.edge_index, num_nodes=n)  # no labels, masks
@@ -339,8 +388,10 @@ def audit_model(
             spec,
             recipe,
         )
-        hops = sorted({getattr(c, "hops", 0) for _, c in configs})
+        hops = sorted({getattr(c, "hops", 0) for a, c in configs if family[a] == "membership"})
         answers = observed(NodeQueryAPI(model.eval(), known), hops, known, embeddings=False)
+        if set(family.values()) - {"membership"}:  # the federation copies the features
+            user = user_graph(model, graph, knowledge, member_ids, nonmember_ids, num_classes)
     else:
         graphs = list(data)
         candidates = Candidates("graph", ids, labels[ids], tuple(graphs[i] for i in ids))
@@ -357,7 +408,7 @@ def audit_model(
         answers = GraphQueryAPI(model.eval())
     view = QuerierView(level, num_classes, answers)
     pool = ExternalPool(train_fn, derive_seed(seed, "references"))
-    results, skipped, resumed = {}, {}, []
+    results, inferences, skipped, resumed = {}, {}, {}, []
     with results_folder(out, name, delta) as folder:
         if folder is not None:
             folder.open(
@@ -376,32 +427,34 @@ def audit_model(
         for (attack, config), raw in zip(configs, entries, strict=True):
             entry = AttackEntry(name=attack, params=dict(raw.get("params", {})))
             label = attack_label(entry.name, entry.params)
+            title = f"{name}: {label}"
             stored = folder.stored(entry, ids, is_member) if folder is not None else None
             if stored is not None:
-                results[label] = replace(stored, name=f"{name}: {label}")
+                results[label] = replace(stored, name=title)
                 resumed.append(label)
                 continue
             start = time.perf_counter()
-            output = ran(attack, config, AttackInput(view, knowledge, candidates, pool), seed)
-            result = (
-                output
-                if isinstance(output, str)
-                else audit_scores(
-                    output.scores,
-                    is_member,
-                    ids=ids,
-                    delta=delta,
-                    threshold=output.threshold,
-                    name=f"{name}: {label}",
-                )
-            )
+            result: ScoreAudit | InferenceAudit | str
+            try:
+                if family[attack] == "membership":
+                    inp = AttackInput(view, knowledge, candidates, pool)
+                    score = partial(membership_audit, is_member, ids, delta, title)
+                else:
+                    inp, score = structure_input(family[attack], config, user, seed, delta, title)
+            except NotApplicableError as exc:
+                result = str(exc)
+            else:
+                output = ran(attack, config, inp, seed)
+                result = output if isinstance(output, str) else score(output)
             if folder is not None:
                 folder.put(entry, result, time.perf_counter() - start)
             if isinstance(result, str):
                 skipped[label] = result
-            else:
+            elif isinstance(result, ScoreAudit):
                 results[label] = result
-    return ModelAudit(name, results, epsilons, skipped, resumed=tuple(resumed))
+            else:
+                inferences[label] = result
+    return ModelAudit(name, results, epsilons, skipped, inferences, tuple(resumed))
 
 
 NAME_CAP = 200  # characters of an audit's name (a cell's label holds it)
@@ -413,6 +466,14 @@ def check_run(name: Any, seed: Any) -> None:
         raise ConfigError(f"name: expected a non-empty text of at most {NAME_CAP} characters")
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise ConfigError(f"seed: expected a whole number >= 0 (got {seed!r})")
+
+
+def membership_audit(
+    is_member: np.ndarray, ids: np.ndarray, delta: float, title: str, out: AttackOutput
+) -> ScoreAudit:
+    return audit_scores(
+        out.scores, is_member, ids=ids, delta=delta, threshold=out.threshold, name=title
+    )
 
 
 def ran(name: str, config: Any, inp: AttackInput, seed: int) -> AttackOutput | str:

@@ -1,5 +1,6 @@
 """A score audit as a report page: the table of figures with intervals, the log-log ROC with
-its 95 % band, member and non-member score histograms, and the per-group table; drawn by the
+its 95 % band, member and non-member (or edge and non-edge) score histograms, and the
+per-group table; an inference audit as a row of figures beside their baselines; drawn by the
 report's own template (HTML) and WeasyPrint (PDF), as a results folder's report is."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from fgl_workbench.attacks.metrics import score_levels
-from fgl_workbench.external.scores import ScoreAudit, interval_text, number_text
+from fgl_workbench.external.inference import InferenceAudit, figure_text
+from fgl_workbench.external.scores import Question, ScoreAudit, interval_text, number_text
 from fgl_workbench.reports.content import Figure, Paragraph, Report, Section, Table
 from fgl_workbench.reports.html import render_html
 from fgl_workbench.reports.plots import (
@@ -21,16 +23,17 @@ from fgl_workbench.reports.plots import (
     score_histogram_figure,
 )
 
-FIGURES = ("members", "non-members", "AUC [95 % CI]", "TPR at 1 % FPR", "TPR at 0.1 % FPR")
+FIGURES = ("AUC [95 % CI]", "TPR at 1 % FPR", "TPR at 0.1 % FPR")
 
 
 def audit_sections(audit: ScoreAudit, title: str) -> list[Section]:
     """What a page says of one audit, apart from how it is drawn."""
     neg = int(audit.metrics["nonmembers"] or 0)
+    q = audit.question
     fpr, tpr = mean_roc([(audit.roc.fpr, audit.roc.tpr)])  # on the band's grid
     curve = RocCurve(
         audit.name,
-        "membership",
+        q.name,
         fpr,
         tpr,
         1,
@@ -48,11 +51,13 @@ def audit_sections(audit: ScoreAudit, title: str) -> list[Section]:
                     f"intervals at δ = {audit.delta:g}, so it is valid at 95 %; 0 certifies "
                     "nothing. n/a: fewer non-members than 1/FPR."
                 ),
-                Table(_header(), [_row("all", audit.metrics)], left_columns=1),
+                Table(_header(q), [_row("all", audit.metrics)], left_columns=1),
                 Figure(roc_figure([curve]), "log-log ROC with its 95 % band"),
                 Figure(
-                    score_histogram_figure([(audit.name, audit.scores, audit.is_member)]),
-                    "member and non-member score histograms",
+                    score_histogram_figure(
+                        [(audit.name, audit.scores, audit.is_member)], (q.yes, q.no)
+                    ),
+                    f"{q.yes} and {q.no}: score histograms",
                 ),
             ],
         )
@@ -61,18 +66,41 @@ def audit_sections(audit: ScoreAudit, title: str) -> list[Section]:
         rows = [_row(g, m) for g, m in audit.groups.items()]
         note = "; ".join(f"{g}: {why}" for g, why in audit.skipped.items())
         sections.append(
-            Section("Per group", [Table(_header(), rows, left_columns=1, note=note)], level=3)
+            Section("Per group", [Table(_header(q), rows, left_columns=1, note=note)], level=3)
         )
     return sections
 
 
+def inference_section(audits: Sequence[InferenceAudit]) -> Section:
+    """One table: each attack's shown figures with their intervals, beside their baselines."""
+    rows = [
+        [a.name, key, figure_text(a.metrics, key), number_text(a.metrics.get(b)) if b else "",
+         a.count]
+        for a in audits
+        for key, b in a.shown
+    ]  # fmt: skip
+    note = (
+        "95 % Clopper–Pearson intervals on accuracies; the baseline is an adversary who "
+        "ignores the model's answers (the most common value it knows)"
+    )
+    header = ["attack", "figure", "value [95 % CI]", "baseline", "asked about"]
+    return Section("Inferred values", [Table(header, rows, note=note)])
+
+
 def write_report(
-    audits: list[ScoreAudit], title: str, path: Path, claims: Sequence[str] = ()
+    audits: list[ScoreAudit],
+    title: str,
+    path: Path,
+    claims: Sequence[str] = (),
+    inferences: Sequence[InferenceAudit] = (),
 ) -> Path:
     """Writes one page for ``audits`` (a section each, after the privacy ``claims`` the
-    training states) as HTML, or as a PDF where ``path`` ends in ``.pdf``; returns the path."""
-    many = len(audits) > 1
+    training states) and ``inferences`` (one table) as HTML, or as a PDF where ``path`` ends
+    in ``.pdf``; returns the path."""
+    many = len(audits) + bool(inferences) > 1
     sections = [s for a in audits for s in audit_sections(a, a.name if many else "Every record")]
+    if inferences:
+        sections.append(inference_section(inferences))
     if claims:
         sections.insert(0, Section("Privacy claimed", [Paragraph(c) for c in claims]))
     report = Report(title, sections)
@@ -91,8 +119,8 @@ def write_report(
     return path
 
 
-def _header() -> list[str]:
-    return ["group", *FIGURES, "ε lower bound (ceiling)", "advantage"]
+def _header(q: Question) -> list[str]:
+    return ["group", q.yes, q.no, *FIGURES, "ε lower bound (ceiling)", "advantage"]
 
 
 def _row(group: str, m: dict[str, float | None]) -> list[str]:

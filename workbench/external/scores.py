@@ -24,12 +24,31 @@ SHOWN_FPRS = 2  # the summary's TPR columns: the lowest audited FPRs (Carlini et
 
 
 @dataclass(frozen=True)
+class Question:
+    """What a score audit asks of each record, as its summary and report word it: the
+    question, and the records it says yes and no of."""
+
+    name: str = "membership"
+    yes: str = "members"
+    no: str = "non-members"
+
+    def counts(self, m: dict[str, float | None]) -> str:
+        """``140 members, 140 non-members`` from a metrics dict's class sizes."""
+        return f"{int(m['members'] or 0)} {self.yes}, {int(m['nonmembers'] or 0)} {self.no}"
+
+
+MEMBERSHIP = Question()
+LINK = Question("link", "edges", "non-edges")
+
+
+@dataclass(frozen=True)
 class ScoreAudit:
     """One membership audit: ``metrics`` over every record (``membership_metrics``' keys:
     ``auc`` and its interval, ``tpr@F`` with ``tpr@F_ci_low``/``_high``, ``epsilon_lb`` held
     out at ``delta`` and its ceiling, ``advantage``, the class sizes), the ROC, and
     ``groups``: the same metrics per group (None where a group lacks members or
-    non-members, with the reason in ``skipped``)."""
+    non-members, with the reason in ``skipped``). ``question``: what a positive is (a member
+    by default; an edge for link stealing, whose metrics keep the membership keys)."""
 
     name: str
     metrics: dict[str, float | None]
@@ -43,6 +62,7 @@ class ScoreAudit:
     ids: np.ndarray
     fprs: tuple[float, ...] = DEFAULT_FPRS  # the FPRs a TPR was audited at
     threshold: float | None = None  # the attack's own decision threshold, where it has one
+    question: Question = MEMBERSHIP
 
     def shown_fprs(self) -> list[float]:
         """The lowest audited FPRs, the summary's and the report's TPR columns."""
@@ -53,12 +73,13 @@ class ScoreAudit:
         rows = [("all", self.metrics)] + list(self.groups.items())
         fprs = self.shown_fprs()
         width = max(len("group"), *(len(g) for g, _ in rows))
+        q = self.question
         header = (
-            f"{'group':<{width}}  {'members':>7}  {'non-m.':>7}  {'AUC [95 % CI]':<21}  "
+            f"{'group':<{width}}  {q.yes:>7}  {q.no[:5] + '.':>7}  {'AUC [95 % CI]':<21}  "
             + "  ".join(f"{f'TPR@{f:g} FPR':<21}" for f in fprs)
             + f"  ε ≥ (δ={self.delta:g})"
         )
-        lines = [f"membership audit: {self.name}", header]
+        lines = [f"{q.name} audit: {self.name}", header]
         for g, m in rows:
             lines.append(
                 f"{g:<{width}}  {int(m['members'] or 0):>7}  {int(m['nonmembers'] or 0):>7}  "
@@ -68,7 +89,7 @@ class ScoreAudit:
             )
         lines += [f"{g}: {why}" for g, why in self.skipped.items()]
         lines.append(
-            "n/a: fewer non-members than 1/FPR, so that FPR cannot be resolved; ε ≥ is a "
+            f"n/a: fewer {q.no} than 1/FPR, so that FPR cannot be resolved; ε ≥ is a "
             "held-out lower bound at 95 % confidence (0: nothing certified)"
         )
         return "\n".join(lines)
@@ -82,7 +103,8 @@ class ScoreAudit:
         return pd.DataFrame(rows).set_index("group")
 
     def records(self) -> pandas.DataFrame:
-        """Each candidate's id, score and membership (and group, when given)."""
+        """Each candidate's id, score and membership (``is_member``: the answer to
+        ``question``, e.g. an edge) (and group, when given)."""
         import pandas as pd
 
         columns: dict[str, Any] = {
@@ -99,7 +121,8 @@ class ScoreAudit:
         ``.pdf``; returns the path."""
         from fgl_workbench.external.report import write_report
 
-        return write_report([self], f"Membership audit: {self.name}", Path(path))
+        title = f"{self.question.name.capitalize()} audit: {self.name}"
+        return write_report([self], title, Path(path))
 
 
 def audit_scores(
@@ -112,13 +135,14 @@ def audit_scores(
     threshold: float | None = None,
     fprs: tuple[float, ...] = DEFAULT_FPRS,
     name: str = "scores",
+    question: Question = MEMBERSHIP,
 ) -> ScoreAudit:
     """Audits membership ``scores`` (higher: more likely a member) against ``is_member``:
     AUC, TPR at each of ``fprs`` (each with its stratified bootstrap interval), the held-out
     empirical ε lower bound at ``delta`` and the ROC, over every record and, with ``groups``
     (one label per record: a degree bucket, a class, a client), per group. ``threshold``
-    adds the balanced accuracy of ``score > threshold``. Deterministic: the intervals and
-    the held-out split are seeded."""
+    adds the balanced accuracy of ``score > threshold``; ``question`` names what a member
+    is (``LINK``: an edge). Deterministic: the intervals and the held-out split are seeded."""
     s = _scores(scores)
     truth = _membership(is_member, s.size)
     group = None if groups is None else _groups(groups, s.size)
@@ -135,7 +159,7 @@ def audit_scores(
             mine = group == g
             key = str(g)
             if truth[mine].all() or not truth[mine].any():
-                skipped[key] = f"only {'members' if truth[mine].any() else 'non-members'}"
+                skipped[key] = f"only {question.yes if truth[mine].any() else question.no}"
                 continue
             per_group[key] = membership_metrics(s[mine], truth[mine], threshold, fprs, delta)[0]
     return ScoreAudit(
@@ -151,6 +175,7 @@ def audit_scores(
         record_ids,
         fprs,
         threshold,
+        question,
     )
 
 

@@ -196,8 +196,8 @@ def test_without_a_recipe_it_warns_and_trains_references_itself(cora):
         ({"members": [10**6]}, r"^members: expected ids in \[0, 2708\)"),
         ({"nonmembers": [0]}, r"^nonmembers: expected records that are not members"),
         (
-            {"attacks": [{"name": "link-stealing"}]},
-            r"^attacks\[0\]\.name: 'link-stealing' is a link attack",
+            {"attacks": [{"name": "feature-inversion"}]},
+            r"^attacks\[0\]\.name: 'feature-inversion' is a feature attack",
         ),
         (
             {"attacks": [{"name": "mia-threshold", "params": {"adversary": "server"}}]},
