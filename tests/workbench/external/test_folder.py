@@ -206,3 +206,19 @@ def test_stored_records_that_are_not_this_audits_candidates_are_run_again(
     assert calls == ["mia-threshold"]
     label = "mia-threshold(signal=loss)"
     assert again.attacks[label].metrics == first.attacks[label].metrics
+
+
+def test_link_and_attribute_rows_join_the_folder(split, tmp_path):
+    data, members, mask = split
+    model = train(GCN, data, mask, 0)
+    attacks = [LOSS, {"name": "link-stealing"}, {"name": "attribute-inference"}]
+    audit = audit_model(model, data, members, train_fn=train, attacks=attacks, out=tmp_path)
+    frame = api.results(tmp_path).set_index("attack")
+    link = audit.attacks["link-stealing"].metrics
+    assert frame.loc["link-stealing", "metric.auc_uniform"] == link["auc_uniform"]
+    accuracy = audit.inferences["attribute-inference"].metrics["accuracy"]
+    assert frame.loc["attribute-inference", "metric.accuracy"] == accuracy
+    kept = list((tmp_path / "artifacts").rglob("*.records.npz"))
+    assert len(kept) == 1  # per-record scores of membership rows, as a suite keeps them
+    page = (tmp_path / "report.html").read_text()
+    assert "link-stealing" in page and "attribute-inference" in page
