@@ -281,9 +281,10 @@ class ModelAudit:
         the pair ``"u-v"`` as its id, and whether it is an edge)."""
         import pandas as pd
 
-        return pd.concat(
-            [a.records().assign(attack=k) for k, a in self.attacks.items()], ignore_index=True
-        )
+        frames = [a.records().assign(attack=k) for k, a in self.attacks.items()]
+        if not frames:  # only attacks that infer a value: no record was scored
+            return pd.DataFrame(columns=["id", "score", "is_member", "attack"])
+        return pd.concat(frames, ignore_index=True)
 
     def report(self, path: str | Path) -> Path:
         """One page (HTML, or PDF where ``path`` ends in ``.pdf``): a section per attack that

@@ -162,7 +162,7 @@ def test_a_client_with_members_but_no_upload_is_named(logged):
         audit_uploads(only_zero, model, data, members, global_models=sent)
 
 
-def test_the_users_local_round_reads_skewed_clients_label_distributions(skewed):
+def test_the_users_local_round_reads_skewed_clients_label_distributions(skewed, tmp_path):
     data, members, rounds, sent, model = skewed
     audit = audit_uploads(
         rounds,
@@ -181,6 +181,8 @@ def test_the_users_local_round_reads_skewed_clients_label_distributions(skewed):
     assert m["dominant_accuracy"] >= 5 / 6 > m["dominant_baseline"]
     assert 0.0 <= m["dominant_accuracy_ci_low"] < m["dominant_accuracy"]
     assert "label-distribution: tv_mean" in audit.summary()
+    assert audit.records().empty  # no record was scored, and saying so is no error
+    assert "label-distribution" in audit.report(tmp_path / "audit.html").read_text()
 
 
 def test_label_distribution_is_a_default_that_needs_the_clients_local_round(logged):
