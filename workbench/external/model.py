@@ -247,7 +247,7 @@ class ModelAudit:
             lines.append(
                 f"{label:<{width}}  {interval_text(m, 'auc'):<21}  "
                 f"{interval_text(m, 'tpr@0.01'):<21}  {interval_text(m, 'tpr@0.001'):<21}  "
-                f"{m['epsilon_lb']:.2f}"
+                f"{number_text(m['epsilon_lb'], 2)}"
             )
         asked: dict[str, list[str]] = {}  # what each attack was asked about, and by whom
         for label, a in self.attacks.items():
@@ -258,7 +258,9 @@ class ModelAudit:
             lines += [f"{counts} ({', '.join(labels)})" for counts, labels in asked.items()]
         first = next(iter(self.attacks.values()))
         lines.append(
-            f"ε ≥: held-out lower bound at δ = {first.delta:g}, 95 % (0: nothing certified)"
+            f"ε ≥: held-out lower bound at δ = {first.delta:g}, 95 % (0: nothing certified), "
+            "valid where the members were a random draw from the candidates; n/a for links "
+            "(edges and non-edges are different pairs, not a random inclusion)"
         )
         lines += [  # He et al.'s own figure: the edges against uniformly drawn non-edges
             f"{label}: AUC {number_text(a.metrics['auc_uniform'])} against uniform non-edges "

@@ -48,8 +48,15 @@ def audit_sections(audit: ScoreAudit, title: str) -> list[Section]:
                     "Intervals are 95 % stratified bootstrap intervals (thresholds re-chosen in "
                     "every resample). The ε lower bound is held out: its decision rule is chosen "
                     "on half of the records and bounded on the other half with Clopper–Pearson "
-                    f"intervals at δ = {audit.delta:g}, so it is valid at 95 %; 0 certifies "
-                    "nothing. n/a: fewer non-members than 1/FPR."
+                    f"intervals at δ = {audit.delta:g}, so it is valid at 95 % where the "
+                    f"{q.yes} were a random draw from the records asked about; 0 certifies "
+                    f"nothing. n/a: fewer {q.no} than 1/FPR"
+                    + (
+                        "."
+                        if q.inclusion
+                        else f"; no ε bound: {q.yes} and {q.no} differ before any model sees "
+                        "them (not a random inclusion)."
+                    )
                 ),
                 Table(_header(q), [_row("all", audit.metrics)], left_columns=1),
                 Figure(roc_figure([curve]), "log-log ROC with its 95 % band"),

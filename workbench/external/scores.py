@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fgl_workbench.attacks.metrics import DEFAULT_FPRS, ROC, membership_metrics
+from fgl_workbench.attacks.metrics import DEFAULT_FPRS, ROC, membership_metrics, without_epsilon
 from fgl_workbench.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ class Question:
     name: str = "membership"
     yes: str = "members"
     no: str = "non-members"
+    # each positive was a random draw (a member of a random split): the held-out ε bound holds;
+    # edges against non-edges differ before any model sees them, so no ε is bounded there
+    inclusion: bool = True
 
     def counts(self, m: dict[str, float | None]) -> str:
         """``140 members, 140 non-members`` from a metrics dict's class sizes."""
@@ -38,7 +41,7 @@ class Question:
 
 
 MEMBERSHIP = Question()
-LINK = Question("link", "edges", "non-edges")
+LINK = Question("link", "edges", "non-edges", inclusion=False)
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,9 @@ class ScoreAudit:
         lines += [f"{g}: {why}" for g, why in self.skipped.items()]
         lines.append(
             f"n/a: fewer {q.no} than 1/FPR, so that FPR cannot be resolved; ε ≥ is a "
-            "held-out lower bound at 95 % confidence (0: nothing certified)"
+            "held-out lower bound at 95 % confidence (0: nothing certified), valid where the "
+            f"{q.yes} were a random draw"
+            + ("" if q.inclusion else f" (not so here: no bound for {q.yes})")
         )
         return "\n".join(lines)
 
@@ -152,6 +157,8 @@ def audit_scores(
     if not fprs or not all(isinstance(f, int | float) and 0 < f < 1 for f in fprs):
         raise ConfigError(f"fprs: expected false positive rates in (0, 1) (got {fprs!r})")
     metrics, curve = membership_metrics(s, truth, threshold, fprs, delta)
+    bounded = (lambda m: m) if question.inclusion else without_epsilon
+    metrics = bounded(metrics)
     per_group: dict[str, dict[str, float | None]] = {}
     skipped: dict[str, str] = {}
     if group is not None:
@@ -161,7 +168,9 @@ def audit_scores(
             if truth[mine].all() or not truth[mine].any():
                 skipped[key] = f"only {question.yes if truth[mine].any() else question.no}"
                 continue
-            per_group[key] = membership_metrics(s[mine], truth[mine], threshold, fprs, delta)[0]
+            per_group[key] = bounded(
+                membership_metrics(s[mine], truth[mine], threshold, fprs, delta)[0]
+            )
     return ScoreAudit(
         name,
         metrics,
