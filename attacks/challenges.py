@@ -348,7 +348,7 @@ def attribute_challenge(
             f"attacks[].params.attribute: feature column {column} does not exist "
             f"({ds.name} has {ds.num_features} features, 0 to {ds.num_features - 1})"
         )
-    values = attribute_values(ds.data.x[:, column].numpy(force=True))
+    values = attribute_values(ds.data.x[:, column].numpy(force=True), federation.partition.aux_ids)
     return AttributeChallenge(nodes, values[nodes], column, 2)
 
 

@@ -24,7 +24,7 @@ from sklearn.preprocessing import StandardScaler
 
 from fgl_workbench.adversary.exchanged import ExchangedEmbeddings
 from fgl_workbench.adversary.threat import BackgroundKnowledge, InsiderView, QuerierView
-from fgl_workbench.attacks.attributes import attribute_values
+from fgl_workbench.attacks.attributes import EMPTY_POOL, attribute_values
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.defenses.metric_dp import normalise
 from fgl_workbench.errors import NotApplicableError
@@ -56,7 +56,8 @@ def known_values(knowledge: BackgroundKnowledge, attribute: str) -> np.ndarray:
     if attribute == "label":
         return knowledge.aux_labels
     column = int(attribute.split(":", 1)[1])
-    return attribute_values(knowledge.graph.x[:, column].numpy(force=True))[knowledge.aux_ids]
+    pool = knowledge.aux_ids
+    return attribute_values(knowledge.graph.x[:, column].numpy(force=True), pool)[pool]
 
 
 class AttributeInference:
@@ -76,6 +77,8 @@ class AttributeInference:
         aux = knowledge.aux_ids
         values = known_values(knowledge, config.attribute)
         count = view.num_classes if config.attribute == "label" else 2
+        if not values.size:
+            raise NotApplicableError(EMPTY_POOL)
         if np.unique(values).size < 2:
             raise NotApplicableError("the auxiliary pool shows only one value of the attribute")
         train = self._signal(view, knowledge, aux, config)

@@ -368,7 +368,8 @@ def _distribution(
     mean_interval(metrics, "tv_mean", tv, (0.0, 1.0))
     rate_interval(metrics, "dominant_accuracy", clients.size)
     shown = (("tv_mean", "tv_baseline"), ("dominant_accuracy", "dominant_baseline"))
-    return InferenceAudit(title, "distribution", metrics, shown, f"{clients.size} clients")
+    asked = f"{clients.size} client" + ("s" if clients.size != 1 else "")
+    return InferenceAudit(title, "distribution", metrics, shown, asked)
 
 
 def _client_data(

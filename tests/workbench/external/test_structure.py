@@ -11,6 +11,8 @@ from torch import nn
 from torch_geometric.data import Data
 
 from fgl_workbench.attacks import ATTACKS
+from fgl_workbench.attacks.attribute.inference import known_values
+from fgl_workbench.attacks.attributes import attribute_values
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external import audit_model
@@ -216,3 +218,27 @@ def test_at_graph_level_they_are_named_not_applicable():
 def test_bad_input_is_one_line_naming_the_field(cora, attack, message):
     with pytest.raises(ConfigError, match=message):
         audit_model(GCN(), cora.data, [0, 1], train_fn=train, attacks=[attack])
+
+
+def test_a_continuous_column_is_cut_where_the_adversary_can_cut_it(cora, members, monkeypatch):
+    """A non-binary hidden column is binarised at the median of the pool's values, for the
+    adversary's labels and the scorer's truth alike: a pool of under half the nodes is not
+    refused (the hidden column is zero elsewhere), and the two cuts agree on the pool."""
+    n = cora.data.num_nodes
+    x = cora.data.x.clone()
+    x[:, 0] = torch.rand(n, generator=torch.Generator().manual_seed(0)) + (cora.data.y == 3)
+    data = Data(x=x, edge_index=cora.data.edge_index, y=cora.data.y)
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[torch.as_tensor(members)] = True
+    model = train(GCN, data, mask, 0)
+    rest = np.setdiff1d(np.arange(n), members)
+    pool = rest[:400]
+    inputs = received(monkeypatch, "attribute-inference")
+    column = {"name": "attribute-inference", "params": {"attribute": "feature:0"}}
+    audit = audit_model(
+        model, data, members, nonmembers=rest[-140:], aux=pool, train_fn=train, attacks=[column]
+    )
+    m = audit.inferences["attribute-inference(attribute=feature:0)"].metrics
+    assert m["accuracy_ci_low"] > m["accuracy_baseline"]  # label-linked: read from the answers
+    known = known_values(inputs[0].knowledge, "feature:0")
+    assert np.array_equal(known, attribute_values(x[:, 0].numpy(), pool)[pool])
