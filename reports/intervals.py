@@ -68,7 +68,9 @@ def lower_bound(rows: list[dict]) -> str:
     nothing: "not certifiable at this size" where even a perfect attack could not certify
     anything on these counts, else "none certified" with the most these counts allow."""
     bounds = [float(m["epsilon_lb"]) for m in rows if m.get("epsilon_lb") is not None]
-    ceilings = [float(m["epsilon_lb_ceiling"]) for m in rows if "epsilon_lb_ceiling" in m]
+    ceilings = [
+        float(m["epsilon_lb_ceiling"]) for m in rows if m.get("epsilon_lb_ceiling") is not None
+    ]
     if not bounds:
         return "n/a"
     if ceilings and max(ceilings) <= 0.0:
