@@ -154,6 +154,12 @@ def clopper_pearson(k: np.ndarray, n: int, confidence: float) -> tuple[np.ndarra
     return lo, hi
 
 
+def rate_bounds(hits: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) 95 % interval of a rate of ``hits`` out of ``n``."""
+    lo, hi = clopper_pearson(np.array(hits), n, CONFIDENCE)
+    return float(lo), float(hi)
+
+
 def held_out_epsilon(
     scores: np.ndarray,
     truth: np.ndarray,
@@ -409,7 +415,7 @@ def attribute_metrics(
     predicted = probs.argmax(1)
     guess = np.full(truth.size, prior.argmax())
     right = int((predicted == truth).sum())
-    lo, hi = clopper_pearson(np.array(right), truth.size, CONFIDENCE)
+    lo, hi = rate_bounds(right, truth.size)
     present = np.unique(truth)
     auc = None
     if present.size > 1:
@@ -420,8 +426,8 @@ def attribute_metrics(
             auc = float(roc_auc_score(truth, cols, multi_class="ovr", labels=present))
     return {
         "accuracy": right / truth.size,
-        "accuracy_ci_low": float(lo),
-        "accuracy_ci_high": float(hi),
+        "accuracy_ci_low": lo,
+        "accuracy_ci_high": hi,
         "accuracy_baseline": float((guess == truth).mean()),
         "macro_f1": float(f1_score(truth, predicted, average="macro")),
         "macro_f1_baseline": float(f1_score(truth, guess, average="macro")),

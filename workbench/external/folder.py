@@ -37,7 +37,7 @@ from fgl_workbench.data.datasets import GraphDataset, NodeDataset
 from fgl_workbench.data.partition import ClientPart, Partition
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.inference import InferenceAudit
-from fgl_workbench.external.scores import MEMBERSHIP, ScoreAudit, audit_stored
+from fgl_workbench.external.scores import MEMBERSHIP, ScoreAudit, audit_records
 from fgl_workbench.query import GraphQueryAPI
 from fgl_workbench.running.suite import AttackEntry, config_hash
 from fgl_workbench.storage.records import ScoredRecords
@@ -152,7 +152,8 @@ def audited_cell(
     ``defenses`` say what its training states about DP, ``comm`` what the federation sent
     (none: trained in one place)."""
     level = "node" if isinstance(data, Data) else "graph"
-    labels = _dataset(data).labels
+    dataset = _dataset(data)
+    labels = dataset.labels
     n = labels.size
     answers = model_answers(model, data)
     nonmembers = np.sort(np.concatenate([o for _, o in owned.values()]))
@@ -187,7 +188,7 @@ def audited_cell(
         config,
         answer_utility(answers, labels, nonmembers),
         comm or communication(0, 0, 0, 0),
-        [vars(s) for s in _partition(data, owned, aux_ids).stats(_dataset(data))],
+        [vars(s) for s in _partition(data, owned, aux_ids).stats(dataset)],
         querier[0] if querier else None,
         0.0,
         0.0,
@@ -226,33 +227,34 @@ class AuditFolder:
     """The folder one audit writes into, held (``writing``'s lock) for the audit's length:
     its cell row first (``open``), then each attack's row as it finishes (``put``)."""
 
-    def __init__(self, store: ResultsStore) -> None:
-        self.store = store
+    def __init__(self, store: ResultsStore, delta: float) -> None:
+        self.store, self.delta = store, delta
         self.cell: CellRow | None = None
-        self._done: set[str] = set()
+        self._stored: dict[str, AttackRow] = {}
 
     def open(self, cell: CellRow) -> None:
         self.store.put_cell(cell, config_hash(cell.config))
-        self.cell, self._done = cell, self.store.done_attacks(cell.cell_id)
+        self.cell = cell
+        self._stored = {a.attack_key: a for a in self.store.attacks() if a.cell_id == cell.cell_id}
 
     def stored(
-        self, entry: AttackEntry, ids: np.ndarray, is_member: np.ndarray
+        self, entry: AttackEntry, ids: np.ndarray, is_member: np.ndarray, name: str
     ) -> ScoreAudit | None:
         """A yes/no attack this cell already has a row for, read back from its records; None
         (run it) where there is none, or its records are not this audit's candidates, or its
         stored figures are not its records'. Reading back trusts the folder otherwise: a
         folder someone else wrote is checked by auditing into a new one."""
         assert self.cell is not None, "open(cell) first"
-        if entry.key not in self._done:
+        row = self._stored.get(entry.key)
+        if row is None:
             return None
         records = self.store.load_records(self.cell.cell_id, entry.key)
         if records is None:
             return None  # stored without records (not applicable, or an inference)
         if not (np.array_equal(records.ids, ids) and np.array_equal(records.is_member, is_member)):
             return None  # not what this audit asks about (the folder was changed): run again
-        audit = audit_stored(self.store.root, self.cell.cell_id, entry.key)
-        rows = [a for a in self.store.attacks() if a.cell_id == self.cell.cell_id]
-        if not any(a.attack_key == entry.key and a.metrics == audit.metrics for a in rows):
+        audit = audit_records(records, self.delta, name)
+        if row.metrics != audit.metrics:
             return None  # the row's figures are not its records' (the folder was changed)
         return audit
 
@@ -305,7 +307,7 @@ def results_folder(out: str | Path | None, name: str, delta: float) -> Iterator[
                 store.set_meta(EXTERNAL, "1")
                 store.set_meta("suite_name", name)
                 store.set_meta("suite_json", json.dumps({"name": name, "delta": delta}))
-            yield AuditFolder(store)
+            yield AuditFolder(store, delta)
         finally:
             store.close()
     from fgl_workbench.reports import build_report  # the report draws: loaded when asked

@@ -9,10 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import t as student_t
 
-from fgl_workbench.attacks.metrics import clopper_pearson
+from fgl_workbench.attacks.metrics import CONFIDENCE, rate_bounds
 from fgl_workbench.external.scores import interval_text, number_text
-
-CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -50,9 +48,8 @@ def figure_text(m: dict[str, float | None], key: str) -> str:
 def rate_interval(metrics: dict[str, float | None], key: str, n: int) -> None:
     """``metrics[key]``, a rate over ``n`` trials, gets its exact (Clopper–Pearson) 95 %
     interval as ``<key>_ci_low``/``_ci_high``."""
-    k = round(float(metrics[key] or 0.0) * n)
-    lo, hi = clopper_pearson(np.array(k), n, CONFIDENCE)
-    metrics[f"{key}_ci_low"], metrics[f"{key}_ci_high"] = float(lo), float(hi)
+    hits = round(float(metrics[key] or 0.0) * n)
+    metrics[f"{key}_ci_low"], metrics[f"{key}_ci_high"] = rate_bounds(hits, n)
 
 
 def mean_interval(

@@ -13,7 +13,7 @@ import copy
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -431,9 +431,9 @@ def audit_model(
             entry = AttackEntry(name=attack, params=dict(raw.get("params", {})))
             label = attack_label(entry.name, entry.params)
             title = f"{name}: {label}"
-            stored = folder.stored(entry, ids, is_member) if folder is not None else None
+            stored = None if folder is None else folder.stored(entry, ids, is_member, title)
             if stored is not None:
-                results[label] = replace(stored, name=title)
+                results[label] = stored
                 resumed.append(label)
                 continue
             start = time.perf_counter()

@@ -19,6 +19,8 @@ from fgl_workbench.errors import ConfigError
 if TYPE_CHECKING:
     import pandas
 
+    from fgl_workbench.storage.records import ScoredRecords
+
 DELTA = 1e-5  # the suites' default δ (``Suite.delta``), at which the ε lower bound is held out
 SHOWN_FPRS = 2  # the summary's TPR columns: the lowest audited FPRs (Carlini et al. 2022)
 
@@ -188,9 +190,7 @@ def audit_scores(
     )
 
 
-def audit_stored(
-    out: str | Path, cell_id: str, attack_key: str, *, name: str | None = None
-) -> ScoreAudit:
+def audit_stored(out: str | Path, cell_id: str, attack_key: str) -> ScoreAudit:
     """``audit_scores`` on a stored membership row's own records (``fgl_workbench.storage.
     records``), at the folder's δ and with the attack's threshold: its metrics are the row's
     stored ones, exactly (the intervals and the held-out split are seeded alike)."""
@@ -212,6 +212,11 @@ def audit_stored(
             f"{out}: attack row {attack_key!r} of cell {cell_id!r} keeps no per-record scores "
             "(only membership attacks do, in folders written since they were kept)"
         )
+    return audit_records(records, delta, f"{cell_id} · {rows[(cell_id, attack_key)].label}")
+
+
+def audit_records(records: ScoredRecords, delta: float, name: str) -> ScoreAudit:
+    """``audit_scores`` on an attack's stored records, with its own threshold."""
     threshold = None if np.isnan(records.threshold) else records.threshold
     return audit_scores(
         records.scores,
@@ -219,7 +224,7 @@ def audit_stored(
         ids=records.ids,
         delta=delta,
         threshold=threshold,
-        name=name or f"{cell_id} · {rows[(cell_id, attack_key)].label}",
+        name=name,
     )
 
 
