@@ -35,7 +35,19 @@ def context_of(trained: Any, defenses: Sequence[Any]) -> Context:
         max(2, min(int(size), MAX_DIMENSION)),
         trained.utility.get("metric_rho"),
         dict(trained.recipe.config),
+        trained.name,
     )
+
+
+def game_for(context: Context, defense: str) -> Game | None:
+    """The game that plays ``defense`` with the code the run used: Flower's own DP wrappers
+    and mods on the flower target (``audits.flower``, imported only there, as Flower is an
+    optional extra), the workbench's mechanisms elsewhere."""
+    if context.target_name == "flower" and defense == "dp-fedavg":
+        from fgl_workbench.audits.flower import FlowerDPGame
+
+        return FlowerDPGame()
+    return GAMES.get(defense)
 
 
 def audit_run(
@@ -50,7 +62,7 @@ def audit_run(
     run's mechanisms with no event in its ledger (nothing of theirs ran) are not audited."""
     played = []
     for d in defenses:
-        game = GAMES.get(d.name)
+        game = game_for(context, d.name)
         if game is None:
             continue
         generator = seeded_generator(derive_seed(seed, f"canary-{d.name}"))
@@ -63,4 +75,13 @@ def audit_run(
     return [judged(name, t, delta, seconds, each) for name, t, seconds in played]
 
 
-__all__ = ["GAMES", "CanaryAudit", "Context", "Game", "Trial", "audit_run", "context_of"]
+__all__ = [
+    "GAMES",
+    "CanaryAudit",
+    "Context",
+    "Game",
+    "Trial",
+    "audit_run",
+    "context_of",
+    "game_for",
+]

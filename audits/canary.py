@@ -283,13 +283,15 @@ def numpy_rng(generator: torch.Generator) -> np.random.Generator:
 class Context:
     """What one run fixed about its mechanisms: its ledger (steps, hops, release counts),
     every defense's config, the size of the released model's parameter vector, for
-    metric-DP the ρ its ε is read at, and the target's config (sampling rate, rounds)."""
+    metric-DP the ρ its ε is read at, and the target's name and config (sampling rate,
+    rounds)."""
 
     ledger: PrivacyLedger
     configs: Mapping[str, Any]
     dimension: int
     rho: float | None = None
     target: Mapping[str, Any] = field(default_factory=dict)
+    target_name: str = ""  # whose code ran the mechanism (flower: Flower's own DP code)
 
 
 class Game(Protocol):

@@ -36,6 +36,7 @@ CIPHERTEXT = "ciphertext"
 PUBLIC_KEY = "public_key"  # key material anyone may hold (a CKKS public context, DH values)
 MASKED_STATISTICS = "masked_statistics"  # pairwise-masked ring vectors (mask-based secure sum)
 SURROGATE_GRAPH = "surrogate_graph"  # O-pFGL's global surrogate graph
+METRICS = "metrics"  # a client's reported figures (losses, accuracies, counts): a dict of floats
 
 
 def client(k: int) -> str:
@@ -95,18 +96,34 @@ class Transcript:
         # round change looks only at the rounds since, so recording R rounds stays O(R·C)
         self._settled = 0
 
-    def send(self, round: int, sender: str, receiver: str, kind: str, payload: Any) -> Message:
+    def send(
+        self,
+        round: int,
+        sender: str,
+        receiver: str,
+        kind: str,
+        payload: Any,
+        nbytes: int | None = None,
+    ) -> Message:
         """Record one message. Tensors are detached and copied, so later training cannot
         change what was observed."""
-        return self.broadcast(round, sender, [receiver], kind, payload)[0]
+        return self.broadcast(round, sender, [receiver], kind, payload, nbytes)[0]
 
     def broadcast(
-        self, round: int, sender: str, receivers: list[str], kind: str, payload: Any
+        self,
+        round: int,
+        sender: str,
+        receivers: list[str],
+        kind: str,
+        payload: Any,
+        nbytes: int | None = None,
     ) -> list[Message]:
         """Record the same payload sent to each receiver: one message (and its bytes) per
-        receiver, one shared snapshot of the payload."""
+        receiver, one shared snapshot of the payload. ``nbytes``: the size measured on the
+        wire where a framework serialises the payload (Flower's protobuf); otherwise the
+        payload's raw bytes (``payload_nbytes``)."""
         stored = _snapshot(payload) if self.keep_payloads != "none" else None
-        nbytes = payload_nbytes(payload)
+        nbytes = payload_nbytes(payload) if nbytes is None else nbytes
         new_round = bool(self._messages) and self._messages[-1].round != round
         if new_round and self.keep_payloads in ("last_round", "first_and_last"):
             # set-up phases before round 0 (negative rounds) count as part of the first round

@@ -1,0 +1,165 @@
+"""Where Flower's messages go and what the workbench keeps of them.
+
+``InlineGrid`` delivers each message a ``ServerApp``'s strategy pushes to a ``ClientApp`` in
+this process (Flower's own app objects, mods and serialisation-free records), the way the
+simulation engine's workers do without the Ray actors: fast and deterministic, for suites and
+tests. ``RecordingGrid`` wraps any ``Grid`` (inline, simulation or deployment) and writes every
+message that crosses it to the ``Transcript``: the server's view is exactly the replies it
+received, each message's size is its serialised protobuf's, so bytes are measured, not
+estimated."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from uuid import uuid4
+
+import torch
+from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.common.serde import message_to_proto
+from flwr.serverapp import Grid
+
+from fgl_workbench.transcript import METRICS, MODEL_WEIGHTS, SERVER, Transcript, client
+
+FIRST_NODE_ID = 1001  # node ids the inline grid hands out (Flower's SuperLink is node 1)
+
+
+class InlineGrid(Grid):
+    """``num_nodes`` nodes running ``client_app`` in this process; node ``FIRST_NODE_ID + k``
+    holds partition k (``context.node_config["partition-id"]``)."""
+
+    def __init__(self, client_app: Callable[[Message, Context], Message], num_nodes: int) -> None:
+        self._app = client_app
+        self._pending: dict[str, Message] = {}
+        self._contexts = {
+            FIRST_NODE_ID + k: Context(
+                run_id=1,
+                node_id=FIRST_NODE_ID + k,
+                node_config={"partition-id": k, "num-partitions": num_nodes},
+                state=RecordDict(),
+                run_config={},
+            )
+            for k in range(num_nodes)
+        }
+
+    def set_run(self, run: Any) -> None:  # one run per grid
+        pass
+
+    @property
+    def run(self) -> Any:
+        raise NotImplementedError("an inline grid serves one run and has no Run record")
+
+    def create_message(self, *args: Any, **kwargs: Any) -> Message:
+        raise NotImplementedError("deprecated in Flower; strategies build Message objects")
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self._contexts)
+
+    def get_nodes(self) -> Iterable[Any]:
+        return []
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = str(uuid4())  # as Flower's grids do
+            self._pending[msg.metadata.message_id] = msg
+            ids.append(msg.metadata.message_id)
+        return ids
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        replies = []
+        for i in message_ids:
+            msg = self._pending.pop(i)
+            replies.append(self._app(msg, self._contexts[msg.metadata.dst_node_id]))
+        return replies
+
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        return self.pull_messages(list(self.push_messages(messages)))
+
+
+class RecordingGrid(Grid):
+    """``inner`` with every message sent and every reply received written to ``transcript``:
+    a message's model arrays as ``model_weights`` (a state dict), its metrics as ``metrics``
+    (a dict of floats), the message's serialised bytes split between them by their records'
+    own sizes. ``partition``: which client a node id is (the run's node-to-partition map)."""
+
+    def __init__(self, inner: Grid, transcript: Transcript, partition: Mapping[int, int]) -> None:
+        self.inner = inner
+        self.transcript = transcript
+        self.partition = dict(partition)
+        self.round = 0
+
+    def set_run(self, run: Any) -> None:
+        self.inner.set_run(run)
+
+    @property
+    def run(self) -> Any:
+        return self.inner.run
+
+    def create_message(self, *args: Any, **kwargs: Any) -> Message:
+        return self.inner.create_message(*args, **kwargs)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return self.inner.get_node_ids()
+
+    def get_nodes(self) -> Iterable[Any]:
+        return self.inner.get_nodes()
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        sent = list(messages)
+        for msg in sent:
+            self._record(msg, SERVER, client(self.partition[msg.metadata.dst_node_id]))
+        return self.inner.push_messages(sent)
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        replies = list(self.inner.pull_messages(message_ids))
+        for msg in replies:
+            self._record(msg, client(self.partition[msg.metadata.src_node_id]), SERVER)
+        return replies
+
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        sent = list(messages)
+        for msg in sent:
+            self._record(msg, SERVER, client(self.partition[msg.metadata.dst_node_id]))
+        replies = list(self.inner.send_and_receive(sent, timeout=timeout))
+        for msg in replies:
+            self._record(msg, client(self.partition[msg.metadata.src_node_id]), SERVER)
+        return replies
+
+    def _record(self, msg: Message, sender: str, receiver: str) -> None:
+        """One message: its round (the server's ``server-round`` config, or the round of the
+        request it answers), its arrays and metrics, its size on the wire."""
+        if not msg.has_content():  # an error reply carries no records
+            return
+        content = msg.content
+        for config in content.config_records.values():
+            if "server-round" in config:
+                self.round = int(config["server-round"]) - 1  # Flower counts rounds from 1
+        total = message_to_proto(msg).ByteSize()
+        metrics = {k: v for m in content.metric_records.values() for k, v in m.items()}
+        metric_bytes = sum(record_nbytes(m) for m in content.metric_records.values())
+        arrays = [a for a in content.array_records.values()]
+        if arrays:
+            state = state_dict(arrays[0])
+            self.transcript.send(
+                self.round, sender, receiver, MODEL_WEIGHTS, state, total - metric_bytes
+            )
+        if metrics:
+            size = metric_bytes if arrays else total
+            self.transcript.send(self.round, sender, receiver, METRICS, metrics, size)
+
+
+def record_nbytes(record: Any) -> int:
+    """A record's serialised size: the bytes its protobuf takes in a message."""
+    from flwr.common.serde import metric_record_to_proto
+
+    return metric_record_to_proto(record).ByteSize()
+
+
+def state_dict(arrays: ArrayRecord) -> dict[str, torch.Tensor]:
+    """An ArrayRecord as the state dict it was built from."""
+    return dict(arrays.to_torch_state_dict())

@@ -1,0 +1,123 @@
+"""Flower's DP wrappers in the privacy ledger, scoped by adversary, and Flower's own ε beside.
+
+**Central, fixed clipping** (``DifferentialPrivacyServerSideFixedClipping``, or
+``...ClientSideFixedClipping`` with ``fixedclipping_mod``): each of the m sampled updates is
+clipped to L2 norm C, FedAvg averages them with equal weights (the wrapper's accounted path
+requires equal weights; the engine sends a constant one), and the server adds Gaussian noise
+of std σ·C/m to the mean. Flower draws a *fixed* number m of the n clients per round, without
+replacement, so the Poisson analysis does not apply, and its mean divides by the m replies
+received: adding a client to a full sample displaces another, which moves the sum by up to
+2C. The relation under which σ·C/m noise on a C/m move holds is *zero-out*: one client's
+data replaced by none, so it returns the model it received (update 0; Kairouz et al. 2021).
+Under it each round is one Gaussian mechanism of noise multiplier σ; we claim no
+amplification from the fixed-size draw (sound whatever m; exact when every client takes part),
+so the guarantee does not depend on who sees the sample. It holds for other clients and a
+querier of the released model. The server adds the noise and receives the updates before it
+(server-side clipping: unclipped): no guarantee against it. Replace-one is two zero-outs, so
+its ε is this ledger's at group size 2 (σ/2).
+
+**Local** (``LocalDpMod`` on the train handler): each update is clipped to C and noised with
+std s = sensitivity·√(2 ln(1.25/δ))/ε on the client; the engine sets sensitivity = C and
+chooses (ε, δ) so that s = σ·C. A replaced client's clipped update moves by up to 2C, which
+the mod's own (ε, δ) ignores, and the classic formula it uses holds only for ε ≤ 1. The ledger
+is the built-in local DP-FedAvg's: one Gaussian of std s at sensitivity 2C per upload the
+busiest client made, against everyone.
+
+**Metrics**: a client's training loss, evaluation loss and accuracy and example counts are
+computed on its private data and sent to the server unnoised (Flower's accountant leaves them
+out by its own docstring): no guarantee against the server while clients report them.
+
+**Adaptive clipping** (``...AdaptiveClipping``) spends budget on a noisy clipped-count query
+whose analysis (Andrew et al. 2021) Flower's wrapper does not state; it is refused.
+
+**Flower's own ε**: its ``RdpAccountant`` (dp_accounting underneath) accepts only
+add-or-remove with no amplification for the fixed-clipping wrappers, composes one Gaussian of
+multiplier σ per aggregated round, and names no adversary. It is reported beside ours as
+``flower_epsilon``: the same number as ours for other clients and the querier (zero-out), not
+a bound against the server."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fgl_workbench.accountants import Gaussian, NoGuarantee, Scope
+from fgl_workbench.defenses import dp_fedavg
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+
+ZERO_OUT = "zero out one client: it returns the model it received"
+FLOWER_DELTA = 1e-5  # the δ the engine asks Flower's accountant and LocalDpMod for
+REFUSED_WRAPPERS = {
+    "DifferentialPrivacyServerSideAdaptiveClipping": (
+        "adaptive clipping spends budget on a noisy clipped-count query whose cost Flower's "
+        "wrapper does not state; no ledger can be written for it"
+    ),
+    "DifferentialPrivacyClientSideAdaptiveClipping": (
+        "adaptive clipping spends budget on a noisy clipped-count query whose cost Flower's "
+        "wrapper does not state; no ledger can be written for it"
+    ),
+}
+
+
+def central_events(
+    config: DPFedAvgConfig, rounds: int, per_round: int, num_clients: int, clipping: str
+) -> tuple[Gaussian, NoGuarantee]:
+    """Fixed clipping with the server's noise: (other clients and the querier, the server)."""
+    note = (
+        f"fixed-size sample of {per_round} of {num_clients} clients a round: no amplification"
+        if per_round < num_clients
+        else "every client takes part in every round"
+    )
+    hidden = Gaussian(
+        config.noise_multiplier,
+        1.0,
+        rounds,
+        scope=Scope("client", ZERO_OUT, ("clients", "querier"), note),
+    )
+    why = (
+        "Flower central DP, server-side clipping: the server receives each raw update and "
+        "adds the noise itself"
+        if clipping == "server"
+        else "Flower central DP, client-side clipping: the server receives each clipped update "
+        "before it adds the noise"
+    )
+    return hidden, NoGuarantee(why, Scope("client", ZERO_OUT, ("server",)))
+
+
+def local_events(config: DPFedAvgConfig, busiest: int) -> tuple[Gaussian]:
+    """LocalDpMod at std σ·C: the built-in local DP-FedAvg's ledger for ``busiest`` uploads."""
+    return dp_fedavg.ledger_events(1.0, config, busiest, float(busiest), False)  # type: ignore[return-value]
+
+
+def metrics_event(kinds: list[str]) -> NoGuarantee:
+    """What clients report on their private data, unnoised, to the server."""
+    return NoGuarantee(
+        f"clients report {', '.join(kinds)} computed on their private data to the server "
+        "unnoised (outside Flower's accountant too)",
+        Scope("client", ZERO_OUT, ("server",)),
+    )
+
+
+def local_dp_mod_epsilon(config: DPFedAvgConfig) -> float:
+    """The per-upload ε LocalDpMod is given so that its noise std is σ·C at sensitivity C
+    and δ = ``FLOWER_DELTA`` (its std is sensitivity·√(2 ln(1.25/δ))/ε)."""
+    return math.sqrt(2 * math.log(1.25 / FLOWER_DELTA)) / config.noise_multiplier
+
+
+def flower_accountant(num_clients: int) -> Any:
+    """Flower's RDP accountant as its fixed-clipping wrappers accept it."""
+    from flwr.serverapp import (
+        NeighboringRelation,
+        PrivacyConfig,
+        RdpAccountant,
+        SamplingMethod,
+    )
+
+    return RdpAccountant(
+        PrivacyConfig(
+            target_delta=FLOWER_DELTA,
+            population_size=num_clients,
+            neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+            sampling_method=SamplingMethod.NO_AMPLIFICATION,
+        )
+    )

@@ -1,0 +1,130 @@
+"""The registered ``flower`` target: FedAvg's clients and server as Flower apps, run through
+a Flower ``Grid`` whose every message the transcript records, with Flower's own DP code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.datasets import NodeDataset
+from fgl_workbench.data.federation import Federation
+from fgl_workbench.defenses.calibration import require_noise
+from fgl_workbench.device import seeded_generator
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.query import serve
+from fgl_workbench.seeding import derive_seed, seed_everything
+from fgl_workbench.targets.base import TARGETS, TrainedTarget
+from fgl_workbench.targets.fedavg.graph import GraphFedAvg
+from fgl_workbench.targets.fedavg.node import NodeFedAvg
+from fgl_workbench.targets.flower.config import FlowerConfig
+from fgl_workbench.targets.training import TrainingRecipe
+from fgl_workbench.transcript import METRICS, Transcript
+
+SUPPORTED_DEFENSES = ("dp-fedavg",)
+
+
+def require_flower() -> None:
+    """Flower is an optional extra: say how to install it rather than fail on an import."""
+    try:
+        import flwr  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(
+            "target: flower needs Flower; install it with pip install 'fgl-workbench[flower]'"
+        ) from e
+
+
+class Flower:
+    """FedAvg on Flower's engine, at node or graph level by the federation's."""
+
+    name = "flower"
+    level = "any"
+    Config = FlowerConfig
+
+    def fit(
+        self, federation: Federation, config: Any, defenses: Sequence[Any], seed: int
+    ) -> TrainedTarget:
+        require_flower()
+        require_noise(self.name, defenses)
+        from fgl_workbench.targets.flower.engine import run_federation
+
+        cfg = self.config(config)
+        self._check(defenses)
+        dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
+        # Flower samples clients with random and draws its DP noise from np.random
+        seed_everything(derive_seed(seed, "flower"))
+        ds = federation.dataset
+        loop = NodeFedAvg() if ds.level == "node" else GraphFedAvg()
+        spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
+        global_model = spec.build()
+        clients = federation.clients
+        transcript = Transcript(cfg.keep_payloads, always_keep=(METRICS,))
+        run = run_federation(
+            loop,
+            clients,
+            spec,
+            global_model,
+            cfg,
+            dp,
+            transcript,
+            seeded_generator(derive_seed(seed, "batches")),
+        )
+        global_model.load_state_dict(run.arrays)
+        test = loop.score(global_model, clients, "test")
+        utility = {
+            "accuracy": test["accuracy"],
+            "macro_f1": test["macro_f1"],
+            "macro_f1_all": test["macro_f1_all"],
+            "auc": test["auc"],
+            "best_round": float(cfg.rounds - 1),
+            **run.figures,
+        }
+        return TrainedTarget(
+            name=self.name,
+            level=ds.level,
+            global_model=global_model,
+            client_models=dict(enumerate(run.models)),
+            spec=spec,
+            recipe=TrainingRecipe(
+                self.name,
+                {**cfg.model_dump(), "keep_payloads": "none"},
+                len(clients),
+                sum(loop.num_train(c) for c in clients),
+                tuple(defenses),
+            ),
+            query=loop.query_api(global_model, federation),
+            transcript=transcript,
+            ledger=run.ledger,
+            utility=utility,
+            history=run.history,
+            served=serve(global_model, clients, ds.num_items)
+            if isinstance(ds, NodeDataset)
+            else None,
+        )
+
+    def planned_ledger(
+        self, federation: Federation, config: Any, defenses: Sequence[Any]
+    ) -> PrivacyLedger:
+        """``fit``'s ledger before training: the busiest client uploads every round."""
+        from fgl_workbench.targets.flower.engine import ledger
+
+        cfg = self.config(config)
+        self._check(defenses)
+        dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
+        n = len(federation.clients)
+        return ledger(cfg, dp, n, cfg.rounds)
+
+    def config(self, config: Any) -> FlowerConfig:
+        return config if isinstance(config, FlowerConfig) else FlowerConfig(**(config or {}))
+
+    def _check(self, defenses: Sequence[Any]) -> None:
+        for d in defenses:
+            if d.name not in SUPPORTED_DEFENSES:
+                raise ConfigError(
+                    f"defenses: flower runs Flower's own DP code and cannot apply '{d.name}'; "
+                    f"it supports: {', '.join(SUPPORTED_DEFENSES)}"
+                )
+
+
+TARGETS.register("flower")(Flower())
