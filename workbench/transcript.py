@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -140,6 +140,16 @@ class Transcript:
         msgs = [Message(round, sender, r, kind, nbytes, stored) for r in receivers]
         self._messages.extend(msgs)
         return msgs
+
+    def rename(self, names: Mapping[str, str]) -> None:
+        """Rename parties once their names are known (a framework's node ids to the
+        workbench's clients, learnt only after the run): metadata only, payloads untouched."""
+        self._messages = [
+            replace(
+                m, sender=names.get(m.sender, m.sender), receiver=names.get(m.receiver, m.receiver)
+            )
+            for m in self._messages
+        ]
 
     def absorb(self, other: Transcript, round_offset: int) -> None:
         """Append the messages of a phase recorded on its own (e.g. a pre-training run), its

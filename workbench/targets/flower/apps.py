@@ -5,6 +5,7 @@ the strategy, Flower's ``FedAvg`` wrapped in Flower's own DP code when a defense
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +21,8 @@ from flwr.serverapp.strategy import (
 from torch import nn
 
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.seeding import derive_seed
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
 from fgl_workbench.targets.flower.config import FlowerConfig
 from fgl_workbench.targets.flower.privacy import FLOWER_DELTA, local_dp_mod_epsilon
@@ -29,34 +32,42 @@ WEIGHT = "num-examples"  # the key Flower's FedAvg weights replies by
 
 
 class Clients:
-    """Every client's model and optimizer, kept across rounds the way a stateful SuperNode
-    keeps them (Adam's moments persist, as in the built-in FedAvg)."""
+    """What each client's ``ClientApp`` runs, stateless as Flower's apps are: the model is
+    rebuilt from the arrays it is sent, the optimizer's state (Adam's moments persist across
+    rounds, as in the built-in FedAvg) lives in the node's ``context.state``, and each
+    (client, round) trains on its own seeded stream, so the numbers do not depend on which
+    worker runs it or in what order. Picklable: the simulation engine ships it to its Ray
+    actors. ``registry``: a folder where each node notes which client it is, for the
+    experimenter's transcript only (the server sees node ids)."""
 
     def __init__(
         self,
         loop: FedAvgLoop,
         clients: Sequence[Any],
-        models: Sequence[nn.Module],
+        spec: ModelSpec,
         cfg: FlowerConfig,
-        generator: torch.Generator,
+        seed: int,
+        registry: Path | None = None,
     ) -> None:
-        self.loop, self.clients, self.models, self.cfg = loop, clients, models, cfg
+        self.loop, self.clients, self.spec, self.cfg = loop, clients, spec, cfg
         self.local_cfg = cfg.local()
-        self.opts = [
-            make_optimizer(cfg.optimizer, m, cfg.lr, cfg.weight_decay) for m in self.models
-        ]
-        self.generator = generator
-        self.uploads = [0] * len(clients)
+        self.seed = seed
+        self.registry = registry
 
-    def train(self, k: int, arrays: ArrayRecord, weighted: bool) -> RecordDict:
+    def train(self, k: int, msg: Message, context: Context, weighted: bool) -> RecordDict:
         """Client k's reply to a train message: its trained model, its weight and loss."""
-        model = self.models[k]
-        model.load_state_dict(arrays.to_torch_state_dict())
-        with measuring_losses() as steps:
-            self.loop.train_local(
-                model, self.clients[k], self.opts[k], self.local_cfg, self.generator, None
-            )
-        self.uploads[k] += 1
+        self._note(k, context)
+        model = self._model(msg.content["arrays"])
+        opt = make_optimizer(self.cfg.optimizer, model, self.cfg.lr, self.cfg.weight_decay)
+        if OPTIMIZER in context.state:
+            opt.load_state_dict(optimizer_state(context.state[OPTIMIZER], opt))
+        round_ = int(msg.content["config"]["server-round"])
+        stream = derive_seed(self.seed, "flower-client", k, round_)
+        with torch.random.fork_rng(), measuring_losses() as steps:
+            torch.manual_seed(stream)
+            generator = torch.Generator().manual_seed(stream)
+            self.loop.train_local(model, self.clients[k], opt, self.local_cfg, generator, None)
+        context.state[OPTIMIZER] = optimizer_record(opt)
         weight = self.loop.weight(self.clients[k]) if weighted else 1.0
         metrics = {WEIGHT: weight}
         if self.cfg.report_metrics:
@@ -65,17 +76,47 @@ class Clients:
             {"arrays": ArrayRecord(model.state_dict()), "metrics": MetricRecord(metrics)}
         )
 
-    def evaluate(self, k: int, arrays: ArrayRecord) -> RecordDict:
+    def evaluate(self, k: int, msg: Message, context: Context) -> RecordDict:
         """Client k's reply to an evaluate message: the model's scores on its validation data."""
-        model = self.models[k]
-        model.load_state_dict(arrays.to_torch_state_dict())
-        with torch.random.fork_rng():  # scoring releases nothing of training's draws
-            scores = self.loop.score_each({0: model}, [self.clients[k]], "val")
+        self._note(k, context)
+        model = self._model(msg.content["arrays"])
         c = self.clients[k]
+        with torch.random.fork_rng():  # scoring releases nothing of training's draws
+            scores = self.loop.score_each({0: model}, [c], "val")
         count = float(c.data.val_mask.sum()) if hasattr(c, "data") else float(len(c.val))
         return RecordDict(
             {"metrics": MetricRecord({WEIGHT: count, "accuracy": scores["accuracy"]})}
         )
+
+    def _model(self, arrays: ArrayRecord) -> nn.Module:
+        model = self.spec.build()
+        model.load_state_dict(arrays.to_torch_state_dict())
+        return model
+
+    def _note(self, k: int, context: Context) -> None:
+        if self.registry is not None:
+            (self.registry / f"{context.node_id}").write_text(str(k))
+
+
+OPTIMIZER = "optimizer"  # the context.state key of a client's optimizer state
+
+
+def optimizer_record(opt: torch.optim.Optimizer) -> ArrayRecord:
+    """An optimizer's per-parameter state (Adam's step and moments) as an ArrayRecord."""
+    arrays = {}
+    for i, state in opt.state_dict()["state"].items():
+        for name, value in state.items():
+            arrays[f"{i}.{name}"] = torch.as_tensor(value).detach().clone()
+    return ArrayRecord(arrays)
+
+
+def optimizer_state(record: ArrayRecord, opt: torch.optim.Optimizer) -> dict[str, Any]:
+    """``optimizer_record``'s inverse, with ``opt``'s own parameter groups."""
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in record.to_torch_state_dict().items():
+        i, name = key.split(".", 1)
+        state.setdefault(int(i), {})[name] = value
+    return {"state": state, "param_groups": opt.state_dict()["param_groups"]}
 
 
 def client_app_mods(dp: DPFedAvgConfig | None, clipping: str) -> list[Any]:
@@ -99,12 +140,12 @@ def client_app(clients: Clients, dp: DPFedAvgConfig | None, clipping: str) -> Cl
     @app.train(mods=mods)
     def train(msg: Message, context: Context) -> Message:
         k = int(context.node_config["partition-id"])
-        return Message(clients.train(k, msg.content["arrays"], weighted), reply_to=msg)
+        return Message(clients.train(k, msg, context, weighted), reply_to=msg)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
         k = int(context.node_config["partition-id"])
-        return Message(clients.evaluate(k, msg.content["arrays"]), reply_to=msg)
+        return Message(clients.evaluate(k, msg, context), reply_to=msg)
 
     return app
 

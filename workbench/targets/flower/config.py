@@ -41,6 +41,15 @@ class FlowerConfig(BaseModel):
         "a train reply carries its arrays and a constant weight only",
     )
     keep_payloads: KeepPayloads = "last_round"
+    backend: Literal["inline", "simulation"] = Field(
+        "inline",
+        description="inline: Flower's strategy and ClientApps in this process, each message "
+        "delivered in turn; simulation: Flower's simulation engine, the ClientApps on its Ray "
+        "actors (same numbers, clients in parallel)",
+    )
+    simulation_workers: int = Field(
+        2, ge=1, le=1024, description="Ray actors running ClientApps under backend: simulation"
+    )
 
     def local(self) -> FedAvgConfig:
         """The built-in FedAvg config whose local training each ClientApp runs."""

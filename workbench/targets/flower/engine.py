@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,19 +22,23 @@ from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
 from fgl_workbench.targets.flower import privacy
 from fgl_workbench.targets.flower.apps import Clients, client_app, strategy
 from fgl_workbench.targets.flower.config import FlowerConfig
-from fgl_workbench.targets.flower.grid import FIRST_NODE_ID, InlineGrid, RecordingGrid
-from fgl_workbench.transcript import Transcript
+from fgl_workbench.targets.flower.grid import (
+    InlineGrid,
+    RecordingGrid,
+    inline_party,
+    node_party,
+)
+from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER, Transcript, client
 
 State = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
 class FlowerRun:
-    """What a federation left: the released (last round's) model, the clients' models, the
-    ledger, per-round history and figures (Flower's own ε among them)."""
+    """What a federation left: the released (last round's) model, the ledger, per-round
+    history and figures (Flower's own ε among them)."""
 
     arrays: State
-    models: list[nn.Module]
     ledger: PrivacyLedger
     history: list[dict[str, float]]
     figures: dict[str, float]
@@ -45,19 +52,20 @@ def run_federation(
     cfg: FlowerConfig,
     dp: DPFedAvgConfig | None,
     transcript: Transcript,
-    generator: torch.Generator,
+    seed: int,
 ) -> FlowerRun:
-    """``cfg.rounds`` rounds of Flower's strategy over an in-process grid of the clients."""
+    """``cfg.rounds`` rounds of Flower's strategy over the clients, in this process
+    (``inline``) or in Flower's simulation engine (its Ray actors run the ClientApps)."""
     n = len(clients)
-    state = Clients(loop, clients, [spec.build() for _ in clients], cfg, generator)
     accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
     server = strategy(cfg, n, dp, accountant)
-    grid = RecordingGrid(
-        InlineGrid(client_app(state, dp, cfg.dp_clipping), n),
-        transcript,
-        {FIRST_NODE_ID + k: k for k in range(n)},
-    )
-    result = flower_server(server, grid, global_model.state_dict(), cfg.rounds)
+    initial = global_model.state_dict()
+    if cfg.backend == "inline":
+        app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
+        grid = RecordingGrid(InlineGrid(app, n), transcript, inline_party)
+        result = flower_server(server, grid, initial, cfg.rounds)
+    else:
+        result = simulate(loop, clients, spec, cfg, dp, seed, server, transcript, initial)
     figures: dict[str, float] = {}
     if accountant is not None:
         figures["flower_epsilon"] = float(accountant.get_privacy_spent().epsilon)
@@ -65,11 +73,81 @@ def run_federation(
         figures["flower_epsilon_per_upload"] = privacy.local_dp_mod_epsilon(dp)
     return FlowerRun(
         dict(result.arrays.to_torch_state_dict()),
-        list(state.models),
-        ledger(cfg, dp, n, max(state.uploads)),
+        ledger(cfg, dp, n, busiest(transcript)),
         history(result, cfg.rounds),
         figures,
     )
+
+
+def simulate(
+    loop: FedAvgLoop,
+    clients: Sequence[Any],
+    spec: ModelSpec,
+    cfg: FlowerConfig,
+    dp: DPFedAvgConfig | None,
+    seed: int,
+    server: Any,
+    transcript: Transcript,
+    initial: State,
+) -> Any:
+    """The federation on Flower's simulation engine: ``run_simulation`` with its Ray backend,
+    the ServerApp (in this process) recording what its grid carries. Which node is which
+    client is known only to the nodes: each notes it in a folder the transcript is renamed
+    from after the run (the server's view names nodes, as a real server's does)."""
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    results: list[Any] = []
+    with tempfile.TemporaryDirectory(prefix="fglwb-flower-") as registry:
+        app = client_app(
+            Clients(loop, clients, spec, cfg, seed, Path(registry)), dp, cfg.dp_clipping
+        )
+        server_app = ServerApp()
+
+        @server_app.main()
+        def main(grid: Any, context: Any) -> None:
+            recording = RecordingGrid(grid, transcript)
+            results.append(flower_server(server, recording, initial, cfg.rounds))
+
+        workers = max(1, min(len(clients), cfg.simulation_workers))
+        with muted_flower():
+            run_simulation(
+                server_app=server_app,
+                client_app=app,
+                num_supernodes=len(clients),
+                backend_config={
+                    "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                    "init_args": {"num_cpus": workers, "include_dashboard": False},
+                },
+            )
+        names = {
+            node_party(int(f.name)): client(int(f.read_text())) for f in Path(registry).iterdir()
+        }
+    if not results:
+        raise RuntimeError("Flower's simulation ended without running the ServerApp")
+    transcript.rename(names)
+    return results[0]
+
+
+def busiest(transcript: Transcript) -> int:
+    """The most model uploads one client made (the server's count of what it received)."""
+    counts: dict[str, int] = {}
+    for m in transcript.messages:
+        if m.receiver == SERVER and m.kind == MODEL_WEIGHTS:
+            counts[m.sender] = counts.get(m.sender, 0) + 1
+    return max(counts.values(), default=0)
+
+
+@contextmanager
+def muted_flower() -> Iterator[None]:
+    """Flower's info and warnings (a line per client per round) muted while inside."""
+    flwr_log = logging.getLogger("flwr")
+    level = flwr_log.level
+    flwr_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        flwr_log.setLevel(level)
 
 
 def flower_server(
@@ -79,22 +157,24 @@ def flower_server(
     rounds: int,
     evaluate_fn: Callable[[int, ArrayRecord], None] | None = None,
 ) -> Any:
-    """Flower's ``Strategy.start`` as a ServerApp runs it, in this process: the task
-    identity Flower's messages are stamped with set, its info and warnings (a line per client
-    per round) muted."""
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
-    flwr_log = logging.getLogger("flwr")
-    level = flwr_log.level
-    flwr_log.setLevel(logging.ERROR)
-    try:
+    """Flower's ``Strategy.start`` as a ServerApp runs it: outside a Flower runtime (the
+    inline grid) with the task identity Flower's messages are stamped with set."""
+    if not _has_identity():  # the simulation and deployment runtimes set their own
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+    with muted_flower():
         return server.start(
             grid=grid,
             initial_arrays=ArrayRecord(initial),
             num_rounds=rounds,
             evaluate_fn=evaluate_fn,
         )
-    finally:
-        flwr_log.setLevel(level)
+
+
+def _has_identity() -> bool:
+    try:
+        return TaskIdentity.run_id is not None
+    except RuntimeError:
+        return False
 
 
 def history(result: Any, rounds: int) -> list[dict[str, float]]:

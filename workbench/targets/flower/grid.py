@@ -10,7 +10,7 @@ estimated."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import uuid4
 
@@ -22,6 +22,16 @@ from flwr.serverapp import Grid
 from fgl_workbench.transcript import METRICS, MODEL_WEIGHTS, SERVER, Transcript, client
 
 FIRST_NODE_ID = 1001  # node ids the inline grid hands out (Flower's SuperLink is node 1)
+
+
+def node_party(node_id: int) -> str:
+    """A node's name in the transcript until it is known which client it is."""
+    return f"node:{node_id}"
+
+
+def inline_party(node_id: int) -> str:
+    """The client an inline grid's node is (node ``FIRST_NODE_ID + k`` holds partition k)."""
+    return client(node_id - FIRST_NODE_ID)
 
 
 class InlineGrid(Grid):
@@ -83,12 +93,15 @@ class RecordingGrid(Grid):
     """``inner`` with every message sent and every reply received written to ``transcript``:
     a message's model arrays as ``model_weights`` (a state dict), its metrics as ``metrics``
     (a dict of floats), the message's serialised bytes split between them by their records'
-    own sizes. ``partition``: which client a node id is (the run's node-to-partition map)."""
+    own sizes. ``party``: the transcript's name for a node id (``node_party`` where which
+    client a node is becomes known only after the run)."""
 
-    def __init__(self, inner: Grid, transcript: Transcript, partition: Mapping[int, int]) -> None:
+    def __init__(
+        self, inner: Grid, transcript: Transcript, party: Callable[[int], str] = node_party
+    ) -> None:
         self.inner = inner
         self.transcript = transcript
-        self.partition = dict(partition)
+        self.party = party
         self.round = 0
 
     def set_run(self, run: Any) -> None:
@@ -110,13 +123,13 @@ class RecordingGrid(Grid):
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         sent = list(messages)
         for msg in sent:
-            self._record(msg, SERVER, client(self.partition[msg.metadata.dst_node_id]))
+            self._record(msg, SERVER, self.party(msg.metadata.dst_node_id))
         return self.inner.push_messages(sent)
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         replies = list(self.inner.pull_messages(message_ids))
         for msg in replies:
-            self._record(msg, client(self.partition[msg.metadata.src_node_id]), SERVER)
+            self._record(msg, self.party(msg.metadata.src_node_id), SERVER)
         return replies
 
     def send_and_receive(
@@ -124,10 +137,10 @@ class RecordingGrid(Grid):
     ) -> Iterable[Message]:
         sent = list(messages)
         for msg in sent:
-            self._record(msg, SERVER, client(self.partition[msg.metadata.dst_node_id]))
+            self._record(msg, SERVER, self.party(msg.metadata.dst_node_id))
         replies = list(self.inner.send_and_receive(sent, timeout=timeout))
         for msg in replies:
-            self._record(msg, client(self.partition[msg.metadata.src_node_id]), SERVER)
+            self._record(msg, self.party(msg.metadata.src_node_id), SERVER)
         return replies
 
     def _record(self, msg: Message, sender: str, receiver: str) -> None:

@@ -10,7 +10,6 @@ from fgl_workbench.accountants import PrivacyLedger
 from fgl_workbench.data.datasets import NodeDataset
 from fgl_workbench.data.federation import Federation
 from fgl_workbench.defenses.calibration import require_noise
-from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.query import serve
@@ -23,6 +22,7 @@ from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import METRICS, Transcript
 
 SUPPORTED_DEFENSES = ("dp-fedavg",)
+RUN_ONLY = {"backend", "simulation_workers"}  # where the clients run, not what they compute
 
 
 def require_flower() -> None:
@@ -68,7 +68,7 @@ class Flower:
             cfg,
             dp,
             transcript,
-            seeded_generator(derive_seed(seed, "batches")),
+            derive_seed(seed, "flower-clients"),
         )
         global_model.load_state_dict(run.arrays)
         test = loop.score(global_model, clients, "test")
@@ -84,11 +84,12 @@ class Flower:
             name=self.name,
             level=ds.level,
             global_model=global_model,
-            client_models=dict(enumerate(run.models)),
+            client_models=dict.fromkeys(range(len(clients)), global_model),
             spec=spec,
             recipe=TrainingRecipe(
                 self.name,
-                {**cfg.model_dump(), "keep_payloads": "none"},
+                # how it is run changes no number: references train inline
+                {**cfg.model_dump(exclude=RUN_ONLY), "keep_payloads": "none"},
                 len(clients),
                 sum(loop.num_train(c) for c in clients),
                 tuple(defenses),

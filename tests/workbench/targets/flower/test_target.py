@@ -167,3 +167,15 @@ def test_graph_level_federations_run_on_flower(small_graphs):
     )
     assert 0.0 <= trained.utility["accuracy"] <= 1.0
     assert len(_uploads(trained, 1)) == 3
+
+
+@pytest.mark.slow
+def test_flowers_simulation_engine_gives_the_inline_grids_numbers(federation):
+    """The ClientApps on Ray actors (state in each node's context, a seeded stream per client
+    and round) train the same models; the transcript names the same clients once the nodes
+    have said which they are."""
+    inline = _fit(federation, rounds=2)
+    simulated = _fit(federation, rounds=2, backend="simulation")
+    assert simulated.utility == inline.utility
+    parties = {(m.sender, m.receiver, m.kind) for m in simulated.transcript.messages}
+    assert parties == {(m.sender, m.receiver, m.kind) for m in inline.transcript.messages}
