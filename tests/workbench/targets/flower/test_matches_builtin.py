@@ -61,8 +61,7 @@ def test_the_same_attacks_run_with_auc_within_sampling_noise(out):
 def test_epsilon_per_adversary_is_the_built_ins_with_flowers_beside(out):
     cells = {v["label"].split("/")[2].split("+")[0]: v for v in api.privacy(out).values()}
     rows = {
-        t: {(r["adversary"], r["unit"]): r["epsilon"] for r in cells[t]["epsilons"]}
-        for t in cells
+        t: {(r["adversary"], r["unit"]): r["epsilon"] for r in cells[t]["epsilons"]} for t in cells
     }
     assert rows["flower"].keys() == rows["fedavg"].keys()
     for key, eps in rows["fedavg"].items():
