@@ -3,7 +3,8 @@ DP-FedAvg: utility, the loss attack's AUC and TPR at 1 % FPR from the querier an
 server, ε per adversary (ours) with Flower's own beside, and the canary audit's lower bound,
 from a results folder of examples/defenses/cora-flower-dp.yaml.
 
-    FGLWB_DATA=../shared/data .venv/bin/fgl-workbench run examples/defenses/cora-flower-dp.yaml --out runs/cora-flower-dp
+    FGLWB_DATA=../shared/data .venv/bin/fgl-workbench run \
+        examples/defenses/cora-flower-dp.yaml --out runs/cora-flower-dp
     .venv/bin/python docs/flower_table.py runs/cora-flower-dp
 """
 
