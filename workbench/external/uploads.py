@@ -357,6 +357,11 @@ def _distribution(
     """Each client's inferred label fractions against its members' (``distribution_metrics``
     beside the pool's prior), the mean TV distance with its t-interval over clients and the
     dominant class's accuracy with its exact one."""
+    if logged.pool.aux_ids.size == 0:
+        return (
+            "the server holds no records (every record is a client's member or non-member), "
+            "and label-distribution simulates its rounds on records the server holds"
+        )
     clients = np.array(sorted(logged.owned))
     out = ran(attack, config, AttackInput(logged.view, logged.pool, clients), seed)
     if isinstance(out, str):

@@ -159,8 +159,7 @@ def flower_server(
 ) -> Any:
     """Flower's ``Strategy.start`` as a ServerApp runs it: outside a Flower runtime (the
     inline grid) with the task identity Flower's messages are stamped with set."""
-    if not _has_identity():  # the simulation and deployment runtimes set their own
-        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+    stamp_identity()
     with muted_flower():
         return server.start(
             grid=grid,
@@ -170,11 +169,13 @@ def flower_server(
         )
 
 
-def _has_identity() -> bool:
+def stamp_identity() -> None:
+    """The task identity Flower stamps messages with, where no Flower runtime set one (the
+    simulation and deployment runtimes set their own)."""
     try:
-        return TaskIdentity.run_id is not None
+        TaskIdentity.run_id  # noqa: B018
     except RuntimeError:
-        return False
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
 
 
 def history(result: Any, rounds: int) -> list[dict[str, float]]:

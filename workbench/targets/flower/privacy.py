@@ -27,8 +27,13 @@ busiest client made, against everyone.
 computed on its private data and sent to the server unnoised (Flower's accountant leaves them
 out by its own docstring): no guarantee against the server while clients report them.
 
-**Adaptive clipping** (``...AdaptiveClipping``) spends budget on a noisy clipped-count query
-whose analysis (Andrew et al. 2021) Flower's wrapper does not state; it is refused.
+**Adaptive clipping** (``...AdaptiveClipping``) also releases each round's count of clipped
+updates with Gaussian noise σ_b (it moves the next round's clip, so everyone who sees a later
+model sees it). Flower splits the noise multiplier σ it is given as Andrew et al. (2021) do,
+σ_Δ = (σ⁻² − (2σ_b)⁻²)^(−1/2) on the updates, which makes the pair one Gaussian of multiplier σ
+only if a client moves the count by 1/2 (their bits centred at ±1/2); Flower counts 0/1 bits,
+so one client moves it by 1 and the pair is worth σ_eff = (σ_Δ⁻² + σ_b⁻²)^(−1/2) < σ. The
+ledger composes both Gaussians as they run, per round.
 
 **Flower's own ε**: its ``RdpAccountant`` (dp_accounting underneath) accepts only
 add-or-remove with no amplification for the fixed-clipping wrappers, composes one Gaussian of
@@ -47,16 +52,6 @@ from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 
 ZERO_OUT = "zero out one client: it returns the model it received"
 FLOWER_DELTA = 1e-5  # the δ the engine asks Flower's accountant and LocalDpMod for
-REFUSED_WRAPPERS = {
-    "DifferentialPrivacyServerSideAdaptiveClipping": (
-        "adaptive clipping spends budget on a noisy clipped-count query whose cost Flower's "
-        "wrapper does not state; no ledger can be written for it"
-    ),
-    "DifferentialPrivacyClientSideAdaptiveClipping": (
-        "adaptive clipping spends budget on a noisy clipped-count query whose cost Flower's "
-        "wrapper does not state; no ledger can be written for it"
-    ),
-}
 
 
 def central_events(
@@ -84,6 +79,34 @@ def central_events(
     return hidden, NoGuarantee(why, Scope("client", ZERO_OUT, ("server",)))
 
 
+def adaptive_events(
+    update_sigma: float,
+    count_std: float,
+    rounds: int,
+    per_round: int,
+    num_clients: int,
+    clipping: str,
+) -> tuple[Gaussian, Gaussian, NoGuarantee]:
+    """Adaptive clipping: the updates' Gaussian (multiplier σ_Δ at each round's clip) and the
+    clipped count's (std σ_b, a 0/1 bit per client), against clients and the querier; the
+    server sees the updates (or, client side, the clipped updates and the bits) before its
+    noise."""
+    note = (
+        f"fixed-size sample of {per_round} of {num_clients} clients a round: no amplification"
+        if per_round < num_clients
+        else "every client takes part in every round"
+    )
+    scope = Scope("client", ZERO_OUT, ("clients", "querier"), note)
+    updates = Gaussian(update_sigma, 1.0, rounds, scope=scope)
+    count = Gaussian(count_std, 1.0, rounds, scope=scope)
+    why = (
+        f"Flower adaptive clipping ({clipping} side): the server receives each "
+        f"{'raw' if clipping == 'server' else 'clipped'} update and clipped bit before it "
+        "adds the noise"
+    )
+    return updates, count, NoGuarantee(why, Scope("client", ZERO_OUT, ("server",)))
+
+
 def local_events(config: DPFedAvgConfig, busiest: int) -> tuple[Gaussian]:
     """LocalDpMod at std σ·C: the built-in local DP-FedAvg's ledger for ``busiest`` uploads."""
     return dp_fedavg.ledger_events(1.0, config, busiest, float(busiest), False)  # type: ignore[return-value]
@@ -98,10 +121,16 @@ def metrics_event(kinds: list[str]) -> NoGuarantee:
     )
 
 
+def local_dp_mod_std(sensitivity: float, epsilon: float, delta: float) -> float:
+    """LocalDpMod's noise std: the classic Gaussian mechanism's sensitivity·√(2 ln(1.25/δ))/ε
+    (Dwork & Roth, Theorem A.1, which holds only for ε ≤ 1)."""
+    return sensitivity * math.sqrt(2 * math.log(1.25 / delta)) / epsilon
+
+
 def local_dp_mod_epsilon(config: DPFedAvgConfig) -> float:
     """The per-upload ε LocalDpMod is given so that its noise std is σ·C at sensitivity C
-    and δ = ``FLOWER_DELTA`` (its std is sensitivity·√(2 ln(1.25/δ))/ε)."""
-    return math.sqrt(2 * math.log(1.25 / FLOWER_DELTA)) / config.noise_multiplier
+    and δ = ``FLOWER_DELTA``."""
+    return local_dp_mod_std(1.0, 1.0, FLOWER_DELTA) / config.noise_multiplier
 
 
 def flower_accountant(num_clients: int) -> Any:

@@ -1,0 +1,157 @@
+"""A user's own Flower app, recorded and audited through FlowerRecorder without changing it:
+its uploads reach audit_uploads, and its DP (Flower's wrappers, LocalDpMod, the metrics its
+clients send) is written per adversary."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fgl_workbench.accountants import Gaussian, PrivacyLedger, Scope, epsilons_by_adversary
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.targets.flower.privacy import central_events
+
+flwr = pytest.importorskip("flwr")
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+from flwr.clientapp.mod import LocalDpMod  # noqa: E402
+from flwr.serverapp import Grid, ServerApp  # noqa: E402
+from flwr.serverapp.strategy import (  # noqa: E402
+    DifferentialPrivacyServerSideAdaptiveClipping,
+    DifferentialPrivacyServerSideFixedClipping,
+    FedAvg,
+)
+from torch_geometric.nn import GCNConv  # noqa: E402
+
+from fgl_workbench.external.flower import FlowerRecorder, mods_of  # noqa: E402
+
+
+class GCN(torch.nn.Module):
+    def __init__(self, features: int, classes: int) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = GCNConv(features, 16), GCNConv(16, classes)
+
+    def forward(self, x, edge_index):
+        return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
+
+
+def user_apps(data, wrap=None, local_dp=None):
+    """What a Flower user writes: a ClientApp training its third of the nodes, a ServerApp
+    running FedAvg (``wrap``: their DP wrapper around it)."""
+    parts = torch.arange(data.num_nodes) % 3
+    client = ClientApp()
+
+    @client.train(mods=[local_dp] if local_dp else [])
+    def train(msg: Message, context: Context) -> Message:
+        k = int(context.node_config["partition-id"])
+        model = GCN(data.num_features, int(data.y.max()) + 1)
+        model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        mask = parts == k
+        for _ in range(2):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(data.x, data.edge_index)[mask], data.y[mask])
+            loss.backward()
+            opt.step()
+        metrics = MetricRecord({"num-examples": 1, "train_loss": loss.item()})
+        content = RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics})
+        return Message(content, reply_to=msg)
+
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        strategy = FedAvg(fraction_evaluate=0.0, min_available_nodes=3, min_train_nodes=3)
+        if wrap is not None:
+            strategy = wrap(strategy)
+        model = GCN(data.num_features, int(data.y.max()) + 1)
+        strategy.start(grid=grid, initial_arrays=ArrayRecord(model.state_dict()), num_rounds=3)
+
+    return server, client, parts
+
+
+SCOPE = Scope("client", "zero out", ("clients", "querier"))
+
+
+@pytest.fixture(scope="module")
+def data(small_csbm):
+    return small_csbm.data
+
+
+def test_a_users_flower_run_is_recorded_and_its_uploads_audited(data):
+    server, client, parts = user_apps(data)
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    rounds, sent = recorder.uploads()
+    assert len(rounds) == len(sent) == 3 and all(sorted(r) == [0, 1, 2] for r in rounds)
+    assert recorder.ledger(3).is_empty  # no DP: nothing claimed
+    # each client's every other node as its members, every fourth as its non-members (as
+    # the user's records say); the rest is the server's auxiliary pool
+    members = {k: torch.nonzero(parts == k).flatten()[::2].numpy() for k in range(3)}
+    nonmembers = {k: torch.nonzero(parts == k).flatten()[1::4].numpy() for k in range(3)}
+    audit = recorder.audit_uploads(GCN(data.num_features, 4), data, members, nonmembers=nonmembers)
+    assert audit.attacks, audit.summary()
+    for scored in audit.attacks.values():
+        assert 0.0 <= scored.metrics["auc"] <= 1.0
+
+
+def test_flowers_central_wrapper_in_a_users_strategy_is_scoped_per_adversary(data):
+    wrap = lambda s: DifferentialPrivacyServerSideFixedClipping(s, 2.0, 1.0, 3)  # noqa: E731
+    server, client, _ = user_apps(data, wrap=wrap)
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    rows = {r.adversary: r for r in epsilons_by_adversary(recorder.ledger(3), 1e-5)}
+    (hidden, _) = central_events(DPFedAvgConfig(clip=1.0, noise_multiplier=2.0), 3, 3, 3, "server")
+    expected = {r.adversary: r for r in epsilons_by_adversary(PrivacyLedger((hidden,)), 1e-5)}
+    assert rows["server"].epsilon == float("inf")
+    assert "metrics" in rows["server"].note  # their clients report train_loss
+    assert rows["querier"].epsilon == rows["clients"].epsilon == expected["querier"].epsilon
+
+
+def test_local_dp_mod_on_a_users_client_app_is_found_and_accounted(data):
+    mod = LocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    server, client, _ = user_apps(data, local_dp=mod)
+    assert mods_of(client) == [mod]
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    rows = {r.adversary: r for r in epsilons_by_adversary(recorder.ledger(3), 1e-5)}
+    assert np.isfinite(rows["querier"].epsilon)
+    assert rows["server"].epsilon == float("inf")  # the train_loss their clients report
+
+
+def test_adaptive_clipping_accounts_its_clipped_count_at_its_real_sensitivity(data):
+    def wrap(s):
+        return DifferentialPrivacyServerSideAdaptiveClipping(s, 1.0, 3, clipped_count_stddev=5.0)
+
+    server, client, _ = user_apps(data, wrap=wrap)
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    (wrapper,) = [s for s in recorder.strategies if "Adaptive" in type(s).__name__]
+    rows = {r.adversary: r for r in epsilons_by_adversary(recorder.ledger(3), 1e-5)}
+    assert rows["server"].epsilon == float("inf")
+    # Flower's claim: one Gaussian of multiplier 1 a round (Andrew et al.'s split, which
+    # needs centred bits); its count moves by a whole bit, so the pair is worth less
+    claimed = {
+        r.adversary: r
+        for r in epsilons_by_adversary(PrivacyLedger((Gaussian(1.0, 1.0, 3, scope=SCOPE),)), 1e-5)
+    }
+    assert rows["querier"].epsilon > claimed["querier"].epsilon
+    assert wrapper.noise_multiplier > 1.0  # σ_Δ, the updates' share
+
+
+@pytest.mark.slow
+def test_a_users_apps_recorded_on_flowers_simulation_engine(data):
+    """Wrapped apps run as the user runs theirs (run_simulation's Ray actors): the nodes say
+    which partition they are out of band, so each upload is the right client's."""
+    from flwr.simulation import run_simulation
+
+    server, client, _ = user_apps(data)
+    recorder = FlowerRecorder()
+    run_simulation(
+        server_app=recorder.server_app(server),
+        client_app=recorder.client_app(client),
+        num_supernodes=3,
+        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
+    )
+    rounds, sent = recorder.uploads()
+    assert len(rounds) == 3 and all(sorted(r) == [0, 1, 2] for r in rounds)

@@ -1,0 +1,237 @@
+"""Your own Flower federation, recorded and audited without changing your code.
+
+``FlowerRecorder`` wraps your ``ServerApp`` and ``ClientApp``: the server's ``Grid`` is
+recorded (every message it sends and every reply it receives, with its serialised size, as
+the workbench's own ``flower`` target records its federations), the strategies your
+``main`` starts are kept, and each node says which of your partitions it is out of band (in
+a folder only the recorder reads; the server sees node ids, as a real one does). Run the
+wrapped apps however you run yours: ``run_simulation``, ``flwr run`` on a deployment whose
+nodes share the recorder's folder, or ``run_inline`` here. Then:
+
+- ``uploads()`` gives what each client uploaded each round and the model it was sent, the
+  input of ``audit_uploads`` (``recorder.audit_uploads(model, data, members)`` passes them);
+- ``ledger()`` writes the ε of Flower's DP your apps ran, per adversary
+  (``fgl_workbench.targets.flower.privacy``): the fixed-clipping wrappers your strategy is
+  wrapped in, ``LocalDpMod`` on your ClientApp, the metrics your clients sent back (∞
+  against the server), adaptive clipping's clipped-count query composed with its updates; a
+  DP wrapper around a strategy other than FedAvg leaves ∞ with the reason."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import torch
+from flwr.app import Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
+from flwr.serverapp import ServerApp
+from flwr.serverapp.strategy import (
+    DifferentialPrivacyClientSideAdaptiveClipping,
+    DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideAdaptiveClipping,
+    DifferentialPrivacyServerSideFixedClipping,
+    FedAvg,
+    Strategy,
+)
+
+from fgl_workbench.accountants import NoGuarantee, PrivacyLedger, Scope
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.external.model import ModelAudit
+from fgl_workbench.targets.flower import privacy
+from fgl_workbench.targets.flower.engine import muted_flower, stamp_identity
+from fgl_workbench.targets.flower.grid import InlineGrid, RecordingGrid, node_party
+from fgl_workbench.transcript import (
+    METRICS,
+    MODEL_WEIGHTS,
+    SERVER,
+    KeepPayloads,
+    Transcript,
+    client,
+)
+
+State = dict[str, torch.Tensor]
+DP_WRAPPERS = (
+    DifferentialPrivacyServerSideFixedClipping,
+    DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideAdaptiveClipping,
+    DifferentialPrivacyClientSideAdaptiveClipping,
+)
+
+
+class _NotingClientApp(ClientApp):
+    """Your ClientApp, each node noting which partition it is before it answers."""
+
+    def __init__(self, inner: ClientApp, registry: str) -> None:
+        super().__init__()
+        self.inner, self.registry = inner, registry
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        partition = context.node_config.get("partition-id")
+        if partition is not None:
+            (Path(self.registry) / str(context.node_id)).write_text(str(int(partition)))
+        return self.inner(message, context)
+
+
+class FlowerRecorder:
+    """Records one run of your Flower apps (``keep_payloads``: which rounds' payloads are
+    kept; ``all`` by default, as the upload attacks read every round)."""
+
+    def __init__(self, keep_payloads: KeepPayloads = "all") -> None:
+        self.transcript = Transcript(keep_payloads, always_keep=(METRICS,))
+        self.strategies: list[Strategy] = []
+        self.client_apps: list[ClientApp] = []
+        self.registry = tempfile.mkdtemp(prefix="fglwb-flower-nodes-")
+
+    def server_app(self, app: ServerApp) -> ServerApp:
+        """``app`` with its grid recorded and the strategies it starts kept."""
+        wrapped = ServerApp()
+
+        @wrapped.main()
+        def main(grid: Any, context: Context) -> None:
+            with self._capturing():
+                app(RecordingGrid(grid, self.transcript), context)
+
+        return wrapped
+
+    def client_app(self, app: ClientApp) -> ClientApp:
+        """``app`` with each node noting which partition (``node_config["partition-id"]``) it
+        is, for the recorder only."""
+        self.client_apps.append(app)
+        return _NotingClientApp(app, self.registry)
+
+    def run_inline(
+        self, server_app: ServerApp, client_app: ClientApp, num_nodes: int, run_config=None
+    ) -> None:
+        """Your apps through the recorder on the workbench's in-process grid: node k holds
+        partition k (``node_config["partition-id"]``, ``"num-partitions"``)."""
+        grid = InlineGrid(self.client_app(client_app), num_nodes)
+        wrapped = self.server_app(server_app)
+        context = Context(1, 1, {}, RecordDict(), dict(run_config or {}))
+        stamp_identity()
+        with muted_flower():
+            wrapped(grid, context)
+
+    @contextmanager
+    def _capturing(self) -> Iterator[None]:
+        """Every strategy whose ``start`` runs inside is kept (DP wrappers start themselves)."""
+        real = Strategy.start
+        kept = self.strategies
+
+        def start(strategy: Strategy, *args: Any, **kwargs: Any) -> Any:
+            kept.append(strategy)
+            return real(strategy, *args, **kwargs)
+
+        with mock.patch.object(Strategy, "start", start):
+            yield
+
+    def clients(self) -> dict[str, str]:
+        """Node party → client party, as the nodes noted them."""
+        return {
+            node_party(int(f.name)): client(int(f.read_text()))
+            for f in Path(self.registry).iterdir()
+        }
+
+    def transcript_by_client(self) -> Transcript:
+        """The transcript with nodes named as the clients they are."""
+        self.transcript.rename(self.clients())
+        return self.transcript
+
+    def uploads(self) -> tuple[list[dict[int, State]], list[State]]:
+        """(each round's uploads by client, each round's model the server sent), what
+        ``audit_uploads`` reads with ``global_models``."""
+        transcript = self.transcript_by_client()
+        rounds: dict[int, dict[int, State]] = {}
+        sent: dict[int, State] = {}
+        for m in transcript.messages:
+            if m.kind != MODEL_WEIGHTS or m.payload is None:
+                continue
+            if m.receiver == SERVER:
+                rounds.setdefault(m.round, {})[int(m.sender.split(":")[1])] = m.payload
+            else:
+                sent.setdefault(m.round, m.payload)  # the train request comes first
+        order = sorted(rounds)
+        return [rounds[r] for r in order], [sent[r] for r in order]
+
+    def audit_uploads(
+        self, model: torch.nn.Module, data: Any, members: Any, **kwargs: Any
+    ) -> ModelAudit:
+        """``fgl_workbench.external.audit_uploads`` on what the server received."""
+        from fgl_workbench.external.uploads import audit_uploads
+
+        rounds, sent = self.uploads()
+        return audit_uploads(rounds, model, data, members, global_models=sent, **kwargs)
+
+    def ledger(self, num_clients: int) -> PrivacyLedger:
+        """The ε your run's DP is worth, per adversary (module docstring)."""
+        events: list[Any] = []
+        rounds = len(self.uploads()[0])
+        for s in self.strategies:
+            events += strategy_events(s, rounds, num_clients)
+        local = [m for app in self.client_apps for m in mods_of(app) if isinstance(m, LocalDpMod)]
+        for mod in local:
+            events += local_mod_events(mod, rounds)
+        if events and any(m.kind == METRICS for m in self.transcript.messages):
+            events.append(privacy.metrics_event(["metrics (losses, accuracies, counts)"]))
+        return PrivacyLedger(tuple(events))
+
+
+def strategy_events(strategy: Strategy, rounds: int, num_clients: int) -> list[Any]:
+    """A started strategy's events: Flower's fixed- and adaptive-clipping wrappers around
+    FedAvg (``fgl_workbench.targets.flower.privacy``); a wrapper around another aggregate
+    leaves ∞ with the reason, as its sensitivity is not FedAvg's."""
+    if not isinstance(strategy, DP_WRAPPERS):
+        return []
+    name, inner = type(strategy).__name__, strategy.strategy
+    if type(inner).aggregate_train is not FedAvg.aggregate_train:
+        everyone = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))
+        why = f"{name} around {type(inner).__name__}: its aggregate's sensitivity is not FedAvg's"
+        return [NoGuarantee(why, everyone)]
+    side = "client" if "ClientSide" in name else "server"
+    m = strategy.num_sampled_clients
+    if "Adaptive" in name:
+        sigma, count = strategy.noise_multiplier, strategy.clipped_count_stddev
+        return list(privacy.adaptive_events(sigma, count, rounds, m, num_clients, side))
+    config = DPFedAvgConfig(clip=strategy.clipping_norm, noise_multiplier=strategy.noise_multiplier)
+    return list(privacy.central_events(config, rounds, m, num_clients, side))
+
+
+def local_mod_events(mod: LocalDpMod, uploads: int) -> list[Any]:
+    """LocalDpMod's noise at its own (ε, δ) and sensitivity, accounted at 2·clip."""
+    std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
+    config = DPFedAvgConfig(
+        clip=mod.clipping_norm, noise_multiplier=std / mod.clipping_norm, mode="local"
+    )
+    return list(privacy.local_events(config, uploads))
+
+
+def mods_of(app: ClientApp) -> list[Any]:
+    """The mods a ClientApp runs (app-wide and per handler), found in its handlers' chains."""
+    found: list[Any] = list(getattr(app, "_mods", []))
+    seen: set[int] = set()
+
+    def walk(fn: Any) -> None:
+        if id(fn) in seen:
+            return
+        seen.add(id(fn))
+        for cell in getattr(fn, "__closure__", None) or ():
+            value = cell.cell_contents
+            if isinstance(value, LocalDpMod) or value is fixedclipping_mod:
+                found.append(value)
+            elif callable(value):
+                walk(value)
+            elif isinstance(value, list | tuple):
+                for v in value:
+                    if isinstance(v, LocalDpMod) or v is fixedclipping_mod:
+                        found.append(v)
+
+    for fn in getattr(app, "_registered_funcs", {}).values():
+        walk(fn)
+    return list({id(m): m for m in found}.values())
+
+
+__all__ = ["FlowerRecorder", "mods_of"]
