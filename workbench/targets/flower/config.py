@@ -5,22 +5,30 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field, create_model
 
-from fgl_workbench.models import ModelConfig
 from fgl_workbench.targets.fedavg.config import FedAvgConfig
-from fgl_workbench.transcript import KeepPayloads
+
+# FedAvg's fields the Flower clients' local training, the rounds and the transcript read, declared
+# once (in FedAvgConfig) with their bounds and defaults
+SHARED = (
+    "model",
+    "rounds",
+    "local_epochs",
+    "lr",
+    "weight_decay",
+    "optimizer",
+    "batch_size",
+    "keep_payloads",
+)
+_FedAvgFields = create_model(
+    "_FedAvgFields",
+    __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
+    **{n: (f.annotation, f) for n, f in FedAvgConfig.model_fields.items() if n in SHARED},
+)
 
 
-class FlowerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    model: ModelConfig = ModelConfig()
-    rounds: int = Field(100, ge=1, le=10_000)
-    local_epochs: int = Field(3, ge=1, le=1000)
-    lr: float = Field(0.01, gt=0.0, le=10.0)
-    weight_decay: float = Field(5e-4, ge=0.0)
-    optimizer: Literal["adam", "sgd"] = "adam"
-    batch_size: int = Field(32, ge=1, description="graph level only")
+class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]
     client_fraction: float = Field(
         1.0,
         gt=0.0,
@@ -40,7 +48,6 @@ class FlowerConfig(BaseModel):
         "every round's model on their validation data (Flower's federated evaluation); off, "
         "a train reply carries its arrays and a constant weight only",
     )
-    keep_payloads: KeepPayloads = "last_round"
     backend: Literal["inline", "simulation"] = Field(
         "inline",
         description="inline: Flower's strategy and ClientApps in this process, each message "
@@ -53,16 +60,7 @@ class FlowerConfig(BaseModel):
 
     def local(self) -> FedAvgConfig:
         """The built-in FedAvg config whose local training each ClientApp runs."""
-        return FedAvgConfig(
-            model=self.model,
-            rounds=self.rounds,
-            local_epochs=self.local_epochs,
-            lr=self.lr,
-            weight_decay=self.weight_decay,
-            optimizer=self.optimizer,
-            batch_size=self.batch_size,
-            client_fraction=self.client_fraction,
-        )
+        return FedAvgConfig(**self.model_dump(include=set(SHARED)))
 
     def per_round(self, num_clients: int) -> int:
         """The fixed number of clients Flower samples each round."""
