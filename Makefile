@@ -31,6 +31,7 @@ lint: setup-dev
 
 bench: setup-dev
 	$(BIN)/python benchmarks/fedavg_round.py
+	$(BIN)/python benchmarks/flower.py  # Flower vs the built-in loop: s/round, bytes, profile
 	$(BIN)/python benchmarks/accountant.py
 	$(BIN)/python benchmarks/mia.py
 	$(BIN)/python benchmarks/secure_agg.py
