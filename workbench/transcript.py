@@ -116,14 +116,15 @@ class Transcript:
         receivers: list[str],
         kind: str,
         payload: Any,
-        nbytes: int | None = None,
+        nbytes: int | Sequence[int] | None = None,
     ) -> list[Message]:
         """Record the same payload sent to each receiver: one message (and its bytes) per
         receiver, one shared snapshot of the payload. ``nbytes``: the size measured on the
-        wire where a framework serialises the payload (Flower's protobuf); otherwise the
-        payload's raw bytes (``payload_nbytes``)."""
+        wire where a framework serialises the payload (Flower's protobuf), one for all
+        receivers or one each; otherwise the payload's raw bytes (``payload_nbytes``)."""
         stored = _snapshot(payload) if self.keep_payloads != "none" else None
         nbytes = payload_nbytes(payload) if nbytes is None else nbytes
+        sizes = [nbytes] * len(receivers) if isinstance(nbytes, int) else list(nbytes)
         new_round = bool(self._messages) and self._messages[-1].round != round
         if new_round and self.keep_payloads in ("last_round", "first_and_last"):
             # set-up phases before round 0 (negative rounds) count as part of the first round
@@ -137,7 +138,10 @@ class Transcript:
                 for m in self._messages[self._settled :]
             ]
             self._settled = len(self._messages)
-        msgs = [Message(round, sender, r, kind, nbytes, stored) for r in receivers]
+        msgs = [
+            Message(round, sender, r, kind, n, stored)
+            for r, n in zip(receivers, sizes, strict=True)
+        ]
         self._messages.extend(msgs)
         return msgs
 

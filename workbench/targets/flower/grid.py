@@ -16,7 +16,8 @@ from uuid import uuid4
 
 import torch
 from flwr.app import ArrayRecord, Context, Message, RecordDict
-from flwr.common.serde import message_to_proto
+from flwr.common.serde import metadata_to_proto, metric_record_to_proto, recorddict_to_proto
+from flwr.proto.message_pb2 import Message as ProtoMessage
 from flwr.serverapp import Grid
 
 from fgl_workbench.transcript import METRICS, MODEL_WEIGHTS, SERVER, Transcript, client
@@ -122,55 +123,74 @@ class RecordingGrid(Grid):
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
         sent = list(messages)
-        for msg in sent:
-            self._record(msg, SERVER, self.party(msg.metadata.dst_node_id))
+        self._record_sent(sent)
         return self.inner.push_messages(sent)
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         replies = list(self.inner.pull_messages(message_ids))
-        for msg in replies:
-            self._record(msg, self.party(msg.metadata.src_node_id), SERVER)
+        self._record_replies(replies)
         return replies
 
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None
     ) -> Iterable[Message]:
         sent = list(messages)
-        for msg in sent:
-            self._record(msg, SERVER, self.party(msg.metadata.dst_node_id))
+        self._record_sent(sent)
         replies = list(self.inner.send_and_receive(sent, timeout=timeout))
-        for msg in replies:
-            self._record(msg, self.party(msg.metadata.src_node_id), SERVER)
+        self._record_replies(replies)
         return replies
 
-    def _record(self, msg: Message, sender: str, receiver: str) -> None:
-        """One message: its round (the server's ``server-round`` config, or the round of the
-        request it answers), its arrays and metrics, its size on the wire."""
-        if not msg.has_content():  # an error reply carries no records
-            return
-        content = msg.content
+    def _record_sent(self, messages: list[Message]) -> None:
+        """The server's messages: those sharing one content (a strategy builds one record
+        for every sampled client) recorded as one broadcast, one snapshot of the payload."""
+        shared: dict[int, list[Message]] = {}
+        for msg in messages:
+            if msg.has_content():
+                shared.setdefault(id(msg.content), []).append(msg)
+        for group in shared.values():
+            receivers = [self.party(m.metadata.dst_node_id) for m in group]
+            self._record(group, SERVER, receivers)
+
+    def _record_replies(self, replies: list[Message]) -> None:
+        for msg in replies:
+            if msg.has_content():  # an error reply carries no records
+                self._record([msg], self.party(msg.metadata.src_node_id), [SERVER])
+
+    def _record(self, messages: list[Message], sender: str, receivers: list[str]) -> None:
+        """Messages of one content: its round (the server's ``server-round`` config, or the
+        round of the request it answers), its arrays and metrics, each message's size on the
+        wire (its metadata's own, the content's once)."""
+        content = messages[0].content
         for config in content.config_records.values():
             if "server-round" in config:
                 self.round = int(config["server-round"]) - 1  # Flower counts rounds from 1
-        total = message_to_proto(msg).ByteSize()
+        content_bytes = recorddict_to_proto(content).ByteSize()
+        totals = [message_nbytes(m, content_bytes) for m in messages]
         metrics = {k: v for m in content.metric_records.values() for k, v in m.items()}
-        metric_bytes = sum(record_nbytes(m) for m in content.metric_records.values())
-        arrays = [a for a in content.array_records.values()]
+        metric_bytes = sum(
+            metric_record_to_proto(m).ByteSize() for m in content.metric_records.values()
+        )
+        arrays = list(content.array_records.values())
         if arrays:
-            state = state_dict(arrays[0])
-            self.transcript.send(
-                self.round, sender, receiver, MODEL_WEIGHTS, state, total - metric_bytes
+            sizes = [t - metric_bytes for t in totals]
+            self.transcript.broadcast(
+                self.round, sender, receivers, MODEL_WEIGHTS, state_dict(arrays[0]), sizes
             )
         if metrics:
-            size = metric_bytes if arrays else total
-            self.transcript.send(self.round, sender, receiver, METRICS, metrics, size)
+            sizes = [metric_bytes] * len(totals) if arrays else totals
+            self.transcript.broadcast(self.round, sender, receivers, METRICS, metrics, sizes)
 
 
-def record_nbytes(record: Any) -> int:
-    """A record's serialised size: the bytes its protobuf takes in a message."""
-    from flwr.common.serde import metric_record_to_proto
+def message_nbytes(message: Message, content_nbytes: int) -> int:
+    """``message_to_proto(message).ByteSize()`` without copying its content again: the
+    message with its metadata alone, plus the content field (field 2: a one-byte tag, its
+    length as a varint, the content)."""
+    shell = ProtoMessage(metadata=metadata_to_proto(message.metadata)).ByteSize()
+    return shell + 1 + _varint_nbytes(content_nbytes) + content_nbytes
 
-    return metric_record_to_proto(record).ByteSize()
+
+def _varint_nbytes(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
 
 
 def state_dict(arrays: ArrayRecord) -> dict[str, torch.Tensor]:
