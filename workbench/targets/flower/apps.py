@@ -83,7 +83,7 @@ class Clients:
         c = self.clients[k]
         with torch.random.fork_rng():  # scoring releases nothing of training's draws
             scores = self.loop.score_each({0: model}, [c], "val")
-        count = float(c.data.val_mask.sum()) if hasattr(c, "data") else float(len(c.val))
+        count = float(validation_count(c))
         return RecordDict(
             {"metrics": MetricRecord({WEIGHT: count, "accuracy": scores["accuracy"]})}
         )
@@ -96,6 +96,11 @@ class Clients:
     def _note(self, k: int, context: Context) -> None:
         if self.registry is not None:
             (self.registry / f"{context.node_id}").write_text(str(k))
+
+
+def validation_count(c: Any) -> int:
+    """A client's validation records: nodes (node level) or graphs (graph level)."""
+    return int(c.data.val_mask.sum()) if hasattr(c, "data") else len(c.val)
 
 
 OPTIMIZER = "optimizer"  # the context.state key of a client's optimizer state
@@ -151,17 +156,23 @@ def client_app(clients: Clients, dp: DPFedAvgConfig | None, clipping: str) -> Cl
 
 
 def strategy(
-    cfg: FlowerConfig, num_clients: int, dp: DPFedAvgConfig | None, accountant: Any
+    cfg: FlowerConfig,
+    num_clients: int,
+    dp: DPFedAvgConfig | None,
+    accountant: Any,
+    evaluate: bool = True,
 ) -> Strategy:
     """Flower's FedAvg sampling ``cfg.per_round`` clients a round (and every client for
-    federated evaluation while clients report metrics), wrapped in Flower's fixed-clipping
-    DP under central dp-fedavg."""
+    federated evaluation while clients report metrics and ``evaluate``: some client holds
+    validation records, as Flower's weighted mean of their metrics divides by their count),
+    wrapped in Flower's fixed-clipping DP under central dp-fedavg."""
     m = cfg.per_round(num_clients)
+    evaluated = cfg.report_metrics and evaluate
     fedavg = FedAvg(
         fraction_train=m / num_clients,
-        fraction_evaluate=1.0 if cfg.report_metrics else 0.0,
+        fraction_evaluate=1.0 if evaluated else 0.0,
         min_train_nodes=m,
-        min_evaluate_nodes=num_clients if cfg.report_metrics else 1,
+        min_evaluate_nodes=num_clients if evaluated else 1,
         min_available_nodes=num_clients,
     )
     if dp is None or dp.mode == "local":

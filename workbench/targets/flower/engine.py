@@ -20,7 +20,7 @@ from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
 from fgl_workbench.targets.flower import privacy
-from fgl_workbench.targets.flower.apps import Clients, client_app, strategy
+from fgl_workbench.targets.flower.apps import Clients, client_app, strategy, validation_count
 from fgl_workbench.targets.flower.config import FlowerConfig
 from fgl_workbench.targets.flower.grid import (
     InlineGrid,
@@ -58,7 +58,9 @@ def run_federation(
     (``inline``) or in Flower's simulation engine (its Ray actors run the ClientApps)."""
     n = len(clients)
     accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
-    server = strategy(cfg, n, dp, accountant)
+    # reference federations hold no validation records: nothing to evaluate on
+    validated = any(validation_count(c) > 0 for c in clients)
+    server = strategy(cfg, n, dp, accountant, validated)
     initial = global_model.state_dict()
     if cfg.backend == "inline":
         app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
