@@ -16,6 +16,7 @@ from flwr.serverapp.strategy import (
     DifferentialPrivacyClientSideFixedClipping,
     DifferentialPrivacyServerSideFixedClipping,
     FedAvg,
+    FedProx,
     Strategy,
 )
 from torch import nn
@@ -61,8 +62,10 @@ class Clients:
         opt = make_optimizer(self.cfg.optimizer, model, self.cfg.lr, self.cfg.weight_decay)
         if OPTIMIZER in context.state:
             opt.load_state_dict(optimizer_state(context.state[OPTIMIZER], opt))
-        round_ = int(msg.content["config"]["server-round"])
+        config = msg.content["config"]
+        round_ = int(config["server-round"])
         stream = derive_seed(self.seed, "flower-client", k, round_)
+        proximal(model, float(config.get("proximal-mu", 0.0)))
         with torch.random.fork_rng(), measuring_losses() as steps:
             torch.manual_seed(stream)
             generator = torch.Generator().manual_seed(stream)
@@ -96,6 +99,17 @@ class Clients:
     def _note(self, k: int, context: Context) -> None:
         if self.registry is not None:
             (self.registry / f"{context.node_id}").write_text(str(k))
+
+
+def proximal(model: nn.Module, mu: float) -> None:
+    """FedProx's proximal term on ``model`` (just loaded with the global weights): each
+    parameter's gradient gets μ·(w − w_global), the gradient of μ/2·‖w − w_global‖², whatever
+    loop and optimizer train it. The model is rebuilt every round, its hooks with it."""
+    if mu == 0.0:
+        return
+    for p in model.parameters():
+        anchor = p.detach().clone()
+        p.register_hook(lambda g, p=p, anchor=anchor: g + mu * (p.detach() - anchor))
 
 
 def validation_count(c: Any) -> int:
@@ -162,19 +176,23 @@ def strategy(
     accountant: Any,
     evaluate: bool = True,
 ) -> Strategy:
-    """Flower's FedAvg sampling ``cfg.per_round`` clients a round (and every client for
+    """Flower's FedAvg (or FedProx) sampling ``cfg.per_round`` clients a round (and every client for
     federated evaluation while clients report metrics and ``evaluate``: some client holds
     validation records, as Flower's weighted mean of their metrics divides by their count),
     wrapped in Flower's fixed-clipping DP under central dp-fedavg."""
     m = cfg.per_round(num_clients)
     evaluated = cfg.report_metrics and evaluate
-    fedavg = FedAvg(
-        fraction_train=m / num_clients,
-        fraction_evaluate=1.0 if evaluated else 0.0,
-        min_train_nodes=m,
-        min_evaluate_nodes=num_clients if evaluated else 1,
-        min_available_nodes=num_clients,
-    )
+    sampling = {
+        "fraction_train": m / num_clients,
+        "fraction_evaluate": 1.0 if evaluated else 0.0,
+        "min_train_nodes": m,
+        "min_evaluate_nodes": num_clients if evaluated else 1,
+        "min_available_nodes": num_clients,
+    }
+    if cfg.strategy == "fedprox":
+        fedavg: FedAvg = FedProx(proximal_mu=cfg.proximal_mu, **sampling)
+    else:
+        fedavg = FedAvg(**sampling)
     if dp is None or dp.mode == "local":
         return fedavg
     wrapper = (

@@ -36,6 +36,12 @@ class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]
         description="round(fraction · clients) clients a round, drawn without replacement "
         "(Flower's fixed-size sampling, not Poisson)",
     )
+    strategy: Literal["fedavg", "fedprox"] = Field(
+        "fedavg",
+        description="Flower's FedAvg, or FedProx (its proximal_mu sent to the clients, which add "
+        "mu/2·‖w − w_global‖² to their loss)",
+    )
+    proximal_mu: float = Field(0.01, ge=0.0, le=1e6, description="FedProx's μ")
     dp_clipping: Literal["server", "client"] = Field(
         "server",
         description="under dp-fedavg central: Flower's DifferentialPrivacyServerSideFixedClipping "

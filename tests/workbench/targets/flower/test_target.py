@@ -179,3 +179,16 @@ def test_flowers_simulation_engine_gives_the_inline_grids_numbers(federation):
     assert simulated.utility == inline.utility
     parties = {(m.sender, m.receiver, m.kind) for m in simulated.transcript.messages}
     assert parties == {(m.sender, m.receiver, m.kind) for m in inline.transcript.messages}
+
+
+def test_fedprox_sends_its_mu_and_the_clients_stay_near_the_global_model(federation):
+    def drift(trained):
+        r = 2
+        sent = _train_requests(trained, r)
+        return sum(
+            float(update_vector(m.payload, sent[m.sender]).norm()) for m in _uploads(trained, r)
+        )
+
+    fedavg = _fit(federation)
+    fedprox = _fit(federation, strategy="fedprox", proximal_mu=100.0)
+    assert drift(fedprox) < 0.5 * drift(fedavg)  # μ = 100 reached the clients' gradients
