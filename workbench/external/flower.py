@@ -43,7 +43,8 @@ from fgl_workbench.accountants import NoGuarantee, PrivacyLedger, Scope
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.external.model import ModelAudit
 from fgl_workbench.targets.flower import privacy
-from fgl_workbench.targets.flower.engine import muted_flower, stamp_identity
+from fgl_workbench.targets.flower.apps import muted_flower
+from fgl_workbench.targets.flower.engine import stamp_identity
 from fgl_workbench.targets.flower.grid import InlineGrid, RecordingGrid, node_party
 from fgl_workbench.transcript import (
     METRICS,

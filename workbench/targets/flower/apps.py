@@ -4,7 +4,9 @@ the strategy, Flower's ``FedAvg`` wrapped in Flower's own DP code when a defense
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +171,18 @@ def client_app(clients: Clients, dp: DPFedAvgConfig | None, clipping: str) -> Cl
     return app
 
 
+@contextmanager
+def muted_flower() -> Iterator[None]:
+    """Flower's info and warnings (a line per client per round) muted while inside."""
+    flwr_log = logging.getLogger("flwr")
+    level = flwr_log.level
+    flwr_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        flwr_log.setLevel(level)
+
+
 def strategy(
     cfg: FlowerConfig,
     num_clients: int,
@@ -189,10 +203,11 @@ def strategy(
         "min_evaluate_nodes": num_clients if evaluated else 1,
         "min_available_nodes": num_clients,
     }
-    if cfg.strategy == "fedprox":
-        fedavg: FedAvg = FedProx(proximal_mu=cfg.proximal_mu, **sampling)
-    else:
-        fedavg = FedAvg(**sampling)
+    with muted_flower():  # its warning that evaluation is off, when it is
+        if cfg.strategy == "fedprox":
+            fedavg: FedAvg = FedProx(proximal_mu=cfg.proximal_mu, **sampling)
+        else:
+            fedavg = FedAvg(**sampling)
     if dp is None or dp.mode == "local":
         return fedavg
     wrapper = (

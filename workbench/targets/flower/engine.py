@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,13 @@ from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
 from fgl_workbench.targets.flower import privacy
-from fgl_workbench.targets.flower.apps import Clients, client_app, strategy, validation_count
+from fgl_workbench.targets.flower.apps import (
+    Clients,
+    client_app,
+    muted_flower,
+    strategy,
+    validation_count,
+)
 from fgl_workbench.targets.flower.config import FlowerConfig
 from fgl_workbench.targets.flower.grid import (
     InlineGrid,
@@ -138,18 +142,6 @@ def busiest(transcript: Transcript) -> int:
         if m.receiver == SERVER and m.kind == MODEL_WEIGHTS:
             counts[m.sender] = counts.get(m.sender, 0) + 1
     return max(counts.values(), default=0)
-
-
-@contextmanager
-def muted_flower() -> Iterator[None]:
-    """Flower's info and warnings (a line per client per round) muted while inside."""
-    flwr_log = logging.getLogger("flwr")
-    level = flwr_log.level
-    flwr_log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        flwr_log.setLevel(level)
 
 
 def flower_server(
