@@ -19,7 +19,7 @@ nodes share the recorder's folder, or ``run_inline`` here. Then:
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -167,12 +167,24 @@ class FlowerRecorder:
         rounds, sent = self.uploads()
         return audit_uploads(rounds, model, data, members, global_models=sent, **kwargs)
 
+    def train_weights(self) -> list[list[dict[str, float]]]:
+        """Each round's train replies' metrics (what FedAvg weights them by), as received:
+        the metrics recorded right after each upload come from the same reply."""
+        rounds: dict[int, list[dict[str, float]]] = {}
+        messages = self.transcript.messages
+        for m, after in zip(messages, messages[1:], strict=False):
+            if m.receiver == SERVER and m.kind == MODEL_WEIGHTS:
+                same = after.kind == METRICS and after.sender == m.sender
+                rounds.setdefault(m.round, []).append(after.payload if same else {})
+        return [rounds[r] for r in sorted(rounds)]
+
     def ledger(self, num_clients: int) -> PrivacyLedger:
         """The ε your run's DP is worth, per adversary (module docstring)."""
         events: list[Any] = []
         rounds = len(self.uploads()[0])
+        weights = self.train_weights()
         for s in self.strategies:
-            events += strategy_events(s, rounds, num_clients)
+            events += strategy_events(s, rounds, num_clients, weights)
         local = [m for app in self.client_apps for m in mods_of(app) if isinstance(m, LocalDpMod)]
         for mod in local:
             events += local_mod_events(mod, rounds)
@@ -181,10 +193,16 @@ class FlowerRecorder:
         return PrivacyLedger(tuple(events))
 
 
-def strategy_events(strategy: Strategy, rounds: int, num_clients: int) -> list[Any]:
+def strategy_events(
+    strategy: Strategy,
+    rounds: int,
+    num_clients: int,
+    replies: Sequence[Sequence[Mapping[str, float]]] = (),
+) -> list[Any]:
     """A started strategy's events: Flower's fixed- and adaptive-clipping wrappers around
     FedAvg (``fgl_workbench.targets.flower.privacy``); a wrapper around another aggregate
-    leaves ∞ with the reason, as its sensitivity is not FedAvg's."""
+    leaves ∞ with the reason, as its sensitivity is not FedAvg's. ``replies``: each round's
+    train replies' metrics, whose weights set how far one client moves the mean."""
     if not isinstance(strategy, DP_WRAPPERS):
         return []
     name, inner = type(strategy).__name__, strategy.strategy
@@ -194,11 +212,27 @@ def strategy_events(strategy: Strategy, rounds: int, num_clients: int) -> list[A
         return [NoGuarantee(why, everyone)]
     side = "client" if "ClientSide" in name else "server"
     m = strategy.num_sampled_clients
+    share = worst_share(replies, inner.weighted_by_key, m)
     if "Adaptive" in name:
-        sigma, count = strategy.noise_multiplier, strategy.clipped_count_stddev
+        sigma, count = strategy.noise_multiplier * share, strategy.clipped_count_stddev
         return list(privacy.adaptive_events(sigma, count, rounds, m, num_clients, side))
-    config = DPFedAvgConfig(clip=strategy.clipping_norm, noise_multiplier=strategy.noise_multiplier)
+    config = DPFedAvgConfig(
+        clip=strategy.clipping_norm, noise_multiplier=strategy.noise_multiplier * share
+    )
     return list(privacy.central_events(config, rounds, m, num_clients, side))
+
+
+def worst_share(replies: Sequence[Sequence[Mapping[str, float]]], key: str, m: int) -> float:
+    """How much of σ survives the weighting, at the worst round: the wrappers' noise is
+    σ·C/m, while FedAvg's weighted mean lets one client move it by C·w_max/Σw (C/m only with
+    m equal weights), so the effective multiplier is σ·Σw/(m·w_max) (1 for equal weights and
+    every sampled client replying)."""
+    shares = [1.0]
+    for round_ in replies:
+        weights = [float(r.get(key, 0.0)) for r in round_]
+        if weights and max(weights) > 0:
+            shares.append(sum(weights) / (m * max(weights)))
+    return min(shares)
 
 
 def local_mod_events(mod: LocalDpMod, uploads: int) -> list[Any]:

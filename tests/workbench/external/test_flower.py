@@ -35,7 +35,7 @@ class GCN(torch.nn.Module):
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
 
 
-def user_apps(data, wrap=None, local_dp=None):
+def user_apps(data, wrap=None, local_dp=None, weight=lambda k: 1):
     """What a Flower user writes: a ClientApp training its third of the nodes, a ServerApp
     running FedAvg (``wrap``: their DP wrapper around it)."""
     parts = torch.arange(data.num_nodes) % 3
@@ -53,7 +53,7 @@ def user_apps(data, wrap=None, local_dp=None):
             loss = F.cross_entropy(model(data.x, data.edge_index)[mask], data.y[mask])
             loss.backward()
             opt.step()
-        metrics = MetricRecord({"num-examples": 1, "train_loss": loss.item()})
+        metrics = MetricRecord({"num-examples": weight(k), "train_loss": loss.item()})
         content = RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics})
         return Message(content, reply_to=msg)
 
@@ -106,6 +106,28 @@ def test_flowers_central_wrapper_in_a_users_strategy_is_scoped_per_adversary(dat
     assert rows["server"].epsilon == float("inf")
     assert "metrics" in rows["server"].note  # their clients report train_loss
     assert rows["querier"].epsilon == rows["clients"].epsilon == expected["querier"].epsilon
+
+
+def test_unequal_weights_under_a_wrapper_without_accountant_shrink_the_noise_that_counts(data):
+    """Without Flower's accountant the wrapper takes any weights: FedAvg's weighted mean lets
+    the heaviest client move it by C·w_max/Σw while the noise stays σ·C/m."""
+    wrap = lambda s: DifferentialPrivacyServerSideFixedClipping(s, 2.0, 1.0, 3)  # noqa: E731
+    equal, unequal = FlowerRecorder(), FlowerRecorder()
+    equal.run_inline(*user_apps(data, wrap=wrap)[:2], 3)
+    unequal.run_inline(*user_apps(data, wrap=wrap, weight=lambda k: [1, 1, 8][k])[:2], 3)
+    eps = {
+        name: {r.adversary: r.epsilon for r in epsilons_by_adversary(rec.ledger(3), 1e-5)}
+        for name, rec in (("equal", equal), ("unequal", unequal))
+    }
+    # σ·Σw/(m·w_max) = 2·10/24: the same ledger as σ = 0.83 with equal weights
+    (hidden, _) = central_events(
+        DPFedAvgConfig(clip=1.0, noise_multiplier=2 * 10 / 24), 3, 3, 3, "server"
+    )
+    expected = {
+        r.adversary: r.epsilon for r in epsilons_by_adversary(PrivacyLedger((hidden,)), 1e-5)
+    }
+    assert eps["unequal"]["querier"] == pytest.approx(expected["querier"], rel=1e-9)
+    assert eps["unequal"]["querier"] > eps["equal"]["querier"]
 
 
 def test_local_dp_mod_on_a_users_client_app_is_found_and_accounted(data):
