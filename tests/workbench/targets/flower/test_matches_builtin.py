@@ -84,3 +84,50 @@ def test_the_canary_audit_plays_flowers_code_and_holds_as_the_built_ins(out):
     for audit in (flower, builtin):
         assert audit["lower_bound"] <= audit["claimed"]
     assert flower["claimed"] == pytest.approx(builtin["claimed"], rel=1e-9)
+
+
+EVERY = {
+    **SUITE,
+    "name": "flower-every-attack",
+    "targets": [
+        {"name": target, "params": {**params, **extra}}
+        for target, extra in (("flower", {}), ("fedavg", {"release": "last"}))
+        for params in [
+            {
+                "rounds": 3,
+                "local_epochs": 1,
+                "optimizer": "sgd",
+                "lr": 0.5,
+                "keep_payloads": "first_and_last",
+                "model": {"dropout": 0.0},
+            }
+        ]
+    ],
+    "attacks": [
+        {"name": "mia-threshold", "params": {"signal": "loss", "hops": 0}},
+        {"name": "mia-threshold", "params": {"signal": "loss", "hops": 0, "adversary": "server"}},
+        {"name": "mia-lira", "params": {"mode": "offline", "num_references": 2, "hops": 0}},
+        {"name": "mia-rmia", "params": {"mode": "offline", "num_references": 2, "hops": 0}},
+        {"name": "link-stealing"},
+        {"name": "link-teller"},
+        {"name": "graph-reconstruction", "params": {"source": "release"}},
+        {"name": "attribute-inference", "params": {"attribute": "label", "signal": "posterior"}},
+        {"name": "feature-inversion", "params": {"source": "release"}},
+        {"name": "gradient-inversion", "params": {"structure": "none", "round": "first"}},
+        {"name": "label-distribution"},
+        {"name": "uploaded-label-distribution"},
+    ],
+}
+EVERY.pop("audit")
+
+
+@pytest.mark.slow
+def test_every_attack_on_the_built_in_fedavg_runs_on_the_flower_federation(tmp_path, data_root):
+    api.run_suite(EVERY, tmp_path, str(data_root))
+    frame = api.results(tmp_path)
+    status = {
+        t: dict(zip(rows["attack_key"], rows["status"], strict=True))
+        for t, rows in frame.groupby("target")
+    }
+    assert status["flower"] == status["fedavg"]
+    assert sum(s == "ok" for s in status["flower"].values()) == len(EVERY["attacks"]) - 1
