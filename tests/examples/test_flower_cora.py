@@ -8,12 +8,14 @@ carrying that config: the app's own `main(grid, context)` and message handlers, 
 from __future__ import annotations
 
 import json
-import sys
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 import torch
+from flower_cora import client_app, server_app, task
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 from flwr.common.config import get_fused_config_from_dir
@@ -21,9 +23,6 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.simulation import run_simulation
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "flower_cora"
-sys.path.insert(0, str(APP))
-
-from flower_cora import client_app, server_app, task  # noqa: E402
 
 
 def test_the_split_is_disjoint_covering_and_fixed(data_root):
@@ -56,10 +55,21 @@ def _with_config(fn: Callable[[Message, Context], Message], config: dict) -> Cal
     return handler
 
 
-def test_three_simulated_rounds(data_root, tmp_path, monkeypatch):
-    # Flower's Ray backend sets PYTHONPATH in os.environ for its workers; undone afterwards
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+@pytest.fixture
+def restored_environ() -> Iterator[None]:
+    """Flower's Ray backend writes this process's whole sys.path into os.environ's PYTHONPATH
+    (for its workers), and importing ray sets RAY_* variables: later tests' subprocesses must
+    not inherit them."""
+    saved = dict(os.environ)
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_three_simulated_rounds(data_root, tmp_path, restored_environ):
     metrics_path = tmp_path / "metrics.json"
     config = get_fused_config_from_dir(APP, {"metrics-path": str(metrics_path)})
     assert config["num-server-rounds"] == 3
