@@ -106,11 +106,16 @@ class FlowerRecorder:
         return _NotingClientApp(app, self.registry)
 
     def run_inline(
-        self, server_app: ServerApp, client_app: ClientApp, num_nodes: int, run_config=None
+        self,
+        server_app: ServerApp,
+        client_app: ClientApp,
+        num_nodes: int,
+        run_config: dict[str, Any] | None = None,
     ) -> None:
         """Your apps through the recorder on the workbench's in-process grid: node k holds
-        partition k (``node_config["partition-id"]``, ``"num-partitions"``)."""
-        grid = InlineGrid(self.client_app(client_app), num_nodes)
+        partition k (``node_config["partition-id"]``, ``"num-partitions"``); the ServerApp
+        and every node get ``run_config`` (your ``[tool.flwr.app.config]``)."""
+        grid = InlineGrid(self.client_app(client_app), num_nodes, run_config)
         wrapped = self.server_app(server_app)
         context = Context(1, 1, {}, RecordDict(), dict(run_config or {}))
         stamp_identity()

@@ -37,9 +37,15 @@ def inline_party(node_id: int) -> str:
 
 class InlineGrid(Grid):
     """``num_nodes`` nodes running ``client_app`` in this process; node ``FIRST_NODE_ID + k``
-    holds partition k (``context.node_config["partition-id"]``)."""
+    holds partition k (``context.node_config["partition-id"]``); each is given ``run_config``
+    (an app's ``[tool.flwr.app.config]``)."""
 
-    def __init__(self, client_app: Callable[[Message, Context], Message], num_nodes: int) -> None:
+    def __init__(
+        self,
+        client_app: Callable[[Message, Context], Message],
+        num_nodes: int,
+        run_config: dict[str, Any] | None = None,
+    ) -> None:
         self._app = client_app
         self._pending: dict[str, Message] = {}
         self._contexts = {
@@ -48,7 +54,7 @@ class InlineGrid(Grid):
                 node_id=FIRST_NODE_ID + k,
                 node_config={"partition-id": k, "num-partitions": num_nodes},
                 state=RecordDict(),
-                run_config={},
+                run_config=dict(run_config or {}),
             )
             for k in range(num_nodes)
         }
