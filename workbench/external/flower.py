@@ -13,8 +13,9 @@ nodes share the recorder's folder, or ``run_inline`` here. Then:
 - ``ledger()`` writes the ε of Flower's DP your apps ran, per adversary
   (``fgl_workbench.targets.flower.privacy``): the fixed-clipping wrappers your strategy is
   wrapped in, ``LocalDpMod`` on your ClientApp, the metrics your clients sent back (∞
-  against the server), adaptive clipping's clipped-count query composed with its updates; a
-  DP wrapper around a strategy other than FedAvg leaves ∞ with the reason."""
+  against the server); what voids it leaves ∞ with the reason: adaptive clipping (Flower
+  noises at the clip it has just moved), a subclass of a wrapper, a wrapper around another
+  aggregate, rounds without a wrapper, client-side clipping without ``fixedclipping_mod``."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from flwr.serverapp.strategy import (
 
 from fgl_workbench.accountants import NoGuarantee, PrivacyLedger, Scope
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.model import ModelAudit
 from fgl_workbench.targets.flower import privacy
 from fgl_workbench.targets.flower.apps import muted_flower
@@ -149,7 +151,8 @@ class FlowerRecorder:
 
     def uploads(self) -> tuple[list[dict[int, State]], list[State]]:
         """(each round's uploads by client, each round's model the server sent), what
-        ``audit_uploads`` reads with ``global_models``."""
+        ``audit_uploads`` reads with ``global_models``: a client's train reply, the first
+        model it sent that round (an evaluate reply carrying arrays comes after it)."""
         transcript = self.transcript_by_client()
         rounds: dict[int, dict[int, State]] = {}
         sent: dict[int, State] = {}
@@ -157,7 +160,7 @@ class FlowerRecorder:
             if m.kind != MODEL_WEIGHTS or m.payload is None:
                 continue
             if m.receiver == SERVER:
-                rounds.setdefault(m.round, {})[int(m.sender.split(":")[1])] = m.payload
+                rounds.setdefault(m.round, {}).setdefault(_client_index(m.sender), m.payload)
             else:
                 sent.setdefault(m.round, m.payload)  # the train request comes first
         order = sorted(rounds)
@@ -184,18 +187,60 @@ class FlowerRecorder:
         return [rounds[r] for r in sorted(rounds)]
 
     def ledger(self, num_clients: int) -> PrivacyLedger:
-        """The ε your run's DP is worth, per adversary (module docstring)."""
-        events: list[Any] = []
-        rounds = len(self.uploads()[0])
+        """The ε your run's DP is worth, per adversary (module docstring). Rounds are counted
+        from every upload the server received, kept payload or not."""
+        uploaded = {
+            m.round
+            for m in self.transcript.messages
+            if m.receiver == SERVER and m.kind == MODEL_WEIGHTS
+        }
+        rounds = len(uploaded)
         weights = self.train_weights()
-        for s in self.strategies:
-            events += strategy_events(s, rounds, num_clients, weights)
-        local = [m for app in self.client_apps for m in mods_of(app) if isinstance(m, LocalDpMod)]
+        train_mods = [m for app in self.client_apps for m in mods_of(app, "train")]
+        local = [m for m in train_mods if isinstance(m, LocalDpMod)]
+        events: list[Any] = []
+        for s in self.strategies:  # beside LocalDpMod's, stated for replace-one too
+            events += strategy_events(s, rounds, num_clients, weights, bool(local))
         for mod in local:
             events += local_mod_events(mod, rounds)
-        if events and any(m.kind == METRICS for m in self.transcript.messages):
+        if not events:  # no DP ran: nothing is claimed
+            return PrivacyLedger()
+        events += unprotected(self.strategies, train_mods)
+        if any(m.kind == METRICS for m in self.transcript.messages):
             events.append(privacy.metrics_event(["metrics (losses, accuracies, counts)"]))
         return PrivacyLedger(tuple(events))
+
+
+EVERYONE = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))
+
+
+def unprotected(strategies: Sequence[Strategy], train_mods: Sequence[Any]) -> list[Any]:
+    """What voids the DP that ran, for everyone: rounds of a strategy without a DP wrapper
+    (their updates averaged without noise, unless LocalDpMod noised them), a client-side
+    wrapper whose clients never clip (no ``fixedclipping_mod`` on their train handler)."""
+    local = any(isinstance(m, LocalDpMod) for m in train_mods)
+    voids = []
+    for s in strategies:
+        name = type(s).__name__
+        if not isinstance(s, DP_WRAPPERS) and not local:
+            voids.append(f"{name} ran rounds without a DP wrapper: their updates, un-noised")
+        clipping = s.__class__ is DifferentialPrivacyClientSideFixedClipping
+        if clipping and fixedclipping_mod not in train_mods:
+            voids.append(f"{name} without fixedclipping_mod on the clients: nothing clips")
+    return [NoGuarantee(why, EVERYONE) for why in voids]
+
+
+def _client_index(party: str) -> int:
+    """The client a transcript party names; a node that never said its partition is an
+    error, not a silent node id."""
+    kind, _, index = party.partition(":")
+    if kind != "client":
+        raise ConfigError(
+            f"client_app: node {index} never said which partition it is (its "
+            "node_config has no 'partition-id'); start your SuperNodes with "
+            '--node-config "partition-id=K num-partitions=N"'
+        )
+    return int(index)
 
 
 def strategy_events(
@@ -203,28 +248,36 @@ def strategy_events(
     rounds: int,
     num_clients: int,
     replies: Sequence[Sequence[Mapping[str, float]]] = (),
+    replace_one: bool = False,
 ) -> list[Any]:
-    """A started strategy's events: Flower's fixed- and adaptive-clipping wrappers around
-    FedAvg (``fgl_workbench.targets.flower.privacy``); a wrapper around another aggregate
-    leaves ∞ with the reason, as its sensitivity is not FedAvg's. ``replies``: each round's
-    train replies' metrics, whose weights set how far one client moves the mean."""
+    """A started strategy's events (``replace_one``: stated for replacing one client's data,
+    as ``privacy.central_events`` says): Flower's fixed-clipping wrappers, exactly as Flower ships
+    them, around FedAvg (``fgl_workbench.targets.flower.privacy``). Everything else that
+    claims DP leaves ∞ with the reason: adaptive clipping (``privacy.ADAPTIVE``), a subclass
+    of a wrapper (its code is not Flower's), a wrapper around another aggregate (its
+    sensitivity is not FedAvg's), a noise multiplier of 0. ``replies``: each round's train
+    replies' metrics, whose weights set how far one client moves the mean."""
     if not isinstance(strategy, DP_WRAPPERS):
         return []
     name, inner = type(strategy).__name__, strategy.strategy
-    if type(inner).aggregate_train is not FedAvg.aggregate_train:
-        everyone = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))
+    why = None
+    if type(strategy) not in DP_WRAPPERS:
+        why = f"{name} subclasses Flower's {type(strategy).__mro__[1].__name__}: not its code"
+    elif "Adaptive" in name:
+        why = f"{name}: {privacy.ADAPTIVE}"
+    elif type(inner).aggregate_train is not FedAvg.aggregate_train:
         why = f"{name} around {type(inner).__name__}: its aggregate's sensitivity is not FedAvg's"
-        return [NoGuarantee(why, everyone)]
+    elif strategy.noise_multiplier <= 0:
+        why = f"{name} with noise multiplier {strategy.noise_multiplier}: no noise"
+    if why is not None:
+        return [NoGuarantee(why, EVERYONE)]
     side = "client" if "ClientSide" in name else "server"
     m = strategy.num_sampled_clients
     share = worst_share(replies, inner.weighted_by_key, m)
-    if "Adaptive" in name:
-        sigma, count = strategy.noise_multiplier * share, strategy.clipped_count_stddev
-        return list(privacy.adaptive_events(sigma, count, rounds, m, num_clients, side))
     config = DPFedAvgConfig(
         clip=strategy.clipping_norm, noise_multiplier=strategy.noise_multiplier * share
     )
-    return list(privacy.central_events(config, rounds, m, num_clients, side))
+    return list(privacy.central_events(config, rounds, m, num_clients, side, replace_one))
 
 
 def worst_share(replies: Sequence[Sequence[Mapping[str, float]]], key: str, m: int) -> float:
@@ -241,18 +294,25 @@ def worst_share(replies: Sequence[Sequence[Mapping[str, float]]], key: str, m: i
 
 
 def local_mod_events(mod: LocalDpMod, uploads: int) -> list[Any]:
-    """LocalDpMod's noise at its own (ε, δ) and sensitivity, accounted at 2·clip."""
+    """LocalDpMod's noise at its own (ε, δ) and sensitivity, accounted at 2·clip (∞ where
+    its sensitivity argument, hence its noise, is 0)."""
     std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
+    if std <= 0:
+        return [NoGuarantee("LocalDpMod with sensitivity 0 adds no noise", EVERYONE)]
     config = DPFedAvgConfig(
         clip=mod.clipping_norm, noise_multiplier=std / mod.clipping_norm, mode="local"
     )
     return list(privacy.local_events(config, uploads))
 
 
-def mods_of(app: ClientApp) -> list[Any]:
-    """The mods a ClientApp runs (app-wide and per handler), found in its handlers' chains."""
+def mods_of(app: ClientApp, category: str | None = None) -> list[Any]:
+    """The DP mods a ClientApp runs (app-wide and per handler), found in its handlers'
+    chains: every handler's, or only ``category``'s (``"train"``: what acts on uploads)."""
     found: list[Any] = list(getattr(app, "_mods", []))
     seen: set[int] = set()
+
+    def is_mod(value: Any) -> bool:
+        return isinstance(value, LocalDpMod) or value is fixedclipping_mod
 
     def walk(fn: Any) -> None:
         if id(fn) in seen:
@@ -260,17 +320,16 @@ def mods_of(app: ClientApp) -> list[Any]:
         seen.add(id(fn))
         for cell in getattr(fn, "__closure__", None) or ():
             value = cell.cell_contents
-            if isinstance(value, LocalDpMod) or value is fixedclipping_mod:
+            if is_mod(value):
                 found.append(value)
             elif callable(value):
                 walk(value)
             elif isinstance(value, list | tuple):
-                for v in value:
-                    if isinstance(v, LocalDpMod) or v is fixedclipping_mod:
-                        found.append(v)
+                found.extend(v for v in value if is_mod(v))
 
-    for fn in getattr(app, "_registered_funcs", {}).values():
-        walk(fn)
+    for name, fn in getattr(app, "_registered_funcs", {}).items():
+        if category is None or name.split(".")[0] == category:
+            walk(fn)
     return list({id(m): m for m in found}.values())
 
 

@@ -2,13 +2,16 @@
 its uploads reach audit_uploads, and its DP (Flower's wrappers, LocalDpMod, the metrics its
 clients send) is written per adversary."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from fgl_workbench.accountants import Gaussian, PrivacyLedger, Scope, epsilons_by_adversary
+from fgl_workbench.accountants import PrivacyLedger, Scope, epsilons_by_adversary
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.errors import ConfigError
 from fgl_workbench.targets.flower.privacy import central_events
 
 flwr = pytest.importorskip("flwr")
@@ -141,24 +144,84 @@ def test_local_dp_mod_on_a_users_client_app_is_found_and_accounted(data):
     assert rows["server"].epsilon == float("inf")  # the train_loss their clients report
 
 
-def test_adaptive_clipping_accounts_its_clipped_count_at_its_real_sensitivity(data):
+def test_adaptive_clipping_leaves_infinity_for_everyone_with_the_reason(data):
+    """Flower's adaptive wrapper noises the sum at the clip it has just moved, not the one
+    it clipped with: no finite bound."""
+
     def wrap(s):
         return DifferentialPrivacyServerSideAdaptiveClipping(s, 1.0, 3, clipped_count_stddev=5.0)
 
     server, client, _ = user_apps(data, wrap=wrap)
     recorder = FlowerRecorder()
     recorder.run_inline(server, client, 3)
-    (wrapper,) = [s for s in recorder.strategies if "Adaptive" in type(s).__name__]
-    rows = {r.adversary: r for r in epsilons_by_adversary(recorder.ledger(3), 1e-5)}
-    assert rows["server"].epsilon == float("inf")
-    # Flower's claim: one Gaussian of multiplier 1 a round (Andrew et al.'s split, which
-    # needs centred bits); its count moves by a whole bit, so the pair is worth less
-    claimed = {
-        r.adversary: r
-        for r in epsilons_by_adversary(PrivacyLedger((Gaussian(1.0, 1.0, 3, scope=SCOPE),)), 1e-5)
-    }
-    assert rows["querier"].epsilon > claimed["querier"].epsilon
-    assert wrapper.noise_multiplier > 1.0  # σ_Δ, the updates' share
+    rows = epsilons_by_adversary(recorder.ledger(3), 1e-5)
+    assert {r.adversary for r in rows} == {"server", "clients", "querier"}
+    assert all(r.epsilon == float("inf") and "just updated" in r.note for r in rows)
+
+
+class SkipsNoise(DifferentialPrivacyServerSideFixedClipping):
+    def _add_noise_to_aggregated_arrays(self, aggregated):
+        return aggregated
+
+
+def _rows(recorder):
+    return {r.adversary: r for r in epsilons_by_adversary(recorder.ledger(3), 1e-5)}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "plain rounds first",
+        "client-side clipping nobody applies",
+        "a wrapper subclass",
+        "no payloads",
+    ],
+)
+def test_what_voids_a_users_dp_leaves_infinity_not_a_finite_claim(data, case):
+    """The reviewer's cases: each made the recorder print a finite ε the run does not have
+    (or, kept payloads aside, count fewer rounds than ran)."""
+    from flwr.serverapp.strategy import DifferentialPrivacyClientSideFixedClipping
+
+    recorder = FlowerRecorder("last_round" if case == "no payloads" else "all")
+    if case == "plain rounds first":
+        plain, client, _ = user_apps(data)
+        recorder.run_inline(plain, client, 3)
+    wrapper = {
+        "client-side clipping nobody applies": lambda s: DifferentialPrivacyClientSideFixedClipping(
+            s, 2.0, 1.0, 3
+        ),
+        "a wrapper subclass": lambda s: SkipsNoise(s, 2.0, 1.0, 3),
+    }.get(case, lambda s: DifferentialPrivacyServerSideFixedClipping(s, 2.0, 1.0, 3))
+    server, client, _ = user_apps(data, wrap=wrapper)
+    recorder.run_inline(server, client, 3)
+    rows = _rows(recorder)
+    if case == "no payloads":  # 3 rounds ran, 1 kept its payloads: 3 are accounted
+        full = FlowerRecorder()
+        full.run_inline(server, client, 3)
+        assert rows["querier"].epsilon == _rows(full)["querier"].epsilon
+    else:
+        assert rows["querier"].epsilon == float("inf"), rows["querier"]
+
+
+def test_local_dp_mod_beside_a_central_wrapper_is_composed_under_one_relation(data):
+    """LocalDpMod's events are replace-one; the wrapper's then count at σ/2 (two zero-outs),
+    so the row composes one relation."""
+    mod = LocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    wrap = lambda s: DifferentialPrivacyServerSideFixedClipping(s, 2.0, 1.0, 3)  # noqa: E731
+    server, client, _ = user_apps(data, wrap=wrap, local_dp=mod)
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    (central,) = [e for e in recorder.ledger(3).events if getattr(e, "sigma", None) == 1.0]
+    assert "two zero-outs" in central.scope.neighbouring
+
+
+def test_a_node_that_never_says_its_partition_is_an_error_not_a_node_id(data):
+    server, client, _ = user_apps(data)
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    (Path(recorder.registry) / "1002").unlink()  # as if node 1002 had not said
+    with pytest.raises(ConfigError, match="partition-id"):
+        recorder.uploads()
 
 
 @pytest.mark.slow

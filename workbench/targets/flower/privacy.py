@@ -27,13 +27,13 @@ busiest client made, against everyone.
 computed on its private data and sent to the server unnoised (Flower's accountant leaves them
 out by its own docstring): no guarantee against the server while clients report them.
 
-**Adaptive clipping** (``...AdaptiveClipping``) also releases each round's count of clipped
-updates with Gaussian noise σ_b (it moves the next round's clip, so everyone who sees a later
-model sees it). Flower splits the noise multiplier σ it is given as Andrew et al. (2021) do,
-σ_Δ = (σ⁻² − (2σ_b)⁻²)^(−1/2) on the updates, which makes the pair one Gaussian of multiplier σ
-only if a client moves the count by 1/2 (their bits centred at ±1/2); Flower counts 0/1 bits,
-so one client moves it by 1 and the pair is worth σ_eff = (σ_Δ⁻² + σ_b⁻²)^(−1/2) < σ. The
-ledger composes both Gaussians as they run, per round.
+**Adaptive clipping** (``...AdaptiveClipping``): no finite bound. Flower 1.42's wrapper
+updates the clip from the noisy clipped count *before* it noises the sum, so the noise is
+σ_Δ·C_{t+1}/m on updates clipped at C_t: when the clip shrinks, the noise is smaller than the
+sensitivity it is meant for, by a factor the count's Gaussian noise leaves unbounded. (It also
+moves the clip away from its target, shrinking it when too many updates are clipped, and its
+split of σ between updates and count holds only for add-or-remove with centred bits.) Every
+party gets ∞ with the reason (``ADAPTIVE``).
 
 **Flower's own ε**: its ``RdpAccountant`` (dp_accounting underneath) accepts only
 add-or-remove with no amplification for the fixed-clipping wrappers, composes one Gaussian of
@@ -51,23 +51,35 @@ from fgl_workbench.defenses import dp_fedavg
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 
 ZERO_OUT = "zero out one client: it returns the model it received"
+REPLACE_TWICE = "replace one client's data (two zero-outs)"
 FLOWER_DELTA = 1e-5  # the δ the engine asks Flower's accountant and LocalDpMod for
+ADAPTIVE = (
+    "Flower's adaptive clipping noises each round's sum at the clip it has just updated, not "
+    "the one it clipped the updates with: the noise can be smaller than the sensitivity by a "
+    "factor nothing bounds"
+)
 
 
 def central_events(
-    config: DPFedAvgConfig, rounds: int, per_round: int, num_clients: int, clipping: str
+    config: DPFedAvgConfig,
+    rounds: int,
+    per_round: int,
+    num_clients: int,
+    clipping: str,
+    replace_one: bool = False,
 ) -> tuple[Gaussian, NoGuarantee]:
-    """Fixed clipping with the server's noise: (other clients and the querier, the server)."""
+    """Fixed clipping with the server's noise: (other clients and the querier, the server).
+    ``replace_one``: stated for replacing a client's data, two zero-outs (σ/2), so it
+    composes with LocalDpMod's replace-one events in one row."""
+    relation = REPLACE_TWICE if replace_one else ZERO_OUT
+    sigma = config.noise_multiplier / (2 if replace_one else 1)
     note = (
         f"fixed-size sample of {per_round} of {num_clients} clients a round: no amplification"
         if per_round < num_clients
         else "every client takes part in every round"
     )
     hidden = Gaussian(
-        config.noise_multiplier,
-        1.0,
-        rounds,
-        scope=Scope("client", ZERO_OUT, ("clients", "querier"), note),
+        sigma, 1.0, rounds, scope=Scope("client", relation, ("clients", "querier"), note)
     )
     why = (
         "Flower central DP, server-side clipping: the server receives each raw update and "
@@ -76,35 +88,7 @@ def central_events(
         else "Flower central DP, client-side clipping: the server receives each clipped update "
         "before it adds the noise"
     )
-    return hidden, NoGuarantee(why, Scope("client", ZERO_OUT, ("server",)))
-
-
-def adaptive_events(
-    update_sigma: float,
-    count_std: float,
-    rounds: int,
-    per_round: int,
-    num_clients: int,
-    clipping: str,
-) -> tuple[Gaussian, Gaussian, NoGuarantee]:
-    """Adaptive clipping: the updates' Gaussian (multiplier σ_Δ at each round's clip) and the
-    clipped count's (std σ_b, a 0/1 bit per client), against clients and the querier; the
-    server sees the updates (or, client side, the clipped updates and the bits) before its
-    noise."""
-    note = (
-        f"fixed-size sample of {per_round} of {num_clients} clients a round: no amplification"
-        if per_round < num_clients
-        else "every client takes part in every round"
-    )
-    scope = Scope("client", ZERO_OUT, ("clients", "querier"), note)
-    updates = Gaussian(update_sigma, 1.0, rounds, scope=scope)
-    count = Gaussian(count_std, 1.0, rounds, scope=scope)
-    why = (
-        f"Flower adaptive clipping ({clipping} side): the server receives each "
-        f"{'raw' if clipping == 'server' else 'clipped'} update and clipped bit before it "
-        "adds the noise"
-    )
-    return updates, count, NoGuarantee(why, Scope("client", ZERO_OUT, ("server",)))
+    return hidden, NoGuarantee(why, Scope("client", relation, ("server",)))
 
 
 def local_events(config: DPFedAvgConfig, busiest: int) -> tuple[Gaussian]:
