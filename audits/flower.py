@@ -7,7 +7,8 @@ received moved by its update: a random direction ``CANARY_NORM``·clip long, its
 from round to round in the auditor's pattern. Central DP (zero-out, against other clients and
 a querier): an included canary sends its update, an excluded one returns the model unchanged,
 Flower's ``FedAvg`` samples its fixed number of nodes with its own draw, the wrapper clips,
-averages and noises with Flower's code, and the observer scores every round's global model.
+averages and noises with Flower's code, and the observer scores every round's global model,
+knowing who was sampled (the claim takes no amplification from the draw).
 Flower's clipping divides by each update's norm, so an exactly unchanged model crashes its
 wrappers (ZeroDivisionError): an excluded canary's model moves by one float32 ulp on a
 coordinate the audit never reads. Local DP (replace one, against everyone): every canary
@@ -79,10 +80,13 @@ def _central(config, cfg, d, nulls, included, signs, independent) -> Trial:
 
     spare = _spare_coordinate(d, nulls)
 
+    sampled = torch.zeros(rounds, m, dtype=torch.bool)  # whom Flower's draw picked
+
     def update(i: int, received: torch.Tensor) -> torch.Tensor:
+        r = observed_round[0]
+        sampled[r, i] = True
         if not included[i]:  # zero out: the model it received, as unchanged as Flower allows
             return _nudged(received, spare)
-        r = observed_round[0]
         return received + (signs[r, i] * CANARY_NORM * config.clip * d[i]).float()
 
     app = _canary_app(update, client_app_mods(config, cfg.dp_clipping))
@@ -96,9 +100,9 @@ def _central(config, cfg, d, nulls, included, signs, independent) -> Trial:
     flower_server(server, InlineGrid(app, m), {KEY: states[0]}, rounds, evaluate)
     global_models = torch.stack(states[1:])  # [rounds + 1] incl. the initial model's callback
     moved = (global_models[1:] - global_models[:-1]) * per_round  # each round's noisy sum
-    observed = Observed(
-        moved @ d.T, (moved @ nulls.T)[:, None], signs, config.clip, rate=per_round / m
-    )
+    # no amplification is claimed, so the observer may know who was sampled: a canary is
+    # scored only on the rounds it took part in
+    observed = Observed(moved @ d.T, (moved @ nulls.T)[:, None], signs * sampled, config.clip)
     hidden, _ = privacy.central_events(config, rounds, per_round, m, cfg.dp_clipping)
     how = (
         f"Flower {cfg.dp_clipping}-side fixed clipping, {per_round} of {m} canary clients a "

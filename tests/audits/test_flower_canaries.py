@@ -23,9 +23,13 @@ from fgl_workbench.targets.flower.config import FlowerConfig  # noqa: E402
 ROUNDS = 10
 
 
-def _audit(mode: str, sigma: float, clipping: str = "server", canaries: int = 1000):
+def _audit(
+    mode: str, sigma: float, clipping: str = "server", canaries: int = 1000, fraction: float = 1.0
+):
     dp = DPFedAvgConfig(clip=1.0, noise_multiplier=sigma, mode=mode)
-    cfg = FlowerConfig(rounds=ROUNDS, dp_clipping=clipping, report_metrics=False)
+    cfg = FlowerConfig(
+        rounds=ROUNDS, dp_clipping=clipping, report_metrics=False, client_fraction=fraction
+    )
     claimed: PrivacyLedger = ledger(cfg, dp, canaries, ROUNDS)
     context = Context(claimed, {"dp-fedavg": dp}, 2 * canaries, None, cfg.model_dump(), "flower")
     (audit,) = audit_run(context, [AppliedDefense("dp-fedavg", "aggregation", dp)], 1e-5, canaries)
@@ -83,6 +87,17 @@ def test_flowers_central_wrapper_holds_its_zero_out_claim():
 def test_flowers_central_wrapper_broken_is_caught(broken):
     with broken:
         audit = _audit("central", 6.0)
+    assert not audit.holds, audit.summary()
+
+
+def test_with_half_the_clients_a_round_the_observer_uses_who_was_sampled():
+    """No amplification is claimed from Flower's fixed-size draw, so the observer may know the
+    sample: noise 3x too small is caught at client_fraction 0.5 too, and the correct wrapper
+    holds."""
+    assert _audit("central", 6.0, fraction=0.5).holds
+    real = dp_fixed_clipping.compute_stdv
+    with _patched(dp_fixed_clipping, "compute_stdv", lambda s, c, n: real(s, c, n) / 3):
+        audit = _audit("central", 6.0, fraction=0.5)
     assert not audit.holds, audit.summary()
 
 
