@@ -37,6 +37,7 @@ from flwr.serverapp.strategy import (
     DifferentialPrivacyServerSideAdaptiveClipping,
     DifferentialPrivacyServerSideFixedClipping,
     FedAvg,
+    FedProx,
     Strategy,
 )
 
@@ -87,6 +88,10 @@ class FlowerRecorder:
     def __init__(self, keep_payloads: KeepPayloads = "all") -> None:
         self.transcript = Transcript(keep_payloads, always_keep=(METRICS,))
         self.strategies: list[Strategy] = []
+        # each started strategy's stretch of the transcript: [first, end) message indices
+        self.spans: list[tuple[Strategy, int, int]] = []
+        # the Flower message type (train, evaluate, ...) of each transcript message
+        self.message_types: list[str] = []
         self.client_apps: list[ClientApp] = []
         self.registry = tempfile.mkdtemp(prefix="fglwb-flower-nodes-")
 
@@ -96,8 +101,12 @@ class FlowerRecorder:
 
         @wrapped.main()
         def main(grid: Any, context: Context) -> None:
-            with self._capturing():
-                app(RecordingGrid(grid, self.transcript), context)
+            recording = RecordingGrid(grid, self.transcript)
+            try:
+                with self._capturing():
+                    app(recording, context)
+            finally:
+                self.message_types += recording.message_types
 
         return wrapped
 
@@ -126,13 +135,17 @@ class FlowerRecorder:
 
     @contextmanager
     def _capturing(self) -> Iterator[None]:
-        """Every strategy whose ``start`` runs inside is kept (DP wrappers start themselves)."""
+        """Every strategy whose ``start`` runs inside is kept with the stretch of the
+        transcript it ran (DP wrappers start themselves)."""
         real = Strategy.start
-        kept = self.strategies
 
         def start(strategy: Strategy, *args: Any, **kwargs: Any) -> Any:
-            kept.append(strategy)
-            return real(strategy, *args, **kwargs)
+            self.strategies.append(strategy)
+            first = len(self.transcript.messages)
+            try:
+                return real(strategy, *args, **kwargs)
+            finally:
+                self.spans.append((strategy, first, len(self.transcript.messages)))
 
         with mock.patch.object(Strategy, "start", start):
             yield
@@ -151,20 +164,30 @@ class FlowerRecorder:
 
     def uploads(self) -> tuple[list[dict[int, State]], list[State]]:
         """(each round's uploads by client, each round's model the server sent), what
-        ``audit_uploads`` reads with ``global_models``: a client's train reply, the first
-        model it sent that round (an evaluate reply carrying arrays comes after it)."""
-        transcript = self.transcript_by_client()
+        ``audit_uploads`` reads with ``global_models``: the clients' train replies and the
+        train requests."""
+        self.transcript_by_client()
         rounds: dict[int, dict[int, State]] = {}
         sent: dict[int, State] = {}
-        for m in transcript.messages:
-            if m.kind != MODEL_WEIGHTS or m.payload is None:
+        for _, m in self._train(MODEL_WEIGHTS):
+            if m.payload is None:
                 continue
             if m.receiver == SERVER:
                 rounds.setdefault(m.round, {}).setdefault(_client_index(m.sender), m.payload)
             else:
-                sent.setdefault(m.round, m.payload)  # the train request comes first
+                sent.setdefault(m.round, m.payload)
         order = sorted(rounds)
         return [rounds[r] for r in order], [sent[r] for r in order]
+
+    def _train(self, kind: str, span: tuple[int, int] | None = None) -> list[tuple[int, Any]]:
+        """(index, message) of the train messages of ``kind`` (in ``span``, if given)."""
+        first, end = span or (0, len(self.message_types))
+        messages = self.transcript.messages
+        return [
+            (i, messages[i])
+            for i in range(first, end)
+            if self.message_types[i] == "train" and messages[i].kind == kind
+        ]
 
     def audit_uploads(
         self, model: torch.nn.Module, data: Any, members: Any, **kwargs: Any
@@ -175,59 +198,77 @@ class FlowerRecorder:
         rounds, sent = self.uploads()
         return audit_uploads(rounds, model, data, members, global_models=sent, **kwargs)
 
-    def train_weights(self) -> list[list[dict[str, float]]]:
-        """Each round's train replies' metrics (what FedAvg weights them by), as received:
-        the metrics recorded right after each upload come from the same reply."""
-        rounds: dict[int, list[dict[str, float]]] = {}
-        messages = self.transcript.messages
-        for m, after in zip(messages, messages[1:], strict=False):
-            if m.receiver == SERVER and m.kind == MODEL_WEIGHTS:
-                same = after.kind == METRICS and after.sender == m.sender
-                rounds.setdefault(m.round, []).append(after.payload if same else {})
+    def train_weights(self, span: tuple[int, int]) -> list[list[Mapping[str, float] | None]]:
+        """Each round's train replies' metrics in ``span`` (None where a reply's were not
+        kept), what FedAvg weighted them by."""
+        rounds: dict[int, list[Mapping[str, float] | None]] = {}
+        for _, m in self._train(METRICS, span):
+            if m.receiver == SERVER:
+                rounds.setdefault(m.round, []).append(m.payload)
         return [rounds[r] for r in sorted(rounds)]
 
+    def busiest(self, span: tuple[int, int] | None = None) -> int:
+        """The most train replies one client sent (in ``span``): the rounds it took part in."""
+        counts: dict[str, int] = {}
+        for _, m in self._train(MODEL_WEIGHTS, span):
+            if m.receiver == SERVER:
+                counts[m.sender] = counts.get(m.sender, 0) + 1
+        return max(counts.values(), default=0)
+
     def ledger(self, num_clients: int) -> PrivacyLedger:
-        """The ε your run's DP is worth, per adversary (module docstring). Rounds are counted
-        from every upload the server received, kept payload or not."""
-        uploaded = {
-            m.round
-            for m in self.transcript.messages
-            if m.receiver == SERVER and m.kind == MODEL_WEIGHTS
-        }
-        rounds = len(uploaded)
-        weights = self.train_weights()
+        """The ε your run's DP is worth, per adversary (module docstring): each wrapper's
+        rounds counted from the train replies it received (the busiest client's), whatever
+        payloads were kept."""
         train_mods = [m for app in self.client_apps for m in mods_of(app, "train")]
         local = [m for m in train_mods if isinstance(m, LocalDpMod)]
         events: list[Any] = []
-        for s in self.strategies:  # beside LocalDpMod's, stated for replace-one too
-            events += strategy_events(s, rounds, num_clients, weights, bool(local))
+        for strategy, first, end in self.spans:  # beside LocalDpMod's, stated for replace-one
+            span = (first, end)
+            weights = self.train_weights(span)
+            rounds = self.busiest(span)
+            events += strategy_events(strategy, rounds, num_clients, weights, bool(local))
         for mod in local:
-            events += local_mod_events(mod, rounds)
+            events += local_mod_events(mod, self.busiest())
         if not events:  # no DP ran: nothing is claimed
             return PrivacyLedger()
-        events += unprotected(self.strategies, train_mods)
+        events += self._unprotected(train_mods, bool(local))
         if any(m.kind == METRICS for m in self.transcript.messages):
             events.append(privacy.metrics_event(["metrics (losses, accuracies, counts)"]))
         return PrivacyLedger(tuple(events))
 
+    def _unprotected(self, train_mods: Sequence[Any], local: bool) -> list[Any]:
+        """What voids the DP that ran: model uploads outside every DP wrapper's rounds
+        (your own grid calls, a strategy started without one) unless LocalDpMod noised them
+        (for everyone); arrays clients sent in any other reply (un-noised, to the server);
+        client-side clipping whose clients never clip (no ``fixedclipping_mod`` on the train
+        handler, for everyone)."""
+        covered = [(a, b) for s, a, b in self.spans if isinstance(s, DP_WRAPPERS)]
+        voids: list[tuple[str, Scope]] = []
+        uploads = [
+            (i, m)
+            for i, m in enumerate(self.transcript.messages)
+            if m.receiver == SERVER and m.kind == MODEL_WEIGHTS
+        ]
+        outside = [
+            i
+            for i, _ in uploads
+            if self.message_types[i] == "train" and not any(a <= i < b for a, b in covered)
+        ]
+        if outside and not local:
+            voids.append((f"{len(outside)} uploads outside every DP wrapper's rounds", EVERYONE))
+        others = sorted({self.message_types[i] for i, _ in uploads} - {"train"})
+        if others:
+            why = f"clients sent arrays in {', '.join(others)} replies, un-noised"
+            voids.append((why, Scope("client", privacy.ZERO_OUT, ("server",))))
+        for s in self.strategies:
+            clipping = s.__class__ is DifferentialPrivacyClientSideFixedClipping
+            if clipping and fixedclipping_mod not in train_mods:
+                why = f"{type(s).__name__} without fixedclipping_mod on the clients: nothing clips"
+                voids.append((why, EVERYONE))
+        return [NoGuarantee(why, scope) for why, scope in voids]
+
 
 EVERYONE = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))
-
-
-def unprotected(strategies: Sequence[Strategy], train_mods: Sequence[Any]) -> list[Any]:
-    """What voids the DP that ran, for everyone: rounds of a strategy without a DP wrapper
-    (their updates averaged without noise, unless LocalDpMod noised them), a client-side
-    wrapper whose clients never clip (no ``fixedclipping_mod`` on their train handler)."""
-    local = any(isinstance(m, LocalDpMod) for m in train_mods)
-    voids = []
-    for s in strategies:
-        name = type(s).__name__
-        if not isinstance(s, DP_WRAPPERS) and not local:
-            voids.append(f"{name} ran rounds without a DP wrapper: their updates, un-noised")
-        clipping = s.__class__ is DifferentialPrivacyClientSideFixedClipping
-        if clipping and fixedclipping_mod not in train_mods:
-            voids.append(f"{name} without fixedclipping_mod on the clients: nothing clips")
-    return [NoGuarantee(why, EVERYONE) for why in voids]
 
 
 def _client_index(party: str) -> int:
@@ -260,36 +301,59 @@ def strategy_events(
     if not isinstance(strategy, DP_WRAPPERS):
         return []
     name, inner = type(strategy).__name__, strategy.strategy
+    share = worst_share(replies, inner.weighted_by_key, strategy.num_sampled_clients)
     why = None
     if type(strategy) not in DP_WRAPPERS:
         why = f"{name} subclasses Flower's {type(strategy).__mro__[1].__name__}: not its code"
+    elif _replaced(strategy) or _replaced(inner):
+        replaced = ", ".join(_replaced(strategy) + _replaced(inner))
+        why = f"{name}: methods replaced on the instance ({replaced})"
     elif "Adaptive" in name:
         why = f"{name}: {privacy.ADAPTIVE}"
     elif type(inner).aggregate_train is not FedAvg.aggregate_train:
         why = f"{name} around {type(inner).__name__}: its aggregate's sensitivity is not FedAvg's"
     elif strategy.noise_multiplier <= 0:
         why = f"{name} with noise multiplier {strategy.noise_multiplier}: no noise"
+    elif share is None:
+        why = f"{name}: the train replies' weights ({inner.weighted_by_key}) were not all kept"
     if why is not None:
         return [NoGuarantee(why, EVERYONE)]
     side = "client" if "ClientSide" in name else "server"
     m = strategy.num_sampled_clients
-    share = worst_share(replies, inner.weighted_by_key, m)
     config = DPFedAvgConfig(
         clip=strategy.clipping_norm, noise_multiplier=strategy.noise_multiplier * share
     )
-    return list(privacy.central_events(config, rounds, m, num_clients, side, replace_one))
+    events: list[Any] = list(
+        privacy.central_events(config, rounds, m, num_clients, side, replace_one)
+    )
+    if type(inner).configure_train not in (FedAvg.configure_train, FedProx.configure_train):
+        why = f"{type(inner).__name__}'s own configure_train: what it sends clients is its choice"
+        events.append(NoGuarantee(why, Scope("client", privacy.ZERO_OUT, ("clients",))))
+    return events
 
 
-def worst_share(replies: Sequence[Sequence[Mapping[str, float]]], key: str, m: int) -> float:
+def _replaced(strategy: Any) -> list[str]:
+    """Methods of ``strategy``'s class replaced on the instance itself."""
+    return [n for n, v in vars(strategy).items() if callable(v) and hasattr(type(strategy), n)]
+
+
+def worst_share(
+    replies: Sequence[Sequence[Mapping[str, float] | None]], key: str, m: int
+) -> float | None:
     """How much of σ survives the weighting, at the worst round: the wrappers' noise is
-    σ·C/m, while FedAvg's weighted mean lets one client move it by C·w_max/Σw (C/m only with
-    m equal weights), so the effective multiplier is σ·Σw/(m·w_max) (1 for equal weights and
-    every sampled client replying)."""
+    σ·C/m, while FedAvg's weighted mean lets one client move it by C·|w|_max/Σw (C/m only
+    with m equal weights), so the effective multiplier is σ·Σw/(m·|w|_max) (1 for equal
+    weights and every sampled client replying). None where a reply's weight is missing or
+    the weights do not sum to a positive total: nothing bounds the move."""
     shares = [1.0]
     for round_ in replies:
-        weights = [float(r.get(key, 0.0)) for r in round_]
-        if weights and max(weights) > 0:
-            shares.append(sum(weights) / (m * max(weights)))
+        weights = [r.get(key) if r is not None else None for r in round_]
+        if any(not isinstance(w, int | float) for w in weights):
+            return None
+        total, top = sum(weights), max(abs(w) for w in weights)
+        if total <= 0:
+            return None
+        shares.append(total / (m * top))
     return min(shares)
 
 
@@ -307,7 +371,8 @@ def local_mod_events(mod: LocalDpMod, uploads: int) -> list[Any]:
 
 def mods_of(app: ClientApp, category: str | None = None) -> list[Any]:
     """The DP mods a ClientApp runs (app-wide and per handler), found in its handlers'
-    chains: every handler's, or only ``category``'s (``"train"``: what acts on uploads)."""
+    chains: every handler's, or only ``category``'s default handler (``"train"``: where a
+    strategy's train messages go, what acts on the uploads)."""
     found: list[Any] = list(getattr(app, "_mods", []))
     seen: set[int] = set()
 
@@ -328,7 +393,7 @@ def mods_of(app: ClientApp, category: str | None = None) -> list[Any]:
                 found.extend(v for v in value if is_mod(v))
 
     for name, fn in getattr(app, "_registered_funcs", {}).items():
-        if category is None or name.split(".")[0] == category:
+        if category is None or name == f"{category}.default":  # what a strategy's messages reach
             walk(fn)
     return list({id(m): m for m in found}.values())
 

@@ -15,7 +15,14 @@ from fgl_workbench.errors import ConfigError
 from fgl_workbench.targets.flower.privacy import central_events
 
 flwr = pytest.importorskip("flwr")
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
+from flwr.app import (  # noqa: E402
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.clientapp.mod import LocalDpMod  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
@@ -213,6 +220,73 @@ def test_local_dp_mod_beside_a_central_wrapper_is_composed_under_one_relation(da
     recorder.run_inline(server, client, 3)
     (central,) = [e for e in recorder.ledger(3).events if getattr(e, "sigma", None) == 1.0]
     assert "two zero-outs" in central.scope.neighbouring
+
+
+def _raw_mean(grid, arrays):
+    """A user's own round outside any strategy: the clients' updates averaged in the clear."""
+    msgs = [
+        Message(RecordDict({"arrays": arrays, "config": ConfigRecord({})}), n, "train")
+        for n in grid.get_node_ids()
+    ]
+    replies = list(grid.send_and_receive(msgs))
+    states = [r.content["arrays"].to_torch_state_dict() for r in replies]
+    return ArrayRecord({k: sum(s[k] for s in states) / len(states) for k in states[0]})
+
+
+def test_rounds_a_users_main_runs_outside_the_dp_wrapper_void_it(data):
+    """Uploads the server received outside every DP wrapper's rounds (its own grid calls
+    here, seeding the wrapper with an un-noised mean) leave ∞, before or after the wrapper."""
+    server, client, _ = user_apps(
+        data, wrap=lambda s: DifferentialPrivacyServerSideFixedClipping(s, 2.0, 1.0, 3)
+    )
+    for order in ("before", "after"):
+        outer = ServerApp()
+
+        @outer.main()
+        def main(grid: Grid, context: Context, order=order) -> None:
+            model = GCN(data.num_features, int(data.y.max()) + 1)
+            arrays = ArrayRecord(model.state_dict())
+            if order == "before":
+                _raw_mean(grid, arrays)
+            server(grid, context)
+            if order == "after":
+                _raw_mean(grid, arrays)
+
+        recorder = FlowerRecorder()
+        recorder.run_inline(outer, client, 3)
+        assert _rows(recorder)["querier"].epsilon == float("inf"), order
+
+
+def test_a_replies_own_round_and_its_evaluate_arrays_change_nothing_accounted(data):
+    """A client cannot move its reply's round with a config of its own, and arrays in its
+    evaluate replies are neither uploads nor weights of the mean."""
+    wrap = lambda s: DifferentialPrivacyServerSideFixedClipping(s, 2.0, 1.0, 3)  # noqa: E731
+    honest = FlowerRecorder()
+    honest.run_inline(*user_apps(data, wrap=wrap)[:2], 3)
+    server, client, _ = user_apps(data, wrap=wrap)
+    inner = client._registered_funcs["train.default"]
+
+    def lying(msg, context):
+        reply = inner(msg, context)
+        reply.content["config"] = ConfigRecord({"server-round": 1})
+        return reply
+
+    client._registered_funcs["train.default"] = lying
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    assert _rows(recorder)["querier"].epsilon == _rows(honest)["querier"].epsilon
+    assert len(recorder.uploads()[0]) == 3
+
+
+def test_a_wrapper_whose_noise_is_replaced_on_the_instance_is_not_trusted(data):
+    def wrap(s):
+        wrapper = DifferentialPrivacyServerSideFixedClipping(s, 2.0, 1.0, 3)
+        wrapper._add_noise_to_aggregated_arrays = lambda arrays: arrays
+        return wrapper
+
+    recorder = FlowerRecorder()
+    recorder.run_inline(*user_apps(data, wrap=wrap)[:2], 3)
+    assert _rows(recorder)["querier"].epsilon == float("inf")
 
 
 def test_a_node_that_never_says_its_partition_is_an_error_not_a_node_id(data):

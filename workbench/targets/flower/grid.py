@@ -110,6 +110,9 @@ class RecordingGrid(Grid):
         self.transcript = transcript
         self.party = party
         self.round = 0
+        # the Flower message type (train, evaluate, query, ...) of each message it recorded,
+        # in the transcript's order
+        self.message_types: list[str] = []
 
     def set_run(self, run: Any) -> None:
         self.inner.set_run(run)
@@ -163,13 +166,14 @@ class RecordingGrid(Grid):
                 self._record([msg], self.party(msg.metadata.src_node_id), [SERVER])
 
     def _record(self, messages: list[Message], sender: str, receivers: list[str]) -> None:
-        """Messages of one content: its round (the server's ``server-round`` config, or the
-        round of the request it answers), its arrays and metrics, each message's size on the
+        """Messages of one content: its round (the server's ``server-round`` config; a reply
+        has the round of the request it answers), its arrays and metrics, each message's size on the
         wire (its metadata's own, the content's once)."""
         content = messages[0].content
-        for config in content.config_records.values():
-            if "server-round" in config:
-                self.round = int(config["server-round"]) - 1  # Flower counts rounds from 1
+        if sender == SERVER:  # a reply's own config cannot move its round
+            for config in content.config_records.values():
+                if "server-round" in config:
+                    self.round = int(config["server-round"]) - 1  # Flower counts from 1
         content_bytes = recorddict_to_proto(content).ByteSize()
         totals = [message_nbytes(m, content_bytes) for m in messages]
         metrics = {k: v for m in content.metric_records.values() for k, v in m.items()}
@@ -177,14 +181,17 @@ class RecordingGrid(Grid):
             metric_record_to_proto(m).ByteSize() for m in content.metric_records.values()
         )
         arrays = list(content.array_records.values())
+        kind = messages[0].metadata.message_type
         if arrays:
             sizes = [t - metric_bytes for t in totals]
             self.transcript.broadcast(
                 self.round, sender, receivers, MODEL_WEIGHTS, state_dict(arrays[0]), sizes
             )
+            self.message_types += [kind] * len(receivers)
         if metrics:
             sizes = [metric_bytes] * len(totals) if arrays else totals
             self.transcript.broadcast(self.round, sender, receivers, METRICS, metrics, sizes)
+            self.message_types += [kind] * len(receivers)
 
 
 def message_nbytes(message: Message, content_nbytes: int) -> int:
