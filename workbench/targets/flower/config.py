@@ -58,7 +58,8 @@ class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]
         "inline",
         description="inline: Flower's strategy and ClientApps in this process, each message "
         "delivered in turn; simulation: Flower's simulation engine, the ClientApps on its Ray "
-        "actors (same numbers, clients in parallel)",
+        "actors (clients in parallel; the same numbers where every client takes part, "
+        "another sample of clients otherwise, as its node ids are random)",
     )
     simulation_workers: int = Field(
         2, ge=1, le=1024, description="Ray actors running ClientApps under backend: simulation"

@@ -22,7 +22,14 @@ from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import METRICS, Transcript
 
 SUPPORTED_DEFENSES = ("dp-fedavg",)
-RUN_ONLY = {"backend", "simulation_workers"}  # where the clients run, not what they compute
+RUN_ONLY = {"simulation_workers"}  # how many actors run the clients, not what they compute
+
+
+def run_only(cfg: FlowerConfig) -> set[str]:
+    """Settings that change no number of the run, left out of its recipe: the actor count,
+    and the backend where every client takes part (with fewer, Flower samples node ids, which
+    its simulation draws at random, so the two backends sample different clients)."""
+    return RUN_ONLY | ({"backend"} if cfg.client_fraction == 1.0 else set())
 
 
 def require_flower() -> None:
@@ -88,8 +95,8 @@ class Flower:
             spec=spec,
             recipe=TrainingRecipe(
                 self.name,
-                # how it is run changes no number: references train inline
-                {**cfg.model_dump(exclude=RUN_ONLY), "keep_payloads": "none"},
+                # what changes no number is left out (references then train inline)
+                {**cfg.model_dump(exclude=run_only(cfg)), "keep_payloads": "none"},
                 len(clients),
                 sum(loop.num_train(c) for c in clients),
                 tuple(defenses),
