@@ -56,11 +56,16 @@ class Clients:
         self.local_cfg = cfg.local()
         self.seed = seed
         self.registry = registry
+        self._built: dict[int, nn.Module] = {}  # each client's module, rebuilt per process
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Shipped to the simulation's actors without the modules built here."""
+        return {**self.__dict__, "_built": {}}
 
     def train(self, k: int, msg: Message, context: Context, weighted: bool) -> RecordDict:
         """Client k's reply to a train message: its trained model, its weight and loss."""
         self._note(k, context)
-        model = self._model(msg.content["arrays"])
+        model = self._model(k, msg.content["arrays"])
         opt = make_optimizer(self.cfg.optimizer, model, self.cfg.lr, self.cfg.weight_decay)
         if OPTIMIZER in context.state:
             opt.load_state_dict(optimizer_state(context.state[OPTIMIZER], opt))
@@ -84,7 +89,7 @@ class Clients:
     def evaluate(self, k: int, msg: Message, context: Context) -> RecordDict:
         """Client k's reply to an evaluate message: the model's scores on its validation data."""
         self._note(k, context)
-        model = self._model(msg.content["arrays"])
+        model = self._model(k, msg.content["arrays"])
         c = self.clients[k]
         with torch.random.fork_rng():  # scoring releases nothing of training's draws
             scores = self.loop.score_each({0: model}, [c], "val")
@@ -93,8 +98,12 @@ class Clients:
             {"metrics": MetricRecord({WEIGHT: count, "accuracy": scores["accuracy"]})}
         )
 
-    def _model(self, arrays: ArrayRecord) -> nn.Module:
-        model = self.spec.build()
+    def _model(self, k: int, arrays: ArrayRecord) -> nn.Module:
+        """Client k's module holding ``arrays``: built once per process (building a GNN
+        costs more than a round of its training), every weight then overwritten."""
+        if k not in self._built:
+            self._built[k] = self.spec.build()
+        model = self._built[k]
         model.load_state_dict(arrays.to_torch_state_dict())
         return model
 
@@ -103,15 +112,17 @@ class Clients:
             (self.registry / f"{context.node_id}").write_text(str(k))
 
 
-def proximal(model: nn.Module, mu: float) -> None:
+def proximal(model: nn.Module, mu: float) -> list[Any]:
     """FedProx's proximal term on ``model`` (just loaded with the global weights): each
     parameter's gradient gets μ·(w − w_global), the gradient of μ/2·‖w − w_global‖², whatever
-    loop and optimizer train it. The model is rebuilt every round, its hooks with it."""
+    loop and optimizer train it. Returns the hooks, to remove after the round."""
     if mu == 0.0:
-        return
+        return []
+    hooks = []
     for p in model.parameters():
         anchor = p.detach().clone()
-        p.register_hook(lambda g, p=p, anchor=anchor: g + mu * (p.detach() - anchor))
+        hooks.append(p.register_hook(lambda g, p=p, a=anchor: g + mu * (p.detach() - a)))
+    return hooks
 
 
 def validation_count(c: Any) -> int:
