@@ -26,6 +26,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
         "fedavg": "any",
         "fedgc": "node",
         "fedtad": "node",
+        "flower": "any",
         "gap": "node",
         "opfgl": "node",
     },
