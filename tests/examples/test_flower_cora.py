@@ -69,6 +69,7 @@ def restored_environ() -> Iterator[None]:
         os.environ.update(saved)
 
 
+@pytest.mark.slow  # Ray's start and stop are 17-20 s of it; the recorded test runs the app inline
 def test_three_simulated_rounds(data_root, tmp_path, restored_environ):
     metrics_path = tmp_path / "metrics.json"
     config = get_fused_config_from_dir(APP, {"metrics-path": str(metrics_path)})

@@ -172,11 +172,14 @@ def test_graph_level_federations_run_on_flower(small_graphs):
 @pytest.mark.slow
 def test_flowers_simulation_engine_gives_the_inline_grids_numbers(federation):
     """The ClientApps on Ray actors (state in each node's context, a seeded stream per client
-    and round) train the same models; the transcript names the same clients once the nodes
+    and round) train the same models under Flower's server-side DP (its noise drawn in the
+    ServerApp's process, seeded as inline); the transcript names the same clients once the nodes
     have said which they are."""
-    inline = _fit(federation, rounds=2)
-    simulated = _fit(federation, rounds=2, backend="simulation")
+    dp = [_dp(clip=1.0, noise_multiplier=0.5)]  # server-side DP, as the done-when test's
+    inline = _fit(federation, dp, rounds=2)
+    simulated = _fit(federation, dp, rounds=2, backend="simulation")
     assert simulated.utility == inline.utility
+    assert simulated.ledger == inline.ledger
     parties = {(m.sender, m.receiver, m.kind) for m in simulated.transcript.messages}
     assert parties == {(m.sender, m.receiver, m.kind) for m in inline.transcript.messages}
 
