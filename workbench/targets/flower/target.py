@@ -38,7 +38,8 @@ def require_flower() -> None:
         import flwr  # noqa: F401
     except ImportError as e:
         raise ConfigError(
-            "target: flower needs Flower; install it with pip install 'fgl-workbench[flower]'"
+            "target: flower needs Flower (Python 3.11+); install it with "
+            "pip install 'fgl-workbench[flower]'"
         ) from e
 
 
