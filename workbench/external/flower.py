@@ -42,7 +42,7 @@ from flwr.serverapp.strategy import (
 )
 
 from fgl_workbench.accountants import NoGuarantee, PrivacyLedger, Scope
-from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig, update_vector
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.model import ModelAudit
 from fgl_workbench.targets.flower import privacy
@@ -265,7 +265,39 @@ class FlowerRecorder:
             if clipping and fixedclipping_mod not in train_mods:
                 why = f"{type(s).__name__} without fixedclipping_mod on the clients: nothing clips"
                 voids.append((why, EVERYONE))
+        voids += [(why, EVERYONE) for why in self._checked_uploads(train_mods)]
         return [NoGuarantee(why, scope) for why, scope in voids]
+
+    def _checked_uploads(self, train_mods: Sequence[Any]) -> list[str]:
+        """What the kept uploads contradict: under client-side clipping an update longer than
+        the clip (a mod that scales it after clipping), under LocalDpMod one shorter than half
+        its noise's expected length σ·√d (noise that was never added: a mod found but not
+        run). Rounds whose payloads were not kept are not checked."""
+        sent: dict[tuple[int, str], State] = {}
+        for _, m in self._train(MODEL_WEIGHTS):
+            if m.sender == SERVER and m.payload is not None:
+                sent.setdefault((m.round, m.receiver), m.payload)
+        local = [m for m in train_mods if isinstance(m, LocalDpMod)]
+        clipped = [
+            (s.clipping_norm, a, b)
+            for s, a, b in self.spans
+            if s.__class__ is DifferentialPrivacyClientSideFixedClipping
+        ]
+        problems: set[str] = set()
+        for i, m in self._train(MODEL_WEIGHTS):
+            reference = sent.get((m.round, m.sender))
+            if m.receiver != SERVER or m.payload is None or reference is None:
+                continue
+            update = update_vector(m.payload, reference)
+            norm = float(update.norm())
+            for clip, a, b in clipped:
+                if a <= i < b and norm > clip * (1 + 1e-4):
+                    problems.add(f"uploads longer than the clip {clip:g}: clipping did not hold")
+            for mod in local:
+                std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
+                if norm < 0.5 * std * update.numel() ** 0.5:
+                    problems.add("uploads carry less noise than LocalDpMod's: it did not run")
+        return sorted(problems)
 
 
 EVERYONE = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))

@@ -45,11 +45,11 @@ class GCN(torch.nn.Module):
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
 
 
-def user_apps(data, wrap=None, local_dp=None, weight=lambda k: 1):
+def user_apps(data, wrap=None, local_dp=None, weight=lambda k: 1, app_mods=()):
     """What a Flower user writes: a ClientApp training its third of the nodes, a ServerApp
     running FedAvg (``wrap``: their DP wrapper around it)."""
     parts = torch.arange(data.num_nodes) % 3
-    client = ClientApp()
+    client = ClientApp(mods=list(app_mods))
 
     @client.train(mods=[local_dp] if local_dp else [])
     def train(msg: Message, context: Context) -> Message:
@@ -286,6 +286,49 @@ def test_a_wrapper_whose_noise_is_replaced_on_the_instance_is_not_trusted(data):
 
     recorder = FlowerRecorder()
     recorder.run_inline(*user_apps(data, wrap=wrap)[:2], 3)
+    assert _rows(recorder)["querier"].epsilon == float("inf")
+
+
+def test_mods_found_but_contradicted_by_the_uploads_are_not_trusted(data):
+    """A LocalDpMod that a wrapping mod never calls, and fixedclipping_mod followed by an
+    app-wide mod that scales the update: the recorder finds the mods, and the uploads it
+    kept show they did not act as claimed."""
+    from flwr.clientapp.mod import fixedclipping_mod
+    from flwr.serverapp.strategy import DifferentialPrivacyClientSideFixedClipping
+
+    mod = LocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+
+    def never_running(inner):
+        def wrapper(msg, context, call_next):  # holds LocalDpMod, never runs it
+            return call_next(msg, context) if inner is not None else None
+
+        return wrapper
+
+    server, client, _ = user_apps(data, local_dp=never_running(mod))
+    assert mods_of(client, "train") == [mod]
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    assert _rows(recorder)["querier"].epsilon == float("inf")
+
+    def scaling(msg, context, call_next):
+        reply = call_next(msg, context)
+        if msg.metadata.message_type == "train":
+            sent = msg.content["arrays"].to_torch_state_dict()
+            got = reply.content["arrays"].to_torch_state_dict()
+            scaled = {k: sent[k] + 10 * (got[k] - sent[k]) for k in got}
+            reply.content["arrays"] = ArrayRecord(scaled)
+        return reply
+
+    wrap = lambda s: DifferentialPrivacyClientSideFixedClipping(s, 2.0, 0.1, 3)  # noqa: E731
+    honest = FlowerRecorder()
+    honest.run_inline(*user_apps(data, wrap=wrap, local_dp=fixedclipping_mod)[:2], 3)
+    assert np.isfinite(_rows(honest)["querier"].epsilon)  # clipped uploads pass the check
+    server, client, _ = user_apps(
+        data, wrap=wrap, local_dp=fixedclipping_mod, app_mods=[scaling]
+    )  # the app-wide mod wraps the handler and its fixedclipping_mod
+    assert fixedclipping_mod in mods_of(client, "train")
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
     assert _rows(recorder)["querier"].epsilon == float("inf")
 
 
