@@ -22,12 +22,11 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import torch
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
 from flwr.serverapp import ServerApp
@@ -48,14 +47,18 @@ from fgl_workbench.external.model import ModelAudit
 from fgl_workbench.targets.flower import privacy
 from fgl_workbench.targets.flower.apps import muted_flower
 from fgl_workbench.targets.flower.engine import stamp_identity
-from fgl_workbench.targets.flower.grid import InlineGrid, RecordingGrid, node_party
+from fgl_workbench.targets.flower.grid import (
+    InlineGrid,
+    NotingClientApp,
+    RecordingGrid,
+    noted_clients,
+)
 from fgl_workbench.transcript import (
     METRICS,
     MODEL_WEIGHTS,
     SERVER,
     KeepPayloads,
     Transcript,
-    client,
 )
 
 State = dict[str, torch.Tensor]
@@ -65,20 +68,6 @@ DP_WRAPPERS = (
     DifferentialPrivacyServerSideAdaptiveClipping,
     DifferentialPrivacyClientSideAdaptiveClipping,
 )
-
-
-class _NotingClientApp(ClientApp):
-    """Your ClientApp, each node noting which partition it is before it answers."""
-
-    def __init__(self, inner: ClientApp, registry: str) -> None:
-        super().__init__()
-        self.inner, self.registry = inner, registry
-
-    def __call__(self, message: Message, context: Context) -> Message:
-        partition = context.node_config.get("partition-id")
-        if partition is not None:
-            (Path(self.registry) / str(context.node_id)).write_text(str(int(partition)))
-        return self.inner(message, context)
 
 
 class FlowerRecorder:
@@ -114,7 +103,7 @@ class FlowerRecorder:
         """``app`` with each node noting which partition (``node_config["partition-id"]``) it
         is, for the recorder only."""
         self.client_apps.append(app)
-        return _NotingClientApp(app, self.registry)
+        return NotingClientApp(app, self.registry)
 
     def run_inline(
         self,
@@ -150,16 +139,9 @@ class FlowerRecorder:
         with mock.patch.object(Strategy, "start", start):
             yield
 
-    def clients(self) -> dict[str, str]:
-        """Node party → client party, as the nodes noted them."""
-        return {
-            node_party(int(f.name)): client(int(f.read_text()))
-            for f in Path(self.registry).iterdir()
-        }
-
     def transcript_by_client(self) -> Transcript:
         """The transcript with nodes named as the clients they are."""
-        self.transcript.rename(self.clients())
+        self.transcript.rename(noted_clients(self.registry))
         return self.transcript
 
     def uploads(self) -> tuple[list[dict[int, State]], list[State]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,13 +34,13 @@ WEIGHT = "num-examples"  # the key Flower's FedAvg weights replies by
 
 
 class Clients:
-    """What each client's ``ClientApp`` runs, stateless as Flower's apps are: the model is
-    rebuilt from the arrays it is sent, the optimizer's state (Adam's moments persist across
-    rounds, as in the built-in FedAvg) lives in the node's ``context.state``, and each
+    """What each client's ``ClientApp`` runs, stateless as Flower's apps are: the model holds
+    the arrays it is sent (its module built once per process), the optimizer's state (Adam's
+    moments persist across rounds, as in the built-in FedAvg) lives in the node's
+    ``context.state``, and each
     (client, round) trains on its own seeded stream, so the numbers do not depend on which
     worker runs it or in what order. Picklable: the simulation engine ships it to its Ray
-    actors. ``registry``: a folder where each node notes which client it is, for the
-    experimenter's transcript only (the server sees node ids)."""
+    actors."""
 
     def __init__(
         self,
@@ -50,12 +49,10 @@ class Clients:
         spec: ModelSpec,
         cfg: FlowerConfig,
         seed: int,
-        registry: Path | None = None,
     ) -> None:
         self.loop, self.clients, self.spec, self.cfg = loop, clients, spec, cfg
         self.local_cfg = cfg.local()
         self.seed = seed
-        self.registry = registry
         self._built: dict[int, nn.Module] = {}  # each client's module, rebuilt per process
 
     def __getstate__(self) -> dict[str, Any]:
@@ -64,7 +61,6 @@ class Clients:
 
     def train(self, k: int, msg: Message, context: Context, weighted: bool) -> RecordDict:
         """Client k's reply to a train message: its trained model, its weight and loss."""
-        self._note(k, context)
         model = self._model(k, msg.content["arrays"])
         opt = make_optimizer(self.cfg.optimizer, model, self.cfg.lr, self.cfg.weight_decay)
         if OPTIMIZER in context.state:
@@ -88,7 +84,6 @@ class Clients:
 
     def evaluate(self, k: int, msg: Message, context: Context) -> RecordDict:
         """Client k's reply to an evaluate message: the model's scores on its validation data."""
-        self._note(k, context)
         model = self._model(k, msg.content["arrays"])
         c = self.clients[k]
         with torch.random.fork_rng():  # scoring releases nothing of training's draws
@@ -106,10 +101,6 @@ class Clients:
         model = self._built[k]
         model.load_state_dict(arrays.to_torch_state_dict())
         return model
-
-    def _note(self, k: int, context: Context) -> None:
-        if self.registry is not None:
-            (self.registry / f"{context.node_id}").write_text(str(k))
 
 
 def proximal(model: nn.Module, mu: float) -> list[Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,11 +27,12 @@ from fgl_workbench.targets.flower.apps import (
 from fgl_workbench.targets.flower.config import FlowerConfig
 from fgl_workbench.targets.flower.grid import (
     InlineGrid,
+    NotingClientApp,
     RecordingGrid,
     inline_party,
-    node_party,
+    noted_clients,
 )
-from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER, Transcript, client
+from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER, Transcript
 
 State = dict[str, torch.Tensor]
 
@@ -105,9 +105,7 @@ def simulate(
 
     results: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="fglwb-flower-") as registry:
-        app = client_app(
-            Clients(loop, clients, spec, cfg, seed, Path(registry)), dp, cfg.dp_clipping
-        )
+        app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
         server_app = ServerApp()
 
         @server_app.main()
@@ -119,16 +117,14 @@ def simulate(
         with muted_flower():
             run_simulation(
                 server_app=server_app,
-                client_app=app,
+                client_app=NotingClientApp(app, registry),
                 num_supernodes=len(clients),
                 backend_config={
                     "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                     "init_args": {"num_cpus": workers, "include_dashboard": False},
                 },
             )
-        names = {
-            node_party(int(f.name)): client(int(f.read_text())) for f in Path(registry).iterdir()
-        }
+        names = noted_clients(registry)
     if not results:
         raise RuntimeError("Flower's simulation ended without running the ServerApp")
     transcript.rename(names)

@@ -11,11 +11,13 @@ estimated."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import torch
 from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
 from flwr.common.serde import metadata_to_proto, metric_record_to_proto, recorddict_to_proto
 from flwr.proto.message_pb2 import Message as ProtoMessage
 from flwr.serverapp import Grid
@@ -28,6 +30,27 @@ FIRST_NODE_ID = 1001  # node ids the inline grid hands out (Flower's SuperLink i
 def node_party(node_id: int) -> str:
     """A node's name in the transcript until it is known which client it is."""
     return f"node:{node_id}"
+
+
+class NotingClientApp(ClientApp):
+    """``inner``, each node noting which partition (``node_config["partition-id"]``) it is
+    in ``registry`` before it answers: how the experimenter learns which node is which
+    client, out of band (the server sees node ids, as a real one does)."""
+
+    def __init__(self, inner: ClientApp, registry: str | Path) -> None:
+        super().__init__()
+        self.inner, self.registry = inner, str(registry)
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        partition = context.node_config.get("partition-id")
+        if partition is not None:
+            (Path(self.registry) / str(context.node_id)).write_text(str(int(partition)))
+        return self.inner(message, context)
+
+
+def noted_clients(registry: str | Path) -> dict[str, str]:
+    """Node party → client party, as ``NotingClientApp``'s nodes noted them."""
+    return {node_party(int(f.name)): client(int(f.read_text())) for f in Path(registry).iterdir()}
 
 
 def inline_party(node_id: int) -> str:
