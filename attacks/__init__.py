@@ -8,6 +8,7 @@ from fgl_workbench.attacks.attribute import (  # noqa: F401
     generator_source,
     inference,
     label_distribution,
+    source_inference,
     statistics_inference,
     uploaded_distribution,
 )

@@ -32,6 +32,7 @@ Family = Literal[
     "feature",
     "audit",
     "source",  # which member dataset each received generator came from
+    "record-source",  # which client holds each training record (Hu et al.'s source inference)
 ]
 
 

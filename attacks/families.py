@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from fgl_workbench.attacks.attribute.family import Attribute, Distribution, Source
+from fgl_workbench.attacks.attribute.family import Attribute, Distribution, RecordSource, Source
 from fgl_workbench.attacks.audit_family import Audit
 from fgl_workbench.attacks.base import Attack
 from fgl_workbench.attacks.family import AttackFamily
@@ -18,6 +18,7 @@ FAMILIES: dict[str, AttackFamily] = {
         Attribute(),
         Distribution(),
         Source(),
+        RecordSource(),
         Link(),
         Feature(),
         ClientData(),

@@ -436,6 +436,40 @@ def attribute_metrics(
     }
 
 
+def source_metrics(
+    probs: np.ndarray, owner: np.ndarray, is_member: np.ndarray
+) -> dict[str, float | None]:
+    """Source inference on the clients' training records: ``attribute_metrics`` of the
+    guessed client (accuracy with its Clopper–Pearson interval, macro-F1, one-vs-rest AUC),
+    beside three chance lines: guessing the largest client (``accuracy_baseline``), 1/K
+    (``chance_uniform``), and a guesser as often on each client as this one but blind
+    (``chance_matched``: Σ_k share_k · guessed_k). Per client, the precision and recall of
+    its guesses. ``holdout_accuracy``: the same guesses on the clients' held-out records,
+    which no model trained on: how much of the guess the data's layout (a community, a
+    class mix) gives without any record being memorised."""
+    clients = probs.shape[1]
+    truth, guess = owner[is_member], probs[is_member].argmax(1)
+    share = value_fractions(truth, clients)
+    out = attribute_metrics(probs[is_member], truth, share)
+    out["records"] = out.pop("nodes")
+    out["chance_uniform"] = 1.0 / clients
+    out["chance_matched"] = float(share @ value_fractions(guess, clients))
+    for k in range(clients):
+        hit = guess == k
+        out[f"precision_client_{k}"] = float((truth[hit] == k).mean()) if hit.any() else None
+        out[f"recall_client_{k}"] = float(hit[truth == k].mean()) if (truth == k).any() else None
+    held = ~is_member
+    if held.any():
+        right = int((probs[held].argmax(1) == owner[held]).sum())
+        lo, hi = rate_bounds(right, int(held.sum()))
+        out |= {
+            "holdout_accuracy": right / int(held.sum()),
+            "holdout_accuracy_ci_low": lo,
+            "holdout_accuracy_ci_high": hi,
+        }
+    return out
+
+
 def unit_rows(a: np.ndarray) -> np.ndarray:
     """Rows scaled to unit L2 norm; all-zero rows stay zero (cosine 0 with anything)."""
     norms = np.linalg.norm(a, axis=1, keepdims=True)

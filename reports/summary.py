@@ -39,6 +39,13 @@ FAMILY_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("macro_f1", "macro-F1"),
         ("auc", "AUC"),
     ),
+    "record-source": (
+        ("accuracy", "accuracy"),
+        ("accuracy_baseline", "largest client"),
+        ("chance_matched", "blind, same guesses"),
+        ("holdout_accuracy", "held-out records"),
+        ("auc", "AUC one-vs-rest"),
+    ),
     "distribution": (
         ("tv_mean", "TV"),
         ("tv_baseline", "prior TV"),

@@ -29,7 +29,7 @@ from fgl_workbench.query import (
     Personalised,
     QueryAPI,
 )
-from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
+from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, Message
 
 RELEASED = "released"
 
@@ -89,36 +89,48 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
         return {RELEASED: view.api}
     if isinstance(view, ServerView):
         last: dict[str, dict[str, torch.Tensor]] = {}
-        for m in view.received:
-            if m.kind == MODEL_WEIGHTS and m.payload is not None:
-                last[m.sender] = m.payload  # messages are in round order: the last one wins
-        if not last and any(m.kind == CIPHERTEXT for m in view.received):
-            raise NotApplicableError(
-                f"{attack}: not applicable: encrypted (secure aggregation: the server received "
-                "only ciphertexts of the uploads and holds no secret key)"
-            )
-        if not last:
-            raise NotApplicableError(
-                f"{attack}: the server received no model weights it can rebuild (the target "
-                "uploads none, or its keep_payloads is 'none')"
-            )
-        apis = {}
-        for sender, state in sorted(last.items()):
-            model = view.spec.build()
-            kept = sorted(
-                {k.split(".", 1)[0] for k in model.state_dict()}
-                - {k.split(".", 1)[0] for k in state}
-            )
-            if kept:
-                raise NotApplicableError(
-                    f"{attack}: not applicable: the uploads leave out the modules each client "
-                    f"keeps to itself ({', '.join(kept)}), so the server holds no model that "
-                    "answers"
-                )
-            model.load_state_dict(state)
-            apis[sender] = model_api(model, inp.knowledge)
-        return apis
+        for m in uploaded_weights(view, attack):
+            last[m.sender] = m.payload  # messages are in round order: the last one wins
+        return {
+            sender: rebuilt_api(view, state, inp.knowledge, attack)
+            for sender, state in sorted(last.items())
+        }
     raise NotApplicableError(f"{attack}: needs the querier's or the server's view")
+
+
+def uploaded_weights(view: ServerView, attack: str) -> list[Message]:
+    """Every upload of model weights whose payload the transcript kept, in round order;
+    refused where the server holds none it can rebuild."""
+    kept = [m for m in view.received if m.kind == MODEL_WEIGHTS and m.payload is not None]
+    if not kept and any(m.kind == CIPHERTEXT for m in view.received):
+        raise NotApplicableError(
+            f"{attack}: not applicable: encrypted (secure aggregation: the server received "
+            "only ciphertexts of the uploads and holds no secret key)"
+        )
+    if not kept:
+        raise NotApplicableError(
+            f"{attack}: the server received no model weights it can rebuild (the target "
+            "uploads none, or its keep_payloads is 'none')"
+        )
+    return kept
+
+
+def rebuilt_api(
+    view: ServerView, state: dict[str, torch.Tensor], knowledge: BackgroundKnowledge, attack: str
+) -> QueryAPI:
+    """A query API over one uploaded state, rebuilt into the architecture the server
+    distributed; refused where the upload leaves out modules the client keeps."""
+    model = view.spec.build()
+    kept = sorted(
+        {k.split(".", 1)[0] for k in model.state_dict()} - {k.split(".", 1)[0] for k in state}
+    )
+    if kept:
+        raise NotApplicableError(
+            f"{attack}: not applicable: the uploads leave out the modules each client "
+            f"keeps to itself ({', '.join(kept)}), so the server holds no model that answers"
+        )
+    model.load_state_dict(state)
+    return model_api(model, knowledge)
 
 
 def query(api: QueryAPI, records: Candidates, hops: int) -> torch.Tensor:

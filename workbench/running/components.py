@@ -49,6 +49,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
         "mia-statistics-tracing": "server, client",
         "mia-threshold": "querier, server",
         "reidentification-audit": "insider",
+        "source-inference": "server, querier",
         "statistics-attribute-inference": "server",
         "statistics-inversion": "server",
         "uploaded-label-distribution": "server",
