@@ -21,6 +21,7 @@ from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView, Ser
 from fgl_workbench.attacks.base import AttackInput, AttackOutput
 from fgl_workbench.defenses.metric_dp import EmbeddingRelease
 from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.models import ModelSpec
 from fgl_workbench.query import (
     GraphOwnerRoutedQueryAPI,
     GraphQueryAPI,
@@ -32,6 +33,10 @@ from fgl_workbench.query import (
 from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
 
 RELEASED = "released"
+ENCRYPTED = (
+    "not applicable: encrypted (secure aggregation: the server received only ciphertexts of "
+    "the uploads and holds no secret key)"
+)
 
 
 class QueryConfig(BaseModel):
@@ -93,32 +98,36 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
             if m.kind == MODEL_WEIGHTS and m.payload is not None:
                 last[m.sender] = m.payload  # messages are in round order: the last one wins
         if not last and any(m.kind == CIPHERTEXT for m in view.received):
-            raise NotApplicableError(
-                f"{attack}: not applicable: encrypted (secure aggregation: the server received "
-                "only ciphertexts of the uploads and holds no secret key)"
-            )
+            raise NotApplicableError(f"{attack}: {ENCRYPTED}")
         if not last:
             raise NotApplicableError(
                 f"{attack}: the server received no model weights it can rebuild (the target "
                 "uploads none, or its keep_payloads is 'none')"
             )
-        apis = {}
-        for sender, state in sorted(last.items()):
-            model = view.spec.build()
-            kept = sorted(
-                {k.split(".", 1)[0] for k in model.state_dict()}
-                - {k.split(".", 1)[0] for k in state}
-            )
-            if kept:
-                raise NotApplicableError(
-                    f"{attack}: not applicable: the uploads leave out the modules each client "
-                    f"keeps to itself ({', '.join(kept)}), so the server holds no model that "
-                    "answers"
-                )
-            model.load_state_dict(state)
-            apis[sender] = model_api(model, inp.knowledge)
-        return apis
+        return {
+            sender: rebuilt_api(view.spec, state, inp.knowledge, attack)
+            for sender, state in sorted(last.items())
+        }
     raise NotApplicableError(f"{attack}: needs the querier's or the server's view")
+
+
+def rebuilt_api(
+    spec: ModelSpec, state: dict[str, torch.Tensor], knowledge: BackgroundKnowledge, attack: str
+) -> QueryAPI | OwnerRoutedQueryAPI | GraphOwnerRoutedQueryAPI:
+    """A query API over the architecture the adversary knows, loaded with weights it observed
+    (an upload, or a global model it was sent)."""
+    model = spec.build()
+    kept = sorted(
+        {k.split(".", 1)[0] for k in model.state_dict()} - {k.split(".", 1)[0] for k in state}
+    )
+    if kept:
+        raise NotApplicableError(
+            f"{attack}: not applicable: the uploads leave out the modules each client "
+            f"keeps to itself ({', '.join(kept)}), so the server holds no model that "
+            "answers"
+        )
+    model.load_state_dict(state)
+    return model_api(model, knowledge)
 
 
 def query(api: QueryAPI, records: Candidates, hops: int) -> torch.Tensor:
