@@ -61,7 +61,10 @@ class AllRoundsConfig(BaseModel):
     client: int = Field(0, ge=0, description="the curious client (adversary: client)")
     hops: int = Field(0, ge=0, le=5, description="node queries: 0 = node alone, k = k-hop subgraph")
     window: int | None = Field(
-        None, ge=1, description="read only the last `window` rounds (none: every round)"
+        None,
+        ge=1,
+        description="read only the last `window` rounds (none: every round; 1 under the "
+        "target's default keep_payloads: last_round)",
     )
     variance: Literal["pooled", "per-record"] = Field(
         "pooled",
@@ -71,7 +74,9 @@ class AllRoundsConfig(BaseModel):
     combine: Literal["stouffer", "fisher"] = Field(
         "stouffer", description="rounds combined as Σz/√T, or by Fisher's method"
     )
-    calibration_fpr: float = Field(0.05, gt=0.0, lt=1.0)
+    calibration_fpr: float = Field(
+        0.05, gt=0.0, lt=1.0, description="threshold: this quantile of the pool's scores"
+    )
 
 
 def combined(z: list[np.ndarray], how: str) -> np.ndarray:
