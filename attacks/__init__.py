@@ -14,6 +14,7 @@ from fgl_workbench.attacks.attribute import (  # noqa: F401
 )
 from fgl_workbench.attacks.base import ATTACKS, Attack, AttackInput, AttackOutput
 from fgl_workbench.attacks.membership import (  # noqa: F401
+    all_rounds,
     generator_loss,
     generator_shadow,
     lira,

@@ -86,7 +86,9 @@ class SourceInferenceAttack:
         for k, kept in sorted(states.items()):
             per_upload = [
                 cross_entropy(
-                    query(rebuilt_api(view, s, inp.knowledge, self.name), records, config.hops),
+                    query(
+                        rebuilt_api(view.spec, s, inp.knowledge, self.name), records, config.hops
+                    ),
                     records.labels,
                 )
                 for s in kept

@@ -21,6 +21,7 @@ from fgl_workbench.adversary.threat import BackgroundKnowledge, QuerierView, Ser
 from fgl_workbench.attacks.base import AttackInput, AttackOutput
 from fgl_workbench.defenses.metric_dp import EmbeddingRelease
 from fgl_workbench.errors import NotApplicableError
+from fgl_workbench.models import ModelSpec
 from fgl_workbench.query import (
     GraphOwnerRoutedQueryAPI,
     GraphQueryAPI,
@@ -32,6 +33,10 @@ from fgl_workbench.query import (
 from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, Message
 
 RELEASED = "released"
+ENCRYPTED = (
+    "not applicable: encrypted (secure aggregation: the server received only ciphertexts of "
+    "the uploads and holds no secret key)"
+)
 
 
 class QueryConfig(BaseModel):
@@ -92,7 +97,7 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
         for m in uploaded_weights(view, attack):
             last[m.sender] = m.payload  # messages are in round order: the last one wins
         return {
-            sender: rebuilt_api(view, state, inp.knowledge, attack)
+            sender: rebuilt_api(view.spec, state, inp.knowledge, attack)
             for sender, state in sorted(last.items())
         }
     raise NotApplicableError(f"{attack}: needs the querier's or the server's view")
@@ -103,10 +108,7 @@ def uploaded_weights(view: ServerView, attack: str) -> list[Message]:
     refused where the server holds none it can rebuild."""
     kept = [m for m in view.received if m.kind == MODEL_WEIGHTS and m.payload is not None]
     if not kept and any(m.kind == CIPHERTEXT for m in view.received):
-        raise NotApplicableError(
-            f"{attack}: not applicable: encrypted (secure aggregation: the server received "
-            "only ciphertexts of the uploads and holds no secret key)"
-        )
+        raise NotApplicableError(f"{attack}: {ENCRYPTED}")
     if not kept:
         raise NotApplicableError(
             f"{attack}: the server received no model weights it can rebuild (the target "
@@ -116,11 +118,11 @@ def uploaded_weights(view: ServerView, attack: str) -> list[Message]:
 
 
 def rebuilt_api(
-    view: ServerView, state: dict[str, torch.Tensor], knowledge: BackgroundKnowledge, attack: str
-) -> QueryAPI:
-    """A query API over one uploaded state, rebuilt into the architecture the server
-    distributed; refused where the upload leaves out modules the client keeps."""
-    model = view.spec.build()
+    spec: ModelSpec, state: dict[str, torch.Tensor], knowledge: BackgroundKnowledge, attack: str
+) -> QueryAPI | OwnerRoutedQueryAPI | GraphOwnerRoutedQueryAPI:
+    """A query API over the architecture the adversary knows, loaded with weights it observed
+    (an upload, or a global model it was sent)."""
+    model = spec.build()
     kept = sorted(
         {k.split(".", 1)[0] for k in model.state_dict()} - {k.split(".", 1)[0] for k in state}
     )

@@ -41,6 +41,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
         "label-distribution": "server",
         "link-stealing": "served",
         "link-teller": "served",
+        "mia-fedmia": "server, client",
         "mia-generator-loss": "client",
         "mia-generator-shadow": "client",
         "mia-lira": "querier, server",

@@ -297,6 +297,8 @@ class FedAvgLoop(Accounting):
             utility=utility,
             history=history,
             metric_releases=metric_releases,
+            # every client holds the CKKS secret key (it decrypts each round's aggregate)
+            keys=None if secure is None else secure.keys,
             # an embedding release (metric-DP) serves no posteriors; personalised models are
             # reached by owner through ``query``
             served=serve(global_model, clients, ds.num_items)
