@@ -201,3 +201,20 @@ def test_without_an_auxiliary_pool_it_is_not_applicable():
     inp, _ = planted(boost=0.0, n=200, n_aux=5)
     with pytest.raises(NotApplicableError, match="auxiliary pool of at least 10"):
         ATTACK.run(inp, QuantileConfig(), seed=0)
+
+
+def test_fedgc_released_model_is_queried_and_its_server_holds_no_model():
+    """FedGC releases a GCN trained on the condensed graph: the querier fits its quantile
+    model on that model's answers as on any other; the server received gradients and class
+    counts, no weights, so it has no model to score."""
+    ds = csbm(CSBMParams(num_nodes=300, num_classes=3, num_features=16, seed=4))
+    fed = build_federation(ds, make_partition(ds, "label-dirichlet", 3, 0, aux_fraction=0.2))
+    fedgc = TARGETS.get("fedgc")
+    short = {"rounds": 5, "ratio": 0.5, "matching_hidden": 16, "eval_iterations": 5}
+    trained = fedgc.fit(fed, fedgc.Config(**short, model={"hidden": 16}), [], 0)
+    challenge = membership_challenge(fed, seed=0)
+    out = ATTACK.run(attack_input(fed, trained, challenge), QuantileConfig(), seed=0)
+    assert out.scores.shape == challenge.is_member.shape and np.isfinite(out.scores).all()
+    with pytest.raises(NotApplicableError, match="no model weights"):
+        server = attack_input(fed, trained, challenge, "server")
+        ATTACK.run(server, QuantileConfig(adversary="server"), seed=0)
