@@ -18,6 +18,7 @@ from fgl_workbench.attacks.membership import (  # noqa: F401
     generator_loss,
     generator_shadow,
     lira,
+    quantile,
     rmia,
     shadow,
     statistics_tracing,
