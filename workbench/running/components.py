@@ -51,6 +51,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
         "reidentification-audit": "insider",
         "statistics-attribute-inference": "server",
         "statistics-inversion": "server",
+        "structure-inversion": "server",
         "uploaded-label-distribution": "server",
     },
     "defenses": {
