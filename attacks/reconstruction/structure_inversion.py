@@ -57,8 +57,18 @@ class StructureInversionConfig(BaseModel):
     round: Literal["first", "last"] = Field(
         "last", description="which kept round's upload (the target's keep_payloads decides)"
     )
-    steps: int = Field(300, ge=1, le=100_000, description="projected gradient steps on A")
-    lr: float = Field(0.01, gt=0.0, le=1.0, description="largest move of an entry of A per step")
+    steps: int = Field(300, ge=1, le=100_000, description="projected steps on A")
+    optimiser: Literal["pgd", "adam"] = Field(
+        "pgd",
+        description="pgd: plain projected gradient steps (GraphMI's); adam: projected Adam "
+        "steps, a step size per pair (for pure matching, smoothness and sparsity 0)",
+    )
+    lr: float = Field(
+        0.01, gt=0.0, le=100.0, description="step size (pgd: times the gradient summed over pairs)"
+    )
+    restarts: int = Field(
+        1, ge=1, le=100, description="descents from random starts; the lowest loss is kept"
+    )
     smoothness: float = Field(0.1, ge=0.0, description="weight of the feature smoothness term")
     sparsity: float = Field(0.0, ge=0.0, description="weight of the mean of A")
     decoder: Literal["relaxed", "embedding"] = Field(
@@ -190,17 +200,26 @@ class StructureInversion:
         smooth_cost = pair_distances(x, i, j)
         recipe = knowledge.recipe.config
         loss_of = self._objective(config, model, sent, upload, recipe, x, pool, train, soft)
-        gen = seeded_generator(seed)
-        a = (0.5 + 0.01 * torch.randn(i.size, generator=gen, dtype=torch.float64)).clamp(0, 1)
-        a.requires_grad_(True)
         rows, cols = torch.as_tensor(i), torch.as_tensor(j)
-        for _ in range(config.steps):
+
+        def objective(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            """(the whole loss, its data term) at the relaxed pairs ``a``."""
             adjacency = torch.zeros(n, n, dtype=torch.float64).index_put((rows, cols), a)
             fit = loss_of(adjacency + adjacency.T)
-            loss = fit + config.smoothness * (a * smooth_cost).mean() + config.sparsity * a.mean()
-            (grad,) = torch.autograd.grad(loss, [a])
-            with torch.no_grad():
-                a.sub_(config.lr * i.size * grad).clamp_(0.0, 1.0)
+            prior = config.smoothness * (a * smooth_cost).mean() + config.sparsity * a.mean()
+            return fit + prior, fit
+
+        gen = seeded_generator(seed)
+        best: tuple[float, torch.Tensor, float] | None = None
+        for r in range(config.restarts):  # the first from the middle, the others anywhere
+            start = torch.rand(i.size, generator=gen, dtype=torch.float64)
+            if r == 0:
+                start = 0.5 + 0.02 * (start - 0.5)
+            a, loss, fit = descend(start, objective, config)
+            if best is None or loss < best[0]:
+                best = (loss, a, fit)
+        assert best is not None
+        loss, a, fit = best
         local = knowledge.client_nodes.global_id if pool is None else None
         src, dst = candidate_rows(pairs, local)
         scores = a.detach().numpy(force=True)[candidate_positions(src, dst, i, j, n)]
@@ -214,7 +233,7 @@ class StructureInversion:
         return AttackOutput(
             scores,
             threshold=DECISION,
-            details={"final_loss": float(loss.detach()), "final_fit": float(fit.detach())},
+            details={"final_loss": loss, "final_fit": fit},
         )
 
     @staticmethod
@@ -249,6 +268,28 @@ class StructureInversion:
             return 1 - F.cosine_similarity(replayed, target, dim=0)
 
         return mismatch
+
+
+def descend(
+    start: torch.Tensor,
+    objective: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    config: StructureInversionConfig,
+) -> tuple[torch.Tensor, float, float]:
+    """``config.steps`` projected steps from ``start``: (the pairs, the loss, its data term)."""
+    a = start.clone().requires_grad_(True)
+    adam = torch.optim.Adam([a], lr=config.lr) if config.optimiser == "adam" else None
+    for _ in range(config.steps):
+        loss, fit = objective(a)
+        (grad,) = torch.autograd.grad(loss, [a])
+        with torch.no_grad():
+            if adam is None:
+                a.sub_(config.lr * a.numel() * grad)
+            else:
+                a.grad = grad
+                adam.step()
+            a.clamp_(0.0, 1.0)
+    loss, fit = objective(a)  # with autograd on: an update's replay differentiates itself
+    return a.detach(), float(loss.detach()), float(fit.detach())
 
 
 def pair_distances(x: torch.Tensor, i: np.ndarray, j: np.ndarray) -> torch.Tensor:

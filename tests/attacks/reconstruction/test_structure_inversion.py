@@ -17,7 +17,7 @@ from fgl_workbench.attacks.reconstruction.structure import (
 )
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
-from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.transcript import MODEL_WEIGHTS, client
@@ -117,3 +117,58 @@ def test_graph_level_pairs_cover_every_graph_and_exact_recovery_is_per_graph(sma
     m = structure_metrics(AttackOutput(one_wrong, threshold=0.5), task)[0]
     assert m["exact_rate"] == pytest.approx(1 - 1 / len(graphs))
     assert m["exact_ci_low"] < m["exact_rate"] < m["exact_ci_high"]
+
+
+FEDSGD = {
+    "rounds": 1,
+    "local_epochs": 1,
+    "optimizer": "sgd",
+    "lr": 0.1,
+    "batch_size": 1000,
+    "keep_payloads": "first_and_last",
+    "model": {"hidden": 32, "dropout": 0.0},
+}
+MATCH = {"objective": "update", "round": "first", "smoothness": 0.0, "optimiser": "adam"}
+
+
+@pytest.fixture(scope="module")
+def tiny_graphs():
+    """FedSGD (one full-batch SGD step per round) over 30 clients holding tiny graphs (4 to 7
+    nodes, Gaussian features): each client's update is one or two graphs' gradient."""
+    ds = synthetic_graphs(SyntheticGraphsParams(num_graphs=90, min_nodes=4, max_nodes=7))
+    federation = build_federation(ds, make_partition(ds, "iid", 30, 0))
+    fedavg = TARGETS.get("fedavg")
+    return federation, fedavg.fit(federation, fedavg.Config(**FEDSGD), [], 0)
+
+
+def test_a_tiny_graph_is_recovered_exactly_from_its_one_step_gradient(tiny_graphs):
+    m = _attack(*tiny_graphs, client=2, steps=300, lr=0.05, **MATCH)
+    assert m["exact_rate"] == 1.0 and m["auc"] == 1.0, m
+
+
+@pytest.mark.slow
+def test_restarts_recover_half_the_tiny_graphs_exactly(tiny_graphs):
+    exact = [
+        _attack(*tiny_graphs, client=k, steps=300, lr=0.05, restarts=8, **MATCH)["exact_rate"]
+        for k in range(4)
+    ]
+    assert sum(exact) >= 2, exact
+
+
+def test_another_clients_gradient_recovers_none_of_the_graphs(tiny_graphs):
+    """Client k's upload swapped for client k+1's: what is matched is k+1's graph, so none of
+    k's graphs come out."""
+    federation, trained = tiny_graphs
+    view = server_view(trained, federation)
+    ups = {m.sender: m.payload for m in view.received if m.kind == MODEL_WEIGHTS}
+    exact = []
+    for k in range(2):
+        swapped = tuple(
+            replace(m, payload=ups[client(k + 1)])
+            if m.sender == client(k) and m.kind == MODEL_WEIGHTS
+            else m
+            for m in view.received
+        )
+        v = replace(view, received=swapped)
+        exact.append(_attack(federation, trained, v, client=k, steps=300, lr=0.05, **MATCH))
+    assert all(m["exact_rate"] == 0.0 for m in exact), exact
