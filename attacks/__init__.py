@@ -33,6 +33,7 @@ from fgl_workbench.attacks.reconstruction import (  # noqa: F401
     link_stealing,
     link_teller,
     statistics_inversion,
+    structure_inversion,
 )
 
 __all__ = ["ATTACKS", "Attack", "AttackInput", "AttackOutput", "Candidates"]

@@ -39,6 +39,7 @@ from fgl_workbench.attacks.metrics import (
     singleton_metrics,
     value_fractions,
 )
+from fgl_workbench.attacks.reconstruction.structure import structure_inputs
 from fgl_workbench.data.federation import Federation
 from fgl_workbench.targets.base import TrainedTarget
 
@@ -69,14 +70,18 @@ class Link:
     (among the exchanged nodes when the adversary reads exchanged embeddings); the adversary
     knows a share of the challenge's edges and as many non-edges. An attack that changes a
     node's features declares the change as its config's ``step``: the deployments' answers
-    to those probes, for the candidate pairs' first nodes, are part of its view."""
+    to those probes, for the candidate pairs' first nodes, are part of its view. An attack
+    run as the server (its config's ``adversary``) recovers one client's structure from its
+    uploads instead (``structure``)."""
 
     name = "link"
 
     def adversaries(self, config: type) -> tuple[str, ...]:
-        return ("served",)
+        return ("server",) if "adversary" in config.model_fields else ("served",)  # type: ignore[attr-defined]
 
     def inputs(self, attack: Attack, config: Any, cell: CellInputs) -> FamilyInputs:
+        if getattr(config, "adversary", None) == "server":
+            return structure_inputs(config, cell)
         trained, federation = cell.trained, cell.federation
         source = getattr(config, "source", "served")
         among = None

@@ -210,6 +210,8 @@ def test_the_walk_finds_the_leaks_the_old_views_had(cells, cell_inputs):
 def asked(family: str, cfg: Any, fed, inp: AttackInput) -> list[tuple[str, Any]]:
     """What the attack must infer, as a test on a reachable tensor: the hidden column or the
     labels of the attribute challenge's nodes, the feature challenge's feature rows."""
+    if family == "link" and getattr(cfg, "adversary", None) == "server":
+        return client_edges(fed.clients[cfg.client])
     x = getattr(getattr(fed.dataset, "data", None), "x", None)
     nodes = inp.candidates
     if x is None or not isinstance(nodes, np.ndarray):
@@ -227,6 +229,19 @@ def asked(family: str, cfg: Any, fed, inp: AttackInput) -> list[tuple[str, Any]]
         labels = np.asarray(fed.dataset.labels)[nodes]
         return [("the labels asked about", lambda t, n: t.ndim == 1 and same(t, labels))]
     return []
+
+
+def client_edges(c: Any) -> list[tuple[str, Any]]:
+    """A structure adversary's secret: the client's edges (node level), or those of its
+    training graphs, as an edge list in any form a copy would keep."""
+    lists = [c.data.edge_index] if hasattr(c, "data") else [g.edge_index for g in c.train]
+    keys = {tuple(e.shape): e for e in lists}
+
+    def holds(t: torch.Tensor, n: int) -> bool:
+        e = keys.get(tuple(t.shape))
+        return e is not None and same(t, e.numpy())
+
+    return [("the client's edges", holds)]
 
 
 def table(t: torch.Tensor, n: int) -> bool:

@@ -215,6 +215,18 @@ class ClientShape:
 
 
 @dataclass(frozen=True)
+class ClientNodes:
+    """What a structure adversary is told of client k's data: its nodes (population ids, in
+    k's local order), their features, and which of them are labelled, with those labels.
+    Never its edges, which it is asked to recover (GraphMI's adversary, Zhang et al. 2021)."""
+
+    global_id: np.ndarray
+    x: torch.Tensor
+    labelled: np.ndarray  # local ids of the labelled nodes
+    labels: np.ndarray  # their labels
+
+
+@dataclass(frozen=True)
 class BackgroundKnowledge:
     """What the adversary knows besides its view.
 
@@ -233,6 +245,9 @@ class BackgroundKnowledge:
     recipe: TrainingRecipe
     known_non_edges: np.ndarray | None = None  # link inference: pairs known to be unlinked
     client_shape: ClientShape | None = None  # gradient inversion: the victim client's shape
+    # structure inversion: the victim client's nodes, or (graph level) its training graphs
+    # with their features and labels and no edges
+    client_nodes: ClientNodes | tuple[Data, ...] | None = None
 
     def aux_features(self) -> torch.Tensor:
         """The auxiliary pool's feature rows (node level): the adversary's prior over what a

@@ -54,6 +54,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
         "source-inference": "server, querier",
         "statistics-attribute-inference": "server",
         "statistics-inversion": "server",
+        "structure-inversion": "server",
         "uploaded-label-distribution": "server",
     },
     "defenses": {
