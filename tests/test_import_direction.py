@@ -113,11 +113,18 @@ def test_the_map_has_teeth():
 
 
 def sources() -> list[Path]:
-    """Every file of the repository but the virtual environment, build and VCS folders."""
-    skip = {".venv", "build", ".git", "runs", "__pycache__", ".pytest_cache", ".ruff_cache"}
+    """Every file of the repository but virtual environments (whatever their name), build and
+    VCS folders."""
+    skip = {"build", ".git", "runs", "__pycache__", ".pytest_cache", ".ruff_cache"}
     found = []
     for root, dirs, files in os.walk(REPO):
-        dirs[:] = [d for d in dirs if d not in skip and not d.endswith(".egg-info")]
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in skip
+            and not d.endswith(".egg-info")
+            and not (Path(root) / d / "pyvenv.cfg").exists()
+        ]
         found += [Path(root) / f for f in files]
     return found
 
