@@ -211,7 +211,8 @@ def inductive_release(trained: TrainedTarget, federation: Federation) -> None:
     (the whole graph's answer, as inductive papers evaluate)."""
     trained.recipe = replace(trained.recipe, membership="inductive")
     layers = getattr(getattr(trained.spec, "config", None), "layers", None) or 2
-    trained.utility.update(score_released(trained.query, federation, layers + 1))
+    pooled = trained.recipe.num_clients == 1  # centralised: scored as one client, as it scores
+    trained.utility.update(score_released(trained.query, federation, layers + 1, pooled))
 
 
 def stored_history(history: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:

@@ -285,18 +285,19 @@ def score_personalised(
 
 
 def score_released(
-    api: Any, federation: Federation, hops: int, split: str = "test"
+    api: Any, federation: Federation, hops: int, pooled: bool = False, split: str = "test"
 ) -> dict[str, float]:
     """Scores of the released deployment (its query API) on every client's ``split`` nodes,
     each answered on its ``hops``-hop subgraph of the population graph, per client as
-    ``score_personalised`` weighs them: the test utility of an inductive federation, whose
+    ``score_personalised`` weighs them (``pooled``: as one client, as a target trained on
+    the pooled clients scores itself): the test utility of an inductive federation, whose
     clients hold no test nodes. With ``hops`` above the model's layers the answer is the
     model's on the whole population graph."""
     labels = federation.dataset.labels
-    pairs = []
-    for part in federation.partition.clients:
-        ids = getattr(part, split)
-        pairs.append((labels[ids], api.logits(ids, hops) if ids.size else torch.zeros(0)))
+    groups = [getattr(part, split) for part in federation.partition.clients]
+    if pooled:
+        groups = [np.concatenate(groups)]
+    pairs = [(labels[ids], api.logits(ids, hops) if ids.size else torch.zeros(0)) for ids in groups]
     return utility_scores(pairs, full=split == "test")
 
 

@@ -201,3 +201,21 @@ def test_recipe_identity_changes_only_when_inductive():
     assert "membership" not in plain.identity()
     inductive = dataclasses.replace(plain, membership="inductive")
     assert "membership='inductive'" in inductive.identity()
+
+
+def test_released_scores_are_the_models_answers_on_the_population_graph(dataset):
+    """An inductive federation's test utility: the released model on the clients' test
+    nodes, answered a hop beyond its layers, is its answer on the whole population graph."""
+    from fgl_workbench.targets.training import score_released
+
+    fed = federation(dataset)
+    trained = TARGETS.get("centralized").fit(fed, TINY["centralized"], [], 0)
+    test = non_members(fed)
+    with torch.no_grad():
+        logits = trained.global_model.eval()(dataset.data.x, dataset.data.edge_index)
+    expected = float((logits[test].argmax(1).numpy() == dataset.labels[test]).mean())
+    pooled = score_released(trained.query, fed, hops=3, pooled=True)
+    per_client = score_released(trained.query, fed, hops=3)
+    assert pooled["accuracy"] == pytest.approx(expected)
+    assert per_client["accuracy"] == pytest.approx(expected)  # weighted by test nodes
+    assert np.isfinite(pooled["macro_f1"]) and np.isfinite(per_client["macro_f1"])
