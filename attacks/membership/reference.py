@@ -40,7 +40,7 @@ from fgl_workbench.attacks.base import AttackInput
 from fgl_workbench.attacks.membership.observe import QueryConfig, model_api, query
 from fgl_workbench.data.datasets import Dataset, GraphDataset, NodeDataset
 from fgl_workbench.data.federation import build_federation
-from fgl_workbench.data.partition import PARTITIONERS, ClientPart, Membership, Partition
+from fgl_workbench.data.partition import PARTITIONERS, ClientPart, Partition
 from fgl_workbench.device import adopt_device
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.models import ModelSpec
@@ -265,7 +265,7 @@ def adversary_recipe(knowledge: BackgroundKnowledge, trained_as: str) -> Trainin
         "inductive": bool(recipe.config.get("inductive", False)),
     }
     # and so do a target's whose federation trained inductively
-    return TrainingRecipe("centralized", config, 1, recipe.train_size, membership=recipe.membership)
+    return TrainingRecipe("centralized", config, 1, recipe.train_size, inductive=recipe.inductive)
 
 
 CENTRALIZED_SCHEDULE = {"epochs": 200, "lr": 0.01, "weight_decay": 5e-4}
@@ -339,7 +339,7 @@ class ReferencePool:
             jobs = [
                 TrainJob(
                     recipe,
-                    federation_of(records.level, shards, row, recipe.membership),
+                    federation_of(records.level, shards, row, recipe.inductive),
                     derive_seed(self.seed, key, i),
                 )
                 for i, row in enumerate(inclusion)
@@ -437,19 +437,20 @@ def federation_of(
     level: str,
     shards: list[np.ndarray],
     members: np.ndarray,
-    membership: Membership = "transductive",
+    inductive: bool = False,
 ) -> Partition:
     """One model's federation: each shard is a client whose training records are its members;
     the client holds the others too, as the target's clients hold their non-member (test)
     records: at node level unlabelled in its graph, at graph level as test graphs, so a
     personalised deployment answers them by that client's model, as the target answers its
-    clients' test graphs. Clients with no member are left out (nothing to train on). With the
-    target's ``membership`` (inductive: each client trains on the subgraph its members
-    induce, the others absent, as the target's were)."""
+    clients' test graphs. Clients with no member are left out (nothing to train on). For an
+    ``inductive`` target each client trains on the subgraph its members induce instead, the
+    others absent, as the target's clients did."""
     clients = []
     for shard in shards:
         train = shard[members[shard]]
         if train.size:
             test = EMPTY if level == "node" else shard[~members[shard]]
             clients.append(ClientPart(len(clients), shard, train, EMPTY, test))
+    membership = "inductive" if inductive else "transductive"
     return Partition(level, "adversary", tuple(clients), EMPTY, membership=membership)

@@ -209,7 +209,7 @@ def inductive_release(trained: TrainedTarget, federation: Federation) -> None:
     its clients could not score (they hold no test nodes), is the released model's on the
     clients' test nodes answered on the population graph, a hop beyond the model's layers
     (the whole graph's answer, as inductive papers evaluate)."""
-    trained.recipe = replace(trained.recipe, membership="inductive")
+    trained.recipe = replace(trained.recipe, inductive=True)
     layers = getattr(getattr(trained.spec, "config", None), "layers", None) or 2
     pooled = trained.recipe.num_clients == 1  # centralised: scored as one client, as it scores
     trained.utility.update(score_released(trained.query, federation, layers + 1, pooled))

@@ -31,7 +31,6 @@ from fgl_workbench.accountants import PrivacyLedger
 from fgl_workbench.accountants.scope import Caveat, NoGuarantee, Scope
 from fgl_workbench.data.datasets import GraphDataset, NodeDataset
 from fgl_workbench.data.federation import Federation
-from fgl_workbench.data.partition import Membership
 from fgl_workbench.defenses import applied
 from fgl_workbench.defenses.metric_dp import EmbeddingRelease, MetricReleases
 from fgl_workbench.defenses.secure_aggregation import Ciphertext, KeyHolder, SecureAggConfig
@@ -81,7 +80,7 @@ class StoredRecipe(_Stored):
     num_clients: Annotated[int, Field(ge=1)]
     train_size: Annotated[int, Field(ge=0)]
     defenses: list[StoredDefense]
-    membership: Membership = "transductive"  # written only when inductive
+    inductive: bool = False  # written only when true
 
 
 class StoredMessage(_Stored):
@@ -332,7 +331,7 @@ def snapshot(trained: TrainedTarget, keep_secrets: bool = False) -> bytes:
                 {"name": d.name, "params": d.config.model_dump()} for d in recipe.defenses
             ],
         }
-        | ({"membership": recipe.membership} if recipe.membership != "transductive" else {}),
+        | ({"inductive": True} if recipe.inductive else {}),
         "global_model": plain(trained.global_model.state_dict()),
         "client_models": {int(k): weights(m) for k, m in trained.client_models.items()},
         "utility": dict(trained.utility),
@@ -461,7 +460,7 @@ def _restored(path: Path, federation: Federation) -> TrainedTarget:
         r["num_clients"],
         r["train_size"],
         tuple(applied(d["name"], d["params"]) for d in r["defenses"]),
-        r.get("membership", "transductive"),
+        bool(r.get("inductive", False)),
     )
     transcript = Transcript.of(
         [

@@ -19,7 +19,6 @@ from torch_geometric.loader import DataLoader
 
 from fgl_workbench.data.datasets import GraphDataset
 from fgl_workbench.data.federation import Federation, GraphClient, NodeClient
-from fgl_workbench.data.partition import Membership
 
 
 @dataclass(frozen=True)
@@ -36,9 +35,10 @@ class TrainingRecipe:
     num_clients: int
     train_size: int
     defenses: tuple[Any, ...] = ()  # the AppliedDefenses the target ran with
-    # what each client trained on (the partition's ``membership``): the runner stamps it, as
-    # the federation, not the target's config, decides it
-    membership: Membership = "transductive"
+    # the clients trained on the subgraphs their training nodes induce (the partition's
+    # ``membership: inductive``): the runner stamps it, as the federation, not the target's
+    # config, decides it. Not called "membership": nothing an attack holds is named so
+    inductive: bool = False
 
     def identity(self) -> str:
         """Stable text the reference pool keys and seeds its models by. Defenses and an
@@ -49,8 +49,8 @@ class TrainingRecipe:
             f"TrainingRecipe(target={self.target!r}, config={self.config!r}, "
             f"num_clients={self.num_clients!r}, train_size={self.train_size!r}"
         )
-        if self.membership != "transductive":
-            base += f", membership={self.membership!r}"
+        if self.inductive:
+            base += ", membership='inductive'"  # the partition option's words
         return base + (f", defenses={self.defenses!r})" if self.defenses else ")")
 
     def local_round(self, model: nn.Module, data: Data, seed: int) -> nn.Module:

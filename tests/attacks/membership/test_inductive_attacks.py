@@ -52,7 +52,7 @@ def run(fed, trained, challenge, name, params, pool=None):
 
 def test_the_runner_scores_the_released_model_and_stamps_the_recipe(overfit):
     _, trained = overfit
-    assert trained.recipe.membership == "inductive"
+    assert trained.recipe.inductive
     assert 0.25 < trained.utility["accuracy"] <= 1.0  # four classes: chance is 0.25
 
 

@@ -132,6 +132,7 @@ def test_the_check_sees_non_members_in_transductive_training(dataset):
     assert rows_seen(seen, dataset, non_members(fed)) == non_members(fed).size
 
 
+@pytest.mark.parametrize("name", sorted(TINY))
 def test_no_training_forward_of_an_inductive_target_sees_a_non_member(dataset, name):
     if name == "flower":
         pytest.importorskip("flwr")
@@ -174,7 +175,7 @@ def test_an_inductive_recipe_trains_reference_models_inductively(dataset):
     config = {"rounds": 2, "local_epochs": 1, "release": "last"}
     excluded = ids[~inclusion.any(axis=0)]  # no model trains on these
     for membership in ("inductive", "transductive"):
-        recipe = TrainingRecipe("fedavg", config, 2, 40, membership=membership)  # type: ignore[arg-type]
+        recipe = TrainingRecipe("fedavg", config, 2, 40, inductive=membership == "inductive")
         pool = ReferencePool(seed=1, batched=False)  # every model through the target's fit
         with training_inputs() as seen:
             pool.models("t", records, inclusion, recipe, spec, dataset.data)
@@ -190,7 +191,7 @@ def test_an_inductive_recipe_is_not_trained_batched(dataset):
     config = {"rounds": 2, "local_epochs": 1, "release": "last"}
     for membership, batched in (("transductive", True), ("inductive", False)):
         part = federation(dataset, membership).partition
-        recipe = TrainingRecipe("fedavg", config, 3, 40, membership=membership)  # type: ignore[arg-type]
+        recipe = TrainingRecipe("fedavg", config, 3, 40, inductive=membership == "inductive")
         assert (batchable(recipe, spec, dataset, [part, part]) is not None) == batched
 
 
@@ -199,7 +200,7 @@ def test_recipe_identity_changes_only_when_inductive():
 
     plain = TrainingRecipe("fedavg", {"rounds": 2}, 3, 40)
     assert "membership" not in plain.identity()
-    inductive = dataclasses.replace(plain, membership="inductive")
+    inductive = dataclasses.replace(plain, inductive=True)
     assert "membership='inductive'" in inductive.identity()
 
 

@@ -68,7 +68,7 @@ def test_an_inductive_cell_runs_scores_and_stores_its_recipe(tmp_path):
         ds = load_dataset("csbm", {"num_nodes": 300}, None)
         fed = build_federation(ds, partition_cell(cell, ds, Streams.public()).partition)
         trained = restore(store.target_path(cell.cell_id), fed)
-        assert trained.recipe.membership == "inductive"
+        assert trained.recipe.inductive
         assert len(store.done_attacks(cell.cell_id)) == 1
     finally:
         store.close()
