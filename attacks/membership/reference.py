@@ -264,7 +264,8 @@ def adversary_recipe(knowledge: BackgroundKnowledge, trained_as: str) -> Trainin
         # an inductively trained target's shadows train inductively too (its recipe is known)
         "inductive": bool(recipe.config.get("inductive", False)),
     }
-    return TrainingRecipe("centralized", config, 1, recipe.train_size)
+    # and so do a target's whose federation trained inductively
+    return TrainingRecipe("centralized", config, 1, recipe.train_size, inductive=recipe.inductive)
 
 
 CENTRALIZED_SCHEDULE = {"epochs": 200, "lr": 0.01, "weight_decay": 5e-4}
@@ -338,7 +339,7 @@ class ReferencePool:
             jobs = [
                 TrainJob(
                     recipe,
-                    federation_of(records.level, shards, row),
+                    federation_of(records.level, shards, row, recipe.inductive),
                     derive_seed(self.seed, key, i),
                 )
                 for i, row in enumerate(inclusion)
@@ -432,16 +433,24 @@ def features_digest(records: Candidates, graph: Data | None) -> str:
     return hashlib.sha256(rows.contiguous().numpy(force=True).tobytes()).hexdigest()[:16]
 
 
-def federation_of(level: str, shards: list[np.ndarray], members: np.ndarray) -> Partition:
+def federation_of(
+    level: str,
+    shards: list[np.ndarray],
+    members: np.ndarray,
+    inductive: bool = False,
+) -> Partition:
     """One model's federation: each shard is a client whose training records are its members;
     the client holds the others too, as the target's clients hold their non-member (test)
     records: at node level unlabelled in its graph, at graph level as test graphs, so a
     personalised deployment answers them by that client's model, as the target answers its
-    clients' test graphs. Clients with no member are left out (nothing to train on)."""
+    clients' test graphs. Clients with no member are left out (nothing to train on). For an
+    ``inductive`` target each client trains on the subgraph its members induce instead, the
+    others absent, as the target's clients did."""
     clients = []
     for shard in shards:
         train = shard[members[shard]]
         if train.size:
             test = EMPTY if level == "node" else shard[~members[shard]]
             clients.append(ClientPart(len(clients), shard, train, EMPTY, test))
-    return Partition(level, "adversary", tuple(clients), EMPTY)
+    membership = "inductive" if inductive else "transductive"
+    return Partition(level, "adversary", tuple(clients), EMPTY, membership=membership)

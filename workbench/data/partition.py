@@ -4,6 +4,10 @@ Pipeline (one seed drives all of it): carve the attacker's auxiliary pool out fi
 by label, so it comes from the same distribution), hand the rest to a partitioner, split each
 client's share into stratified train/val/test, and record the edges the partition cut.
 
+``membership`` says what each client trains on (``fgl_workbench.data.federation``):
+``transductive``, its whole local graph with a training mask; ``inductive``, only the subgraph
+its training nodes induce (Olatunji et al.'s setting), so no non-member reaches training.
+
 With ``split="public"`` each client's train/val/test are its nodes in the dataset's published
 split (as FedGC, FedGCN and GCOND evaluate), its other nodes are unlabelled, and the auxiliary
 pool comes from the nodes outside the published split, so the split stays whole."""
@@ -11,8 +15,8 @@ pool comes from the nodes outside the published split, so the split stays whole.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel
@@ -21,6 +25,9 @@ from fgl_workbench.data.datasets import Dataset, Level, NodeDataset
 from fgl_workbench.data.pair_keys import sorted_unique
 from fgl_workbench.errors import ConfigError, PartitionError
 from fgl_workbench.registry import Registry
+
+Membership = Literal["transductive", "inductive"]
+MEMBERSHIPS: tuple[str, ...] = get_args(Membership)
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Partition:
     # train/val/test are the dataset's published split, not drawn per class: their class
     # histograms differ (Cora: 20 training nodes per class, a test set that follows the data)
     published_split: bool = False
+    membership: Membership = "transductive"
 
     @property
     def num_clients(self) -> int:
@@ -132,8 +140,10 @@ def make_partition(
     params: dict | None = None,
     split: Sequence[float] | Literal["public"] | None = None,
     aux_fraction: float = 0.0,
+    membership: Membership = "transductive",
 ) -> Partition:
     spec = PARTITIONERS.get(method, field="partition.method")
+    check_membership(membership, dataset.level)
     if spec.level != dataset.level:
         raise ConfigError(
             f"partition.method: '{method}' partitions {spec.level}-level data but dataset "
@@ -169,11 +179,31 @@ def make_partition(
             train, val, test = (np.intersect1d(ids, s) for s in public)
         clients.append(ClientPart(k, ids, train, val, test))
     published = public is not None
-    part = Partition(dataset.level, method, tuple(clients), np.sort(aux), published_split=published)
+    part = Partition(
+        dataset.level,
+        method,
+        tuple(clients),
+        np.sort(aux),
+        published_split=published,
+        membership=membership,
+    )
     if isinstance(dataset, NodeDataset):
-        cut = _cut_edges(dataset, part)
-        part = Partition(part.level, method, part.clients, part.aux_ids, cut, published)
+        part = replace(part, cut_edges=_cut_edges(dataset, part))
     return part
+
+
+def check_membership(membership: str, level: Level) -> None:
+    """``inductive`` is a node-level setting: a graph-level client's test graphs never
+    reach its training anyway, so there is nothing to take out."""
+    if membership not in MEMBERSHIPS:
+        raise ConfigError(
+            f"partition.membership: expected one of {', '.join(MEMBERSHIPS)} (got {membership!r})"
+        )
+    if membership == "inductive" and level != "node":
+        raise ConfigError(
+            "partition.membership: 'inductive' is a node-level setting; graph-level clients "
+            "already train on their training graphs alone (leave it 'transductive')"
+        )
 
 
 def _public_split(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

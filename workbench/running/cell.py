@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from numbers import Real
 from pathlib import Path
@@ -54,6 +54,7 @@ from fgl_workbench.storage.store import (
     attack_label,
 )
 from fgl_workbench.targets import TARGETS, TrainedTarget
+from fgl_workbench.targets.training import score_released
 from fgl_workbench.thread_limits import intra_op
 
 
@@ -134,6 +135,7 @@ def partition_cell(cell: Cell, dataset: Dataset, streams: Streams) -> Partitione
         params=p.params,
         split=p.split,
         aux_fraction=p.aux_fraction,
+        membership=p.membership,
     )
     return Partitioned(partition, time.perf_counter() - start)
 
@@ -169,6 +171,8 @@ def run_cell(
     with listening_to_rounds(lambda k, total, v: report(f"train {round_text(k, total, v)}")):
         trained = target.fit(federation, config, defenses, streams.seed(cell.seed, "target"))
     t2 = time.perf_counter()
+    if partition.membership == "inductive":
+        inductive_release(trained, federation)
     if calibration.noise_multiplier is not None:
         trained.utility[CALIBRATED_SIGMA] = calibration.noise_multiplier
     querier_epsilon, epsilons = ledger_epsilons(trained.ledger, delta)
@@ -197,6 +201,18 @@ def run_cell(
         store.save_target(cell.cell_id, snapshot(trained, cell.keep_secrets))
     store.put_cell(row, config_hash(cell.config()))
     attack_cell(cell, attacks, trained, federation, store, streams, delta, jobs, report)
+
+
+def inductive_release(trained: TrainedTarget, federation: Federation) -> None:
+    """What an inductive federation changes in a trained target, in place: its recipe says
+    so (shadow and reference models then train inductively too), and its test utility, which
+    its clients could not score (they hold no test nodes), is the released model's on the
+    clients' test nodes answered on the population graph, a hop beyond the model's layers
+    (the whole graph's answer, as inductive papers evaluate)."""
+    trained.recipe = replace(trained.recipe, inductive=True)
+    layers = getattr(getattr(trained.spec, "config", None), "layers", None) or 2
+    pooled = trained.recipe.num_clients == 1  # centralised: scored as one client, as it scores
+    trained.utility.update(score_released(trained.query, federation, layers + 1, pooled))
 
 
 def stored_history(history: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:

@@ -37,7 +37,7 @@ import fgl_workbench.data  # noqa: F401  (registers partitioners)
 from fgl_workbench.attacks import ATTACKS
 from fgl_workbench.attacks.plugins import trusting
 from fgl_workbench.data.catalog import DATASETS
-from fgl_workbench.data.partition import PARTITIONERS
+from fgl_workbench.data.partition import PARTITIONERS, Membership
 from fgl_workbench.defenses import DEFENSES
 from fgl_workbench.defenses.calibration import calibratable
 from fgl_workbench.defenses.calibration import refusal as calibration_refused
@@ -80,6 +80,14 @@ class PartitionEntry(_Strict):
         "'public': the dataset's published split (Planetoid's), the aux pool drawn outside it",
     )
     aux_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="attacker's auxiliary pool")
+    membership: Membership = Field(
+        "transductive",
+        description="node level: what each client trains on; transductive: its whole local "
+        "graph, test nodes unlabelled in it; inductive: only the subgraph its training nodes "
+        "induce (its validation nodes beside it, unconnected), so no non-member or edge of "
+        "one reaches training (Olatunji et al.'s setting); test utility is then the released "
+        "model's on the population graph",
+    )
 
     @field_validator("split", mode="plain")
     @classmethod
@@ -184,7 +192,10 @@ class Cell:
     def config(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset.model_dump(),
-            "partition": self.partition.model_dump(),
+            # membership only when inductive, so transductive cells keep their ids
+            "partition": self.partition.model_dump(
+                exclude={"membership"} if self.partition.membership == "transductive" else None
+            ),
             # defenses only when present, so undefended cells keep their ids; a swept entry
             # has been expanded already, so a cell hashes as if written out by hand
             "target": self.target.model_dump(
@@ -201,7 +212,8 @@ class Cell:
     def label(self) -> str:
         p = self.partition
         target = "+".join([self.target.name] + [d.name for d in self.target.defenses])
-        return f"{self.dataset.name}/{p.method}-{p.num_clients}/{target}/seed{self.seed}"
+        inductive = "-inductive" if p.membership == "inductive" else ""
+        return f"{self.dataset.name}/{p.method}-{p.num_clients}{inductive}/{target}/seed{self.seed}"
 
 
 def config_hash(obj: Any) -> str:
@@ -489,6 +501,13 @@ def _check_components(suite: Suite | Sections) -> list[str]:
         if isinstance(p.split, tuple) and (min(p.split) < 0 or abs(sum(p.split) - 1) > 1e-6):
             problems.append(
                 f"  partitions[{i}].split: ratios must be >= 0 and sum to 1 (got {list(p.split)})"
+            )
+        known = p.method in list(PARTITIONERS)
+        if p.membership == "inductive" and known and PARTITIONERS.get(p.method).level != "node":
+            problems.append(
+                f"  partitions[{i}].membership: 'inductive' is a node-level setting; "
+                f"'{p.method}' partitions graph-level data, whose clients already train on "
+                "their training graphs alone"
             )
     for i, t in enumerate(suite.targets):
         if t is None:

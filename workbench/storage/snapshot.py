@@ -80,6 +80,7 @@ class StoredRecipe(_Stored):
     num_clients: Annotated[int, Field(ge=1)]
     train_size: Annotated[int, Field(ge=0)]
     defenses: list[StoredDefense]
+    inductive: bool = False  # written only when true
 
 
 class StoredMessage(_Stored):
@@ -329,7 +330,8 @@ def snapshot(trained: TrainedTarget, keep_secrets: bool = False) -> bytes:
             "defenses": [
                 {"name": d.name, "params": d.config.model_dump()} for d in recipe.defenses
             ],
-        },
+        }
+        | ({"inductive": True} if recipe.inductive else {}),
         "global_model": plain(trained.global_model.state_dict()),
         "client_models": {int(k): weights(m) for k, m in trained.client_models.items()},
         "utility": dict(trained.utility),
@@ -458,6 +460,7 @@ def _restored(path: Path, federation: Federation) -> TrainedTarget:
         r["num_clients"],
         r["train_size"],
         tuple(applied(d["name"], d["params"]) for d in r["defenses"]),
+        bool(r.get("inductive", False)),
     )
     transcript = Transcript.of(
         [

@@ -137,6 +137,8 @@ def batchable(
         return None
     if not isinstance(dataset, NodeDataset):
         return None
+    if any(p.membership == "inductive" for p in partitions):
+        return None  # each model trains on the graph its own members induce
     pooled = recipe.target == "centralized"  # one client holding every record
     ids, trains = [], []
     for p in partitions:

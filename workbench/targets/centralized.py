@@ -80,7 +80,8 @@ def pooled_client(federation: Federation) -> NodeClient | GraphClient:
     if isinstance(ds, NodeDataset):
         parts = federation.partition.clients
         ids = {f: np.sort(np.concatenate([getattr(c, f) for c in parts])) for f in SPLITS}
-        return node_client(ds, ClientPart(0, **ids))
+        inductive = federation.partition.membership == "inductive"
+        return node_client(ds, ClientPart(0, **ids), inductive)
     graphs = {f: [g for c in federation.clients for g in getattr(c, f)] for f in SPLITS[1:]}
     return GraphClient(0, **graphs)
 

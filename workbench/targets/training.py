@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
 from fgl_workbench.data.datasets import GraphDataset
-from fgl_workbench.data.federation import GraphClient, NodeClient
+from fgl_workbench.data.federation import Federation, GraphClient, NodeClient
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,22 @@ class TrainingRecipe:
     num_clients: int
     train_size: int
     defenses: tuple[Any, ...] = ()  # the AppliedDefenses the target ran with
+    # the clients trained on the subgraphs their training nodes induce (the partition's
+    # ``membership: inductive``): the runner stamps it, as the federation, not the target's
+    # config, decides it. Not called "membership": nothing an attack holds is named so
+    inductive: bool = False
 
     def identity(self) -> str:
-        """Stable text the reference pool keys and seeds its models by. Defenses appear only
-        when present, so an undefended recipe keeps the identity it had before they existed
-        (and the documented attack figures stay reproducible)."""
+        """Stable text the reference pool keys and seeds its models by. Defenses and an
+        inductive membership appear only when present, so a recipe without them keeps the
+        identity it had before they existed (and the documented attack figures stay
+        reproducible)."""
         base = (
             f"TrainingRecipe(target={self.target!r}, config={self.config!r}, "
             f"num_clients={self.num_clients!r}, train_size={self.train_size!r}"
         )
+        if self.inductive:
+            base += ", membership='inductive'"  # the partition option's words
         return base + (f", defenses={self.defenses!r})" if self.defenses else ")")
 
     def local_round(self, model: nn.Module, data: Data, seed: int) -> nn.Module:
@@ -274,6 +281,23 @@ def score_personalised(
         mask = c.data[f"{split}_mask"]
         logits = node_logits(models[k], c.data, dropout)[mask]
         pairs.append((c.data.y[mask].numpy(force=True), logits))
+    return utility_scores(pairs, full=split == "test")
+
+
+def score_released(
+    api: Any, federation: Federation, hops: int, pooled: bool = False, split: str = "test"
+) -> dict[str, float]:
+    """Scores of the released deployment (its query API) on every client's ``split`` nodes,
+    each answered on its ``hops``-hop subgraph of the population graph, per client as
+    ``score_personalised`` weighs them (``pooled``: as one client, as a target trained on
+    the pooled clients scores itself): the test utility of an inductive federation, whose
+    clients hold no test nodes. With ``hops`` above the model's layers the answer is the
+    model's on the whole population graph."""
+    labels = federation.dataset.labels
+    groups = [getattr(part, split) for part in federation.partition.clients]
+    if pooled:
+        groups = [np.concatenate(groups)]
+    pairs = [(labels[ids], api.logits(ids, hops) if ids.size else torch.zeros(0)) for ids in groups]
     return utility_scores(pairs, full=split == "test")
 
 

@@ -38,7 +38,7 @@ from fgl_workbench.accountants import (
     Scope,
 )
 from fgl_workbench.data.datasets import NodeDataset
-from fgl_workbench.data.federation import Federation
+from fgl_workbench.data.federation import Federation, refuse_inductive
 from fgl_workbench.defenses.base import with_selection_caveat
 from fgl_workbench.defenses.metric_dp import METRIC_SCOPE, MetricReleases, normalise, perturb
 from fgl_workbench.device import seeded_generator
@@ -137,6 +137,11 @@ class CEFedGNN:
                 "targets.params.model: ce-fedgnn trains a 2-layer 'gcn' or 'sage' "
                 f"(got arch {cfg.model.arch!r}, layers {cfg.model.layers!r})"
             )
+        refuse_inductive(
+            federation,
+            "ce-fedgnn",
+            "its clients build their graphs, halos included, from the population graph",
+        )
         ds = federation.dataset
         assert isinstance(ds, NodeDataset)
         seed_everything(derive_seed(seed, "ce-fedgnn"))

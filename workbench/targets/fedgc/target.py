@@ -24,7 +24,7 @@ from torch import nn
 
 from fgl_workbench.accountants import PrivacyLedger
 from fgl_workbench.data.datasets import NodeDataset
-from fgl_workbench.data.federation import Federation, NodeClient
+from fgl_workbench.data.federation import Federation, NodeClient, refuse_inductive
 from fgl_workbench.defenses.information_bottleneck import bottleneck_clients
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import ConfigError
@@ -256,6 +256,13 @@ class FedGC:
                 "targets.params.self_train_rounds: self-training's pseudo-labels feed the "
                 "information bottleneck (add the defense) or condensation (pseudo_labels: "
                 "ib-and-condensation); with neither it would train for nothing, set it to 0"
+            )
+        if cfg.exchange_hops:
+            refuse_inductive(
+                federation,
+                "fedgc",
+                "its neighbour exchange brings every node within exchange_hops of a client's "
+                "nodes, non-members included (exchange_hops: 0 trains inductively)",
             )
         ds = federation.dataset
         assert isinstance(ds, NodeDataset)
