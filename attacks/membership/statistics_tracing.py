@@ -83,9 +83,10 @@ def pooled_means(total: np.ndarray, num_classes: int) -> tuple[np.ndarray, np.nd
     return present, sums.s1 / np.where(present, sums.s0, 1.0)[:, None]
 
 
-def client_releases(view: ClientView, num_classes: int, features: int) -> Releases:
+def client_releases(view: ClientView, recipe, num_classes: int, features: int) -> Releases:
     """What a client downloaded: the surrogate graph's class means (raw block), or, under
-    CKKS, the pooled statistics it decrypts with its key."""
+    CKKS, the pooled statistics it decrypts with its key. Only O-pFGL's aggregates are class
+    statistics: FedAvg's clients hold the key too, but theirs decrypt to model weights."""
     for m in view.received:
         if m.kind == SURROGATE_GRAPH and m.payload is not None:
             g = SurrogateGraph.from_payload(m.payload)
@@ -94,7 +95,12 @@ def client_releases(view: ClientView, num_classes: int, features: int) -> Releas
             for c in g.y.unique().tolist():
                 means[c], present[c] = g.x[g.y == c].double().mean(0).numpy(force=True), True
             return {"surrogate": (present, means)}
-        if m.kind == CIPHERTEXT and m.payload is not None and view.keys is not None:
+        if (
+            m.kind == CIPHERTEXT
+            and m.payload is not None
+            and view.keys is not None
+            and recipe.target == "opfgl"
+        ):
             return {"aggregate": pooled_means(view.keys.decrypt(m.payload), num_classes)}
     raise NotApplicableError("the client downloaded no surrogate graph or pooled statistics")
 
@@ -127,7 +133,9 @@ class StatisticsTracing:
         if isinstance(view, ServerView):
             releases = server_releases(view, knowledge.recipe, num_classes)
         elif isinstance(view, ClientView):
-            releases = client_releases(view, num_classes, knowledge.graph.x.shape[1])
+            releases = client_releases(
+                view, knowledge.recipe, num_classes, knowledge.graph.x.shape[1]
+            )
         else:
             raise NotApplicableError(f"{self.name}: the server's or a client's view")
         width = min(f.shape[1], *(m.shape[1] for _, m in releases.values()))

@@ -101,3 +101,19 @@ def test_tracing_and_statistics_attacks_on_opfgl_over_cora_end_to_end(tmp_path, 
     ]
     server = next(r for r in rows if r.attack == "mia-statistics-tracing" and not r.params)
     assert server.metrics["auc"] > 0.6
+
+
+def test_a_fedavg_clients_decrypted_aggregate_is_not_read_as_class_statistics(federation):
+    """FedAvg's clients hold the CKKS key too, but its aggregate decrypts to model weights:
+    read as class statistics they would give meaningless scores, so the client is refused."""
+    config = {"rounds": 2, "local_epochs": 1}
+    defenses = [applied("secure-aggregation", {})]
+    trained = TARGETS.get("fedavg").fit(federation, config, defenses, 0)
+    view = client_view(trained, federation, 0)
+    assert view.keys is not None  # the client could decrypt: the attack must still refuse
+    challenge = others_records(membership_challenge(federation, 0), 0)
+    inp = AttackInput(view, background_knowledge(federation, trained), challenge.candidates)
+    with pytest.raises(NotApplicableError, match="surrogate graph or pooled statistics"):
+        ATTACKS.get("mia-statistics-tracing").run(
+            inp, StatisticsTracingConfig(adversary="client"), 0
+        )
