@@ -208,11 +208,13 @@ def inductive_release(trained: TrainedTarget, federation: Federation) -> None:
     so (shadow and reference models then train inductively too), and its test utility, which
     its clients could not score (they hold no test nodes), is the released model's on the
     clients' test nodes answered on the population graph, a hop beyond the model's layers
-    (the whole graph's answer, as inductive papers evaluate)."""
+    (the whole graph's answer, as inductive papers evaluate). A release of embeddings only
+    (metric DP) answers no posteriors: its test utility stays unscored (NaN)."""
     trained.recipe = replace(trained.recipe, inductive=True)
     layers = getattr(getattr(trained.spec, "config", None), "layers", None) or 2
     pooled = trained.recipe.num_clients == 1  # centralised: scored as one client, as it scores
-    trained.utility.update(score_released(trained.query, federation, layers + 1, pooled))
+    with contextlib.suppress(NotApplicableError):
+        trained.utility.update(score_released(trained.query, federation, layers + 1, pooled))
 
 
 def stored_history(history: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:

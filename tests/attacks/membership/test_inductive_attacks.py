@@ -17,6 +17,7 @@ from fgl_workbench.attacks.metrics import auc_interval, membership_metrics
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.data.synthetic import CSBMParams, csbm
+from fgl_workbench.defenses import applied
 from fgl_workbench.running.cell import inductive_release
 from fgl_workbench.targets import TARGETS
 
@@ -104,3 +105,16 @@ def test_the_shadow_attack_runs_unchanged_and_trains_its_shadow_inductively(over
     metrics, _ = membership_metrics(out.scores, challenge.is_member, out.threshold)
     assert pool.trained == 1
     assert metrics["auc_ci_low"] > 0.5, metrics
+
+
+def test_an_embedding_release_leaves_the_inductive_test_utility_unscored():
+    """FedAvg with metric DP releases embeddings only: the runner cannot score its test nodes
+    through it, and says so with NaN instead of stopping the cell."""
+    ds = csbm(CSBMParams(num_nodes=300, num_classes=3, num_features=32, seed=2))
+    part = make_partition(ds, "metis", 3, seed=0, aux_fraction=0.2, membership="inductive")
+    fed = build_federation(ds, part)
+    defenses = [applied("metric-dp", {"sigma0": 0.5, "k": 5})]
+    trained = TARGETS.get("fedavg").fit(fed, {"rounds": 2}, defenses, seed=0)
+    inductive_release(trained, fed)
+    assert trained.recipe.inductive
+    assert np.isnan(trained.utility["accuracy"])
