@@ -5,6 +5,7 @@ from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.data.synthetic import CSBMParams, csbm
 from fgl_workbench.defenses import applied
+from fgl_workbench.running.cell import inductive_release
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.targets.class_statistics import class_statistics
 from fgl_workbench.transcript import CLASS_STATISTICS, SERVER, Transcript, client
@@ -48,3 +49,35 @@ def exchanged_setting():
     clean = ce.fit(federation, cfg, [], 0)
     noisy = ce.fit(federation, cfg, [applied("metric-dp", {"sigma0": 0.3, "k": 10})], 0)
     return federation, clean, noisy
+
+
+def overfit_fedavg(membership: str = "transductive"):
+    """Weak features, few training nodes, long training without regularisation, the last
+    round released: a FedAvg target whose members the membership attacks must find."""
+    params = CSBMParams(num_nodes=500, num_classes=4, num_features=256, signal=0.1, seed=1)
+    ds = csbm(params)
+    part = make_partition(
+        ds, "metis", 3, seed=0, split=(0.15, 0.15, 0.7), aux_fraction=0.3, membership=membership
+    )
+    fed = build_federation(ds, part)
+    cfg = {
+        "rounds": 30,
+        "local_epochs": 5,
+        "weight_decay": 0.0,
+        "release": "last",
+        "model": {"dropout": 0.0, "hidden": 128},
+    }
+    return fed, TARGETS.get("fedavg").fit(fed, cfg, [], seed=0)
+
+
+@pytest.fixture(scope="session")
+def overfit():
+    return overfit_fedavg()
+
+
+@pytest.fixture(scope="session")
+def overfit_inductive():
+    """The same, each client on the subgraph its training nodes induce."""
+    fed, trained = overfit_fedavg("inductive")
+    inductive_release(trained, fed)  # what the runner does after fit
+    return fed, trained

@@ -12,7 +12,7 @@ from fgl_workbench.attacks.membership.reference import ReferencePool
 from fgl_workbench.attacks.metrics import auc_interval, membership_metrics
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import ClientPart, make_partition
-from fgl_workbench.data.synthetic import CSBMParams, SyntheticGraphsParams, csbm, synthetic_graphs
+from fgl_workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.targets import TARGETS
 
@@ -35,23 +35,6 @@ CASES = [
     ("mia-lira", {"mode": "online", "num_references": REFS, "trained_as": "centralized"}),
 ]
 IDS = [f"{n}-{'-'.join(map(str, p.values()))}" for n, p in CASES]
-
-
-@pytest.fixture(scope="module")
-def overfit():
-    """Weak features, few training nodes, long training without regularisation."""
-    params = CSBMParams(num_nodes=500, num_classes=4, num_features=256, signal=0.1, seed=1)
-    ds = csbm(params)
-    part = make_partition(ds, "metis", 3, seed=0, split=(0.15, 0.15, 0.7), aux_fraction=0.3)
-    fed = build_federation(ds, part)
-    cfg = {
-        "rounds": 30,
-        "local_epochs": 5,
-        "weight_decay": 0.0,
-        "release": "last",
-        "model": {"dropout": 0.0, "hidden": 128},
-    }
-    return fed, TARGETS.get("fedavg").fit(fed, cfg, [], seed=0)
 
 
 @pytest.fixture(scope="module")

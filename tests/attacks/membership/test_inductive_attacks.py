@@ -23,25 +23,8 @@ from fgl_workbench.targets import TARGETS
 
 
 @pytest.fixture(scope="module")
-def overfit():
-    """Weak features, few training nodes, long training without regularisation, each client
-    on the subgraph its training nodes induce."""
-    params = CSBMParams(num_nodes=500, num_classes=4, num_features=256, signal=0.1, seed=1)
-    ds = csbm(params)
-    part = make_partition(
-        ds, "metis", 3, seed=0, split=(0.15, 0.15, 0.7), aux_fraction=0.3, membership="inductive"
-    )
-    fed = build_federation(ds, part)
-    cfg = {
-        "rounds": 30,
-        "local_epochs": 5,
-        "weight_decay": 0.0,
-        "release": "last",
-        "model": {"dropout": 0.0, "hidden": 128},
-    }
-    trained = TARGETS.get("fedavg").fit(fed, cfg, [], seed=0)
-    inductive_release(trained, fed)  # what the runner does after fit
-    return fed, trained
+def overfit(overfit_inductive):
+    return overfit_inductive
 
 
 def run(fed, trained, challenge, name, params, pool=None):

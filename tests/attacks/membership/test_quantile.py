@@ -109,24 +109,6 @@ def test_same_seed_same_scores_and_another_seed_another_model():
     assert not np.array_equal(a, c)
 
 
-@pytest.fixture(scope="module")
-def overfit():
-    """As tests/attacks/membership/test_attacks.py's: weak features, few training nodes,
-    long training without regularisation, the last round released."""
-    params = CSBMParams(num_nodes=500, num_classes=4, num_features=256, signal=0.1, seed=1)
-    ds = csbm(params)
-    part = make_partition(ds, "metis", 3, seed=0, split=(0.15, 0.15, 0.7), aux_fraction=0.3)
-    fed = build_federation(ds, part)
-    cfg = {
-        "rounds": 30,
-        "local_epochs": 5,
-        "weight_decay": 0.0,
-        "release": "last",
-        "model": {"dropout": 0.0, "hidden": 128},
-    }
-    return fed, TARGETS.get("fedavg").fit(fed, cfg, [], seed=0)
-
-
 def attack_input(fed, trained, challenge, adversary="querier") -> AttackInput:
     view = server_view(trained, fed) if adversary == "server" else querier_view(trained, fed)
     return AttackInput(view, background_knowledge(fed, trained), challenge.candidates)
