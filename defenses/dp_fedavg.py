@@ -120,6 +120,13 @@ def apply_update(reference: State, update: torch.Tensor) -> State:
     return out
 
 
+def aggregate_mean(total: torch.Tensor, dp: bool, expected_clients: float) -> torch.Tensor:
+    """The mean update a decrypted secure aggregate stands for. Under DP-FedAvg the sum of the
+    clipped updates over the expected number of clients (a data-independent denominator);
+    otherwise the weighted sum over the summed weights, which travel as its last entry."""
+    return total / expected_clients if dp else total[:-1] / total[-1]
+
+
 HIDDEN_SAMPLE = "add or remove one client; the sample is hidden"
 VISIBLE_SAMPLE = "replace one client's data; its participation is visible"
 REPLACE = "replace one client's data"

@@ -41,7 +41,7 @@ from fgl_workbench.attacks.membership.observe import (
     rebuilt_api,
     true_label_logit_margin,
 )
-from fgl_workbench.defenses.dp_fedavg import apply_update
+from fgl_workbench.defenses.dp_fedavg import aggregate_mean, apply_update
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, SERVER, Message
@@ -181,8 +181,7 @@ def client_models(view: ClientView, knowledge: BackgroundKnowledge, cfg: AllRoun
     states = [first.payload]
     for m in aggregates:
         total = torch.as_tensor(view.keys.decrypt(m.payload))
-        mean = total / expected if dp else total[:-1] / total[-1]
-        states.append(apply_update(states[-1], mean))
+        states.append(apply_update(states[-1], aggregate_mean(total, dp, expected)))
     return states if cfg.window is None else states[-(cfg.window + 1) :]
 
 

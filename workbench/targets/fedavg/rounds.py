@@ -17,6 +17,7 @@ from fgl_workbench.defenses import dp_fedavg, gaussian_upload
 from fgl_workbench.defenses.base import accounted, with_selection_caveat
 from fgl_workbench.defenses.calibration import require_noise
 from fgl_workbench.defenses.dp_fedavg import (
+    aggregate_mean,
     apply_update,
     server_noise,
     update_vector,
@@ -197,9 +198,7 @@ class FedAvgLoop(Accounting):
                 everyone = [client(k) for k in range(len(clients))]
                 transcript.broadcast(r, SERVER, everyone, CIPHERTEXT, aggregate)
                 total = torch.as_tensor(secure.keys.decrypt(aggregate))
-                mean = (
-                    total / (cfg.client_fraction * len(clients)) if dp else total[:-1] / total[-1]
-                )
+                mean = aggregate_mean(total, dp is not None, cfg.client_fraction * len(clients))
                 global_model.load_state_dict(apply_update(state, mean))
             self.after_aggregation(context, r, global_model, uploads, chosen)
             scored_apart = {}
