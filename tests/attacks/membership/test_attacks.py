@@ -35,6 +35,13 @@ CASES = [
     ("mia-lira", {"mode": "online", "num_references": REFS, "trained_as": "centralized"}),
 ]
 IDS = [f"{n}-{'-'.join(map(str, p.values()))}" for n, p in CASES]
+# the costliest cases (50-75 s each on CI's two cores) run with -m slow; every attack and
+# setting keeps a default case: shadow with label_aware off, LiRA online on the target's recipe
+SLOW = {"mia-shadow-full", "mia-lira-online-8-centralized"}
+PARAMS = [
+    pytest.param(n, p, id=i, marks=[pytest.mark.slow] if i in SLOW else [])
+    for (n, p), i in zip(CASES, IDS, strict=True)
+]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +59,7 @@ def run(name, params, inp, seed=0):
     return attack.run(inp, attack.Config(**params), seed)
 
 
-@pytest.mark.parametrize(("name", "params"), CASES, ids=IDS)
+@pytest.mark.parametrize(("name", "params"), PARAMS)
 def test_every_attack_detects_an_overfit_target(overfit, pool, name, params):
     fed, trained = overfit
     challenge = membership_challenge(fed, seed=0)
@@ -62,7 +69,7 @@ def test_every_attack_detects_an_overfit_target(overfit, pool, name, params):
     assert metrics["auc_ci_low"] > 0.55
 
 
-@pytest.mark.parametrize(("name", "params"), CASES, ids=IDS)
+@pytest.mark.parametrize(("name", "params"), PARAMS)
 def test_no_signal_when_the_target_never_trained_on_either_side(overfit, pool, name, params):
     """'Members' and non-members are both drawn from records no client trained on."""
     fed, trained = overfit
@@ -94,7 +101,7 @@ def shuffled_membership(fed):
 
 
 @pytest.mark.parametrize("adversary", ["querier", "server"])
-@pytest.mark.parametrize(("name", "params"), CASES, ids=IDS)
+@pytest.mark.parametrize(("name", "params"), PARAMS)
 def test_scores_do_not_depend_on_membership_labels(overfit, pool, name, params, adversary):
     fed, trained = overfit
     params = {**params, "adversary": adversary}

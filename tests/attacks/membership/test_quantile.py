@@ -146,6 +146,7 @@ def test_no_signal_when_the_target_never_trained_on_either_side(overfit, adversa
     assert low < 0.5 < high, (low, high)
 
 
+@pytest.mark.slow  # about a minute on two cores: the planted and null tests run by default
 def test_graph_level_detects_an_overfit_target():
     """Few graphs with a weak signal, a wide GIN trained long, the last round released."""
     ds = synthetic_graphs(
