@@ -208,6 +208,7 @@ def test_stored_records_that_are_not_this_audits_candidates_are_run_again(
     assert again.attacks[label].metrics == first.attacks[label].metrics
 
 
+@pytest.mark.slow  # 1-4 minutes on two cores; the default run keeps this module's shorter cases
 def test_link_and_attribute_rows_join_the_folder(split, tmp_path):
     data, members, mask = split
     model = train(GCN, data, mask, 0)

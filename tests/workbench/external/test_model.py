@@ -119,6 +119,7 @@ def assert_same_reading(ours, theirs):
     assert max(ours["auc_ci_low"], theirs["auc_ci_low"]) > 0.5, (ours, theirs)
 
 
+@pytest.mark.slow  # 1-4 minutes on two cores; the default run keeps this module's shorter cases
 def test_a_plain_pyg_gcn_audited_in_five_lines_matches_the_workbenchs_own_target(
     tmp_path, data_root, cora
 ):
@@ -219,6 +220,7 @@ def test_bad_input_is_one_line_naming_the_field(cora, kwargs, message):
         audit_model(GCN(), cora.data, given.pop("members"), **given)
 
 
+@pytest.mark.slow  # 1-4 minutes on two cores; the default run keeps this module's shorter cases
 def test_graph_level_without_a_recipe_trains_its_references_by_the_default_one():
     dataset = load_dataset("synthetic-graphs", {"num_graphs": 120, "num_features": 8})
     graphs = dataset.graphs

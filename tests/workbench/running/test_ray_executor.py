@@ -28,6 +28,7 @@ def test_ray_executor_equals_serial_and_resumes(tmp_path):
     assert again.cells_run == 0
 
 
+@pytest.mark.slow  # 1-4 minutes on two cores; the default run keeps this module's shorter cases
 def test_a_killed_ray_worker_is_retried_and_nothing_changes(tmp_path):
     """SIGKILL the worker process running a cell: Ray resubmits the task, and the rows equal
     the serial executor's."""
