@@ -20,6 +20,7 @@ from typing import Literal
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+from scipy.special import softmax
 
 from fgl_workbench.adversary.threat import ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
@@ -56,10 +57,7 @@ def cross_entropy(logits: torch.Tensor, labels: np.ndarray) -> np.ndarray:
 
 def posterior(losses: np.ndarray) -> np.ndarray:
     """[records, clients] P(k | z) ∝ exp(−loss); a client with no loss (no upload kept) gets 0."""
-    z = -losses.T
-    z = z - z.max(1, keepdims=True)
-    p = np.exp(z)
-    return p / p.sum(1, keepdims=True)
+    return softmax(-losses.T, axis=1)
 
 
 class SourceInferenceAttack:

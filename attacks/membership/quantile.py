@@ -148,11 +148,16 @@ def per_class(out: torch.Tensor, labels: torch.Tensor, width: int) -> torch.Tens
     return rows[torch.arange(out.shape[0]), labels]
 
 
+def spread(pred: torch.Tensor) -> torch.Tensor:
+    """The Gaussian model's σ from its second output, kept above MIN_STD."""
+    return F.softplus(pred[:, 1]) + MIN_STD
+
+
 def objective(pred: torch.Tensor, s: torch.Tensor, loss: str, tau: float) -> torch.Tensor:
     if loss == "pinball":
         diff = s - pred[:, 0]
         return torch.maximum(tau * diff, (tau - 1.0) * diff).mean()
-    mu, std = pred[:, 0], F.softplus(pred[:, 1]) + MIN_STD
+    mu, std = pred[:, 0], spread(pred)
     return (0.5 * ((s - mu) / std) ** 2 + torch.log(std)).mean()
 
 
@@ -196,11 +201,12 @@ def fit_and_score(
     assert best_state is not None
     model.load_state_dict(best_state)
     with torch.no_grad():
-        pred = per_class(forward(model.eval()), y, width).double().numpy(force=True)
+        pred = per_class(forward(model.eval()), y, width).double()
     z = (s - centre) / scale
+    mu = pred[:, 0].numpy(force=True)
     if config.loss == "pinball":
-        return (z - pred[:, 0]) * scale
-    return (z - pred[:, 0]) / (np.logaddexp(0.0, pred[:, 1]) + MIN_STD)
+        return (z - mu) * scale
+    return (z - mu) / spread(pred).numpy(force=True)
 
 
 def holdout_split(n: int, holdout: float, seed: int) -> np.ndarray:
