@@ -18,6 +18,8 @@ is not run."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from fgl_workbench.accountants import PrivacyLedger
@@ -55,7 +57,7 @@ class DPFedAvgGame:
         if config.mode == "central":
             return [_hidden(config, q, rounds, m, context.dimension, generator)]
         secure = "secure-aggregation" in context.configs
-        return [_uploads(config, q, rounds, m, context.dimension, secure, generator)]
+        return _uploads(config, q, rounds, m, context.dimension, secure, generator)
 
 
 def _rate_and_rounds(context: Context) -> tuple[float, int]:
@@ -96,7 +98,7 @@ def _hidden(config, q, rounds, m, dimension, generator) -> Trial:
     return trial(observed, included, [hidden], "client", how, independent=independent)
 
 
-def _uploads(config, q, rounds, m, dimension, secure, generator) -> Trial:
+def _uploads(config, q, rounds, m, dimension, secure, generator) -> list[Trial]:
     """Replace one canary's data (+d or −d); the server sees each noisy upload (or each
     round's sum under secure aggregation) of the rounds the canary took part in."""
     d, nulls, independent = canary_directions(m, dimension, generator)
@@ -131,23 +133,37 @@ def _uploads(config, q, rounds, m, dimension, secure, generator) -> Trial:
         observed = Observed(
             sums @ d.T, (sums @ nulls.T)[:, None], signs * part, config.clip, replace=True
         )
-    else:
-        observed = own.observed(part, signs, config.clip)
-    return trial(observed, included, [claim], "client", how, independent=independent)
+        return [trial(observed, included, [claim], "client", how, independent=independent)]
+    return upload_trials(own, part, signs, config.clip, included, claim, how, independent)
 
 
 class Projections:
     """Each canary's own releases (its uploads) as the observer keeps them: projected on the
-    canary's direction and on the null directions as they arrive."""
+    canary's direction and on the null directions as they arrive, and on every canary's
+    direction, so that each upload can also be read beside another canary's of the same
+    round (``across``)."""
 
     def __init__(self, releases: int, m: int, d: torch.Tensor, nulls: torch.Tensor) -> None:
         self.d, self.nulls = d, nulls
         self.signal = torch.zeros(releases, m, dtype=torch.float64)
         self.null = torch.zeros(releases, m, nulls.shape[0], dtype=torch.float64)
+        # one-hot canary directions are read as coordinates: m projections for m reads
+        one_hot = bool(((d != 0).sum(1) == 1).all())
+        self.coordinates = d.argmax(1) if one_hot else None
+        self.beside = torch.full((releases, m), torch.nan, dtype=torch.float64)
+        self.beside_null = torch.full_like(self.null, torch.nan)
+        self.round: int | None = None
+        self.seen = torch.full((m, m), torch.nan, dtype=torch.float64)  # [uploader, canary]
 
     def add(self, r: int, i: int, release: torch.Tensor) -> None:
+        if r != self.round:
+            self._close()
+            self.round = r
+        release = release.double()
         self.signal[r, i] = self.d[i] @ release
         self.null[r, i] = self.nulls @ release
+        c = self.coordinates
+        self.seen[i] = release[c] if c is not None else self.d @ release
 
     def observed(self, part: torch.Tensor, signs: torch.Tensor, unit: float) -> Observed:
         """Replace-one evidence where ``part`` [R, m] says a release was made, in the order
@@ -159,6 +175,64 @@ class Projections:
         null = torch.gather(self.null, 0, order[..., None].expand_as(self.null))
         null = torch.where(made[..., None], null, torch.nan)
         return Observed(signal, null, torch.gather(signs, 0, order) * made, unit, replace=True)
+
+    def across(self, part: torch.Tensor, signs: torch.Tensor, unit: float) -> Observed:
+        """Replace-one evidence of each upload minus the upload of the same round whose null
+        projections are most alike its own (both read on the canary's direction): noise that
+        clients of a round share (every client's generator seeded alike) cancels there, and
+        each canary's evidence alone would not show it. The partner is chosen from the
+        output, so one-run bounds hold; the canaries are no longer independent runs."""
+        self._close()
+        made = part & torch.isfinite(self.beside)
+        signal = torch.where(made, self.beside, torch.nan)
+        null = torch.where(made[..., None], self.beside_null, torch.nan)
+        return Observed(signal, null, signs * made, unit, replace=True, paired=False)
+
+    def _close(self) -> None:
+        """The round being received is complete: each of its uploads beside its partner's."""
+        r, self.round = self.round, None
+        uploaded = torch.isfinite(self.seen[:, 0]).nonzero().flatten()
+        if r is None or len(uploaded) < 2:
+            self.seen.fill_(torch.nan)
+            return
+        null = self.null[r, uploaded]
+        unit_null = null / null.norm(dim=1, keepdim=True).clamp(min=1e-300)
+        alike = unit_null @ unit_null.T
+        alike.fill_diagonal_(-torch.inf)
+        partner = uploaded[alike.argmax(1)]
+        own = self.seen[uploaded, uploaded]
+        self.beside[r, uploaded] = own - self.seen[partner, uploaded]
+        self.beside_null[r, uploaded] = null - self.null[r, partner]
+        self.seen.fill_(torch.nan)
+
+
+def upload_trials(
+    own: Projections,
+    part: torch.Tensor,
+    signs: torch.Tensor,
+    unit: float,
+    included: torch.Tensor,
+    claim: Any,
+    how: str,
+    independent: bool,
+) -> list[Trial]:
+    """The replace-one claim audited twice on the uploads the server saw: each canary on its
+    own uploads, and each beside the most alike upload of its round (``Projections.across``),
+    where noise the clients of a round share cancels."""
+    return [
+        trial(
+            own.observed(part, signs, unit),
+            included,
+            [claim],
+            "client",
+            how,
+            independent=independent,
+        ),
+        trial(own.across(part, signs, unit), included, [claim], "client", how + ACROSS),
+    ]
+
+
+ACROSS = ", each beside the most alike upload of its round"
 
 
 class GaussianUploadGame:
@@ -185,9 +259,9 @@ class GaussianUploadGame:
             for i in range(m):
                 upload = sign[i] * signs[r, i] * CANARY_NORM * config.clip * d[i]
                 own.add(r, i, gaussian_upload.privatize(upload, config, generator))
-        observed = own.observed(torch.ones(uploads, m, dtype=torch.bool), signs, config.clip)
+        part = torch.ones(uploads, m, dtype=torch.bool)
         how = f"Gaussian upload, {uploads} uploads, canary clients (replace one), every upload"
-        return [trial(observed, included, [claim], "client", how, independent=independent)]
+        return upload_trials(own, part, signs, config.clip, included, claim, how, independent)
 
     @staticmethod
     def _uploads(ledger: PrivacyLedger, config: GaussianUploadConfig) -> int:

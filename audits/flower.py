@@ -36,7 +36,7 @@ from fgl_workbench.audits.canary import (
 from fgl_workbench.audits.canary import (
     Context as AuditContext,
 )
-from fgl_workbench.audits.clients import Projections
+from fgl_workbench.audits.clients import Projections, upload_trials
 from fgl_workbench.audits.observer import Observed
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.targets.flower import privacy
@@ -66,7 +66,7 @@ class FlowerDPGame:
         np.random.seed(seed)  # Flower's DP noise
         if config.mode == "central":
             return [_central(config, cfg, d, nulls, included, signs, independent)]
-        return [_local(config, cfg, d, nulls, included, signs, independent)]
+        return _local(config, cfg, d, nulls, included, signs, independent)
 
 
 FIRST_FIELDS = ("rounds", "client_fraction", "dp_clipping")
@@ -128,7 +128,7 @@ def _nudged(received: torch.Tensor, at: int) -> torch.Tensor:
     return out
 
 
-def _local(config, cfg, d, nulls, included, signs, independent) -> Trial:
+def _local(config, cfg, d, nulls, included, signs, independent) -> list[Trial]:
     m, dimension = d.shape
     rounds = cfg.rounds
     sign = included.double() * 2 - 1
@@ -144,10 +144,10 @@ def _local(config, cfg, d, nulls, included, signs, independent) -> Trial:
     everyone = cfg.model_copy(update={"report_metrics": False, "client_fraction": 1.0})
     server = strategy(everyone, m, None, None)
     flower_server(server, grid, {KEY: torch.zeros(dimension)}, rounds, None)
-    observed = own.observed(torch.ones(rounds, m, dtype=torch.bool), signs, config.clip)
     (claim,) = privacy.local_events(config, rounds)
     how = f"Flower LocalDpMod, {m} canary clients, {rounds} rounds, replace one, every upload"
-    return trial(observed, included, [claim], "client", how, independent=independent)
+    part = torch.ones(rounds, m, dtype=torch.bool)
+    return upload_trials(own, part, signs, config.clip, included, claim, how, independent)
 
 
 def _canary_app(update, mods: list[Any]) -> ClientApp:

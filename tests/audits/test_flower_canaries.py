@@ -18,6 +18,7 @@ flwr = pytest.importorskip("flwr")
 from flwr.clientapp.mod import localdp_mod  # noqa: E402
 from flwr.serverapp.strategy import dp_fixed_clipping  # noqa: E402
 
+from fgl_workbench.audits import flower as flower_audit  # noqa: E402
 from fgl_workbench.targets.flower.config import FlowerConfig  # noqa: E402
 
 ROUNDS = 10
@@ -32,7 +33,10 @@ def _audit(
     )
     claimed: PrivacyLedger = ledger(cfg, dp, canaries, ROUNDS)
     context = Context(claimed, {"dp-fedavg": dp}, 2 * canaries, None, cfg.model_dump(), "flower")
-    (audit,) = audit_run(context, [AppliedDefense("dp-fedavg", "aggregation", dp)], 1e-5, canaries)
+    audits = audit_run(context, [AppliedDefense("dp-fedavg", "aggregation", dp)], 1e-5, canaries)
+    if mode == "local":  # each upload alone, and beside the most alike upload of its round
+        return audits
+    (audit,) = audits
     return audit
 
 
@@ -102,9 +106,30 @@ def test_with_half_the_clients_a_round_the_observer_uses_who_was_sampled():
 
 
 def test_flowers_local_dp_mod_holds_and_reused_noise_is_caught():
-    assert _audit("local", 15.0, canaries=500).holds
+    assert all(a.holds for a in _audit("local", 15.0, canaries=500))
     with _patched(
         localdp_mod, "add_gaussian_noise_inplace", _reused(localdp_mod.add_gaussian_noise_inplace)
     ):
-        audit = _audit("local", 15.0, canaries=500)
-    assert not audit.holds, audit.summary()
+        audits = _audit("local", 15.0, canaries=500)
+    assert not all(a.holds for a in audits), "\n".join(a.summary() for a in audits)
+
+
+def _seeded_by_round(msg, context, call_next):
+    """A client mod seeding numpy with the round before LocalDpMod draws (as a user seeding
+    for reproducibility would): every client of a round adds the same noise."""
+    np.random.seed(int(msg.content["config"]["server-round"]))
+    return call_next(msg, context)
+
+
+def test_local_dp_mod_noise_shared_by_a_rounds_clients_is_caught():
+    """Each upload alone is as a correct LocalDpMod's (the own-upload audit holds); beside
+    another upload of its round the shared noise cancels."""
+    real = flower_audit.client_app_mods
+
+    def mods(config, clipping):
+        return [_seeded_by_round, *real(config, clipping)]
+
+    with _patched(flower_audit, "client_app_mods", mods):
+        own, across = _audit("local", 15.0, canaries=500)
+    assert own.holds, own.summary()
+    assert not across.holds, across.summary()

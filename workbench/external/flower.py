@@ -19,7 +19,9 @@ nodes share the recorder's folder, or ``run_inline`` here. Then:
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -39,6 +41,7 @@ from flwr.serverapp.strategy import (
     FedProx,
     Strategy,
 )
+from scipy.stats import chi2
 
 from fgl_workbench.accountants import NoGuarantee, PrivacyLedger, Scope
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig, update_vector
@@ -83,6 +86,7 @@ class FlowerRecorder:
         self.message_types: list[str] = []
         self.client_apps: list[ClientApp] = []
         self.registry = tempfile.mkdtemp(prefix="fglwb-flower-nodes-")
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.registry, True)
 
     def server_app(self, app: ServerApp) -> ServerApp:
         """``app`` with its grid recorded and the strategies it starts kept."""
@@ -252,9 +256,9 @@ class FlowerRecorder:
 
     def _checked_uploads(self, train_mods: Sequence[Any]) -> list[str]:
         """What the kept uploads contradict: under client-side clipping an update longer than
-        the clip (a mod that scales it after clipping), under LocalDpMod one shorter than half
-        its noise's expected length σ·√d (noise that was never added: a mod found but not
-        run). Rounds whose payloads were not kept are not checked."""
+        the clip (a mod that scales it after clipping); under LocalDpMod noise shorter than
+        it claims, or shared between two clients of a round (``short_noise``,
+        ``shared_noise``). Rounds whose payloads were not kept are not checked."""
         sent: dict[tuple[int, str], State] = {}
         for _, m in self._train(MODEL_WEIGHTS):
             if m.sender == SERVER and m.payload is not None:
@@ -266,20 +270,61 @@ class FlowerRecorder:
             if s.__class__ is DifferentialPrivacyClientSideFixedClipping
         ]
         problems: set[str] = set()
+        rounds: dict[int, list[torch.Tensor]] = {}
         for i, m in self._train(MODEL_WEIGHTS):
             reference = sent.get((m.round, m.sender))
             if m.receiver != SERVER or m.payload is None or reference is None:
                 continue
             update = update_vector(m.payload, reference)
-            norm = float(update.norm())
+            rounds.setdefault(m.round, []).append(update)
             for clip, a, b in clipped:
-                if a <= i < b and norm > clip * (1 + 1e-4):
+                if a <= i < b and float(update.norm()) > clip * (1 + 1e-4):
                     problems.add(f"uploads longer than the clip {clip:g}: clipping did not hold")
-            for mod in local:
-                std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
-                if norm < 0.5 * std * update.numel() ** 0.5:
-                    problems.add("uploads carry less noise than LocalDpMod's: it did not run")
+        updates = [u for r in rounds.values() for u in r]
+        for mod in local:
+            std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
+            if short_noise(updates, std, mod.clipping_norm):
+                problems.add("uploads carry less noise than LocalDpMod's: it did not run as stated")
+            if any(shared_noise(r, std, mod.clipping_norm) for r in rounds.values()):
+                problems.add("two uploads of a round share their noise: the server cancels it")
         return sorted(problems)
+
+    def close(self) -> None:
+        """Delete the folder the nodes noted their partitions in (also done when the
+        recorder is garbage-collected or the interpreter exits)."""
+        self._cleanup()
+
+
+# an upload's noise is called too short (or shared) at this p-value, split over the uploads
+# (pairs) tested: a correct LocalDpMod is flagged with probability below it
+NOISE_TEST_P = 1e-6
+
+
+def short_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
+    """Whether an update ``u + z`` (‖u‖ ≤ ``clip``, z the noise) is too short for noise of
+    ``std`` per entry: ‖z‖ ≤ ‖u + z‖ + clip, and ‖z‖²/std² is χ² with d degrees of freedom
+    under the claim, so a noise 10 % short is seen in a model of 10⁵ entries."""
+    if not updates:
+        return False
+    # the shortest update decides: its noise is the least any upload's could be
+    shortest = min(((float(u.norm()) + clip) / std) ** 2 for u in updates)
+    return bool(chi2.cdf(shortest, updates[0].numel()) < NOISE_TEST_P / len(updates))
+
+
+def shared_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
+    """Whether two updates of one round are closer than independent noise allows: the
+    difference of two noises of ``std`` is Gaussian of std·√2, and ‖z_i − z_j‖ ≤
+    ‖Δ_i − Δ_j‖ + 2·clip (the same draw in every client, a generator seeded by the round)."""
+    if len(updates) < 2:
+        return False
+    x = torch.stack([u.double() for u in updates])
+    squares = (x * x).sum(1)
+    gaps = (squares[:, None] + squares[None, :] - 2 * x @ x.T).clamp(min=0).sqrt()
+    k = len(updates)
+    closest = float(gaps[~torch.eye(k, dtype=torch.bool)].min())
+    pairs = k * (k - 1) // 2
+    statistic = ((closest + 2 * clip) / (std * 2**0.5)) ** 2
+    return bool(chi2.cdf(statistic, x.shape[1]) < NOISE_TEST_P / pairs)
 
 
 EVERYONE = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))

@@ -3,6 +3,7 @@ its uploads reach audit_uploads, and its DP (Flower's wrappers, LocalDpMod, the 
 clients send) is written per adversary."""
 
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -33,7 +34,12 @@ from flwr.serverapp.strategy import (  # noqa: E402
 )
 from torch_geometric.nn import GCNConv  # noqa: E402
 
-from fgl_workbench.external.flower import FlowerRecorder, mods_of  # noqa: E402
+from fgl_workbench.external.flower import (  # noqa: E402
+    FlowerRecorder,
+    mods_of,
+    shared_noise,
+    short_noise,
+)
 
 
 class GCN(torch.nn.Module):
@@ -357,3 +363,69 @@ def test_a_users_apps_recorded_on_flowers_simulation_engine(data):
     )
     rounds, sent = recorder.uploads()
     assert len(rounds) == 3 and all(sorted(r) == [0, 1, 2] for r in rounds)
+
+
+def _scaled_local_noise(factor):
+    """LocalDpMod adding ``factor`` times the noise it states (its ε, δ, sensitivity kept)."""
+    from flwr.clientapp.mod import localdp_mod
+
+    real = localdp_mod.add_gaussian_noise_inplace
+    return mock.patch.object(
+        localdp_mod, "add_gaussian_noise_inplace", lambda a, std: real(a, factor * std)
+    )
+
+
+def test_local_dp_mod_noise_short_of_its_claim_is_seen_in_the_uploads(data):
+    """0.6 of LocalDpMod's noise (the old check, half the expected length, let it through):
+    the shortest upload is below what χ² allows for the stated noise."""
+    mod = LocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    server, client, _ = user_apps(data, local_dp=mod)
+    recorder = FlowerRecorder()
+    with _scaled_local_noise(0.6):
+        recorder.run_inline(server, client, 3)
+    rows = _rows(recorder)
+    assert rows["querier"].epsilon == float("inf")
+    assert "less noise" in rows["querier"].note, rows["querier"]
+
+
+def _seeded_by_round(msg, context, call_next):
+    np.random.seed(int(msg.content["config"]["server-round"]))  # every client alike
+    return call_next(msg, context)
+
+
+def test_local_dp_mod_noise_shared_by_a_rounds_clients_is_seen(data):
+    mod = LocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    server, client, _ = user_apps(data, local_dp=mod, app_mods=[_seeded_by_round])
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    rows = _rows(recorder)
+    assert rows["querier"].epsilon == float("inf")
+    assert "share their noise" in rows["querier"].note, rows["querier"]
+
+
+def test_the_noise_tests_hold_on_the_stated_noise_and_see_a_tenth_short():
+    generator = torch.Generator().manual_seed(0)
+    d, std, clip = 100_000, 0.5, 1.0
+
+    def upload(scale, noise=None):
+        u = torch.randn(d, generator=generator, dtype=torch.float64)
+        z = torch.randn(d, generator=generator, dtype=torch.float64) if noise is None else noise
+        return clip * u / u.norm() + scale * std * z
+
+    assert not short_noise([upload(1.0) for _ in range(5)], std, clip)
+    assert short_noise([upload(0.9) for _ in range(5)], std, clip)
+    assert not shared_noise([upload(1.0) for _ in range(5)], std, clip)
+    same = torch.randn(d, generator=generator, dtype=torch.float64)
+    assert shared_noise([upload(1.0, same), upload(1.0), upload(1.0, same)], std, clip)
+
+
+def test_the_recorders_node_folder_is_deleted():
+    recorder = FlowerRecorder()
+    folder = Path(recorder.registry)
+    assert folder.is_dir()
+    recorder.close()
+    assert not folder.exists()
+    again = FlowerRecorder()
+    folder = Path(again.registry)
+    del again
+    assert not folder.exists()
