@@ -64,6 +64,26 @@ def test_graph_level_fedavg_on_synthetic_graphs(small_graphs):
     assert trained.utility["accuracy"] > 0.6
 
 
+def test_a_client_without_training_graphs_sends_back_the_model_it_received(small_graphs):
+    """120 graphs over 60 clients: some hold no training graph. They take part, train
+    nothing and weigh 0 (it crashed the data loader), with and without DP-SGD."""
+    from fgl_workbench.defenses import applied
+    from fgl_workbench.transcript import SERVER
+
+    fed = build_federation(small_graphs, make_partition(small_graphs, "iid", 60, seed=0))
+    idle = [k for k, c in enumerate(fed.clients) if len(c.train) == 0]
+    assert idle
+    cfg = {"rounds": 1, "local_epochs": 1, "model": {"arch": "gin", "hidden": 8, "layers": 1}}
+    trained = FEDAVG.fit(fed, {**cfg, "keep_payloads": "all"}, [], 0)
+    sent = next(m.payload for m in trained.transcript.messages if m.sender == SERVER)
+    k = f"client:{idle[0]}"
+    (upload,) = [m.payload for m in trained.transcript.messages if m.sender == k]
+    assert all(torch.equal(upload[name], sent[name]) for name in sent)
+    assert np.isfinite(trained.utility["accuracy"])
+    dp = applied("dp-sgd", {"noise_multiplier": 1.0, "sample_rate": 0.5})
+    assert np.isfinite(FEDAVG.fit(fed, cfg, [dp], 0).utility["accuracy"])
+
+
 def test_selection_is_on_validation_not_test(small_csbm):
     fed = build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
     trained = FEDAVG.fit(fed, {"rounds": 8}, [], 0)

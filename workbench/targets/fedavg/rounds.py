@@ -108,7 +108,7 @@ class FedAvgLoop(Accounting):
 
         def optimizer(k: int) -> torch.optim.Optimizer:
             opt = make_optimizer(cfg.optimizer, local[k], cfg.lr, cfg.weight_decay)
-            if dp_sgd is None:
+            if dp_sgd is None or self.num_train(clients[k]) == 0:  # never steps
                 return opt
             return private_optimizer(opt, dp_sgd, self.num_train(clients[k]), sgd_noise)
 
@@ -160,7 +160,12 @@ class FedAvgLoop(Accounting):
                 if not cfg.persistent_optimizer:
                     opts[k] = optimizer(k)
                 with measuring_losses() as steps:
-                    dp_steps[k] += self.train_local(local[k], clients[k], opts[k], cfg, gen, dp_sgd)
+                    # a client holding no training record (many clients, few graphs) sends
+                    # back the model it received, weighted 0
+                    if self.num_train(clients[k]) > 0:
+                        dp_steps[k] += self.train_local(
+                            local[k], clients[k], opts[k], cfg, gen, dp_sgd
+                        )
                 losses += steps
                 upload = shared_part(local[k].state_dict(), cfg.keep_local)
                 if gauss is not None:  # clipped and noised before it leaves the client

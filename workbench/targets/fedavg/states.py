@@ -55,5 +55,9 @@ def weighted_update(local: dict, reference: dict, weight: float) -> torch.Tensor
 
 
 def average_states(states: Sequence[dict[str, torch.Tensor]], weights: np.ndarray) -> dict:
-    w = torch.tensor(weights / weights.sum(), dtype=torch.float32)
+    """The weighted mean of ``states``; the plain mean where every weight is 0 (no chosen
+    client held a training record: each sent back the model it received)."""
+    total = float(weights.sum())
+    share = weights / total if total > 0 else np.full(len(weights), 1.0 / len(weights))
+    w = torch.tensor(share, dtype=torch.float32)
     return {k: sum(wi * s[k].float() for wi, s in zip(w, states, strict=True)) for k in states[0]}
