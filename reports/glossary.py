@@ -67,9 +67,15 @@ COMPONENTS: dict[str, str] = {
     "holds for embeddings within distance ρ (the k-NN percentile).",
 }
 
+INDUCTIVE = (
+    "An -inductive partition's clients hold no test nodes: its accuracy is the released "
+    "model's on their test nodes answered on the whole population graph, not each client's "
+    "own scoring, so it is not the same measurement as a transductive cell's."
+)
+
 METRICS: dict[str, str] = {
     "accuracy": "test accuracy of the released model on the clients' test sets, at the round "
-    "chosen on validation; for an embedding release, a linear probe's accuracy.",
+    "chosen on validation; for an embedding release, a linear probe's accuracy. " + INDUCTIVE,
     "ε, δ": "the RDP accountant's (ε, δ) of the run's DP events, at the suite's δ.",
     "AUC": "area under the attack's ROC over the challenge (members: training records; "
     "non-members: held-out records), with a 95% bootstrap interval.",

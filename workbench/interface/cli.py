@@ -390,6 +390,7 @@ def print_measured(out: str | Path | list[str]) -> list:
     (``summary.fitted``): utility per configuration (mean ± std over seeds), each attack's
     figures (TPRs and AUC with their 95 % intervals, the chance line where stated), and the
     privacy–utility points (returned)."""
+    from fgl_workbench.reports.glossary import INDUCTIVE
     from fgl_workbench.reports.intervals import attack_tables
     from fgl_workbench.reports.report import load_results, plugin_notes
     from fgl_workbench.reports.summary import (
@@ -424,6 +425,8 @@ def print_measured(out: str | Path | list[str]) -> list:
         print(line)
     if notes := plugin_notes(attacks):  # what a plug-in row's mark means, as in the report
         print(textwrap.fill(notes.strip(), terminal_width()))
+    if any("-inductive/" in row[0] for row in utility):  # two kinds of test accuracy
+        print(textwrap.fill(INDUCTIVE, terminal_width()))
     return points
 
 

@@ -56,7 +56,7 @@ def test_a_bad_membership_is_refused_naming_the_field(partition, message):
 
 
 @pytest.mark.slow  # about 40 s on a loaded two-core machine
-def test_an_inductive_cell_runs_scores_and_stores_its_recipe(tmp_path):
+def test_an_inductive_cell_runs_scores_and_stores_its_recipe(tmp_path, capsys):
     suite = parse_suite(RAW)
     run_suite(suite, tmp_path, quiet=True)
     store = ResultsStore(tmp_path)
@@ -72,3 +72,8 @@ def test_an_inductive_cell_runs_scores_and_stores_its_recipe(tmp_path):
         assert len(store.done_attacks(cell.cell_id)) == 1
     finally:
         store.close()
+    from fgl_workbench.interface.cli import print_measured
+
+    capsys.readouterr()
+    print_measured(tmp_path)  # the two kinds of test accuracy are told apart
+    assert "An -inductive partition's clients hold no test nodes" in capsys.readouterr().out
