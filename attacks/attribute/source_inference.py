@@ -7,10 +7,7 @@ P(k | z) ∝ exp(−ℓ(θ_k, z)) under a uniform prior, where θ_k is client k'
 its loss: a client's model fits its own records best. The guess is the argmax. Hu et al.
 read the last round's local models; reading every round's upload the transcript kept
 (``rounds: all``) averages each client's loss over its uploads, which evens out the round to
-round drift of one upload (the posterior then has the mean loss as its exponent). Where
-clients are sampled, each client's last upload comes from the last round it took part in,
-and the model of a client sampled long ago fits every record worse: ``calibrate`` subtracts
-each upload's mean loss on the auxiliary pool (records no client holds) before comparing.
+round drift of one upload (the posterior then has the mean loss as its exponent).
 
 Node level: each rebuilt model answers on the population graph the server knows, the node
 alone or with its ``hops``-hop neighbourhood; graph level: on the candidate graphs."""
@@ -50,12 +47,6 @@ class SourceInferenceConfig(BaseModel):
         description="last: each client's last upload (Hu et al.); all: every upload the "
         "transcript kept (keep_payloads: all), each client's loss averaged over them",
     )
-    calibrate: bool = Field(
-        False,
-        description="subtract from each upload's losses its mean loss on the auxiliary pool "
-        "(records no client holds): where clients are sampled, one's last upload may be rounds "
-        "older than another's, and an older model's higher loss everywhere reads as 'not mine'",
-    )
 
 
 def cross_entropy(logits: torch.Tensor, labels: np.ndarray) -> np.ndarray:
@@ -88,20 +79,18 @@ class SourceInferenceAttack:
             states[int(m.sender.rsplit(":", 1)[-1])].append(m.payload)
         if config.rounds == "last":
             states = {k: s[-1:] for k, s in states.items()}  # messages are in round order
-        records, aux = inp.candidates, inp.knowledge.aux
-        if config.calibrate and aux.ids.size == 0:
-            raise NotApplicableError(
-                f"{self.name}: calibrate needs an auxiliary pool (raise aux_fraction)"
-            )
+        records = inp.candidates
         losses = np.full((view.num_clients, records.ids.size), np.inf)
         for k, kept in sorted(states.items()):
-            per_upload = []
-            for s in kept:
-                api = rebuilt_api(view.spec, s, inp.knowledge, self.name)
-                loss = cross_entropy(query(api, records, config.hops), records.labels)
-                if config.calibrate:  # this upload's level of fit on records nobody holds
-                    loss -= cross_entropy(query(api, aux, config.hops), aux.labels).mean()
-                per_upload.append(loss)
+            per_upload = [
+                cross_entropy(
+                    query(
+                        rebuilt_api(view.spec, s, inp.knowledge, self.name), records, config.hops
+                    ),
+                    records.labels,
+                )
+                for s in kept
+            ]
             losses[k] = np.mean(per_upload, axis=0)
         counts = {"clients_observed": len(states), "uploads": sum(len(s) for s in states.values())}
         return AttackOutput(posterior(losses), details={"counts": counts})

@@ -61,23 +61,6 @@ def test_node_models_that_memorised_their_records_name_the_holder(node_cells, ce
     assert np.allclose(out.scores.sum(1), 1.0)
 
 
-def test_calibrated_losses_still_name_the_holder_and_need_the_pool(node_cells, cell_inputs):
-    """``calibrate`` compares each upload's losses net of its mean loss on the auxiliary pool
-    (a stale upload's fit level): it still names the holder, and without a pool it is
-    refused naming what to raise."""
-    ds = csbm(CSBMParams(num_nodes=400, num_classes=4, num_features=16, seed=3))
-    part = make_partition(ds, "label-dirichlet", 3, seed=0, params=NEAR_IID, aux_fraction=0.2)
-    fed = build_federation(ds, part)
-    trained = TARGETS.get("fedavg").fit(fed, MEMORISING, [], 0)
-    m, out = attacked(trained, fed, cell_inputs, calibrate=True)
-    assert m["accuracy_ci_low"] > max(chance_lines(m))
-    _, plain = attacked(trained, fed, cell_inputs)
-    assert not np.allclose(out.scores, plain.scores)
-    no_pool, trained, _ = node_cells
-    with pytest.raises(NotApplicableError, match="calibrate needs an auxiliary pool"):
-        attacked(trained, no_pool, cell_inputs, calibrate=True)
-
-
 def test_models_that_never_saw_the_records_hold_chance(node_cells, cell_inputs):
     """The server holds another federation's uploads (same architecture and data law):
     the guess is independent of the holder, so the interval holds the chance lines."""
