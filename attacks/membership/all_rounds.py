@@ -12,6 +12,13 @@ turned back into one p-value) so clients with different participation compare; t
 not know the owner, so a record's score is its largest over clients, and each client's score
 goes to ``details["per_model"]`` (client k's AUC on client k's records).
 
+Server, ``reference: start``: client k's upload against the global model the server sent it
+that round, the model its local training started from. Δ_k^t(x) = s_k^t(x) − s(θ^t, x) is
+how much k's training moved the margin; it is standardised by the auxiliary pool's Δ_k^t
+(known non-members, moved only by generalisation) and the rounds combined as above. Unlike
+the others' test it needs no other uploader, and other clients' data (a different community,
+a different class mix) does not enter the reference.
+
 Curious client: the global models it was sent θ^0, θ^1, … (decrypted under FedAvg's secure
 aggregation, which it holds the key of). Each round's improvement of the margin,
 Δ_t(x) = s(θ^{t+1}, x) − s(θ^t, x), is standardised by the auxiliary pool's improvements that
@@ -65,6 +72,12 @@ class AllRoundsConfig(BaseModel):
         ge=1,
         description="read only the last `window` rounds (none: every round; 1 under the "
         "target's default keep_payloads: last_round)",
+    )
+    reference: Literal["others", "start"] = Field(
+        "others",
+        description="server: each upload against the other clients' uploads of the round "
+        "(FedMIA's all-for-one), or against the global model it started from (its own "
+        "training's move, standardised by the pool's)",
     )
     variance: Literal["pooled", "per-record"] = Field(
         "pooled",
@@ -127,6 +140,12 @@ def server_scores(
     for m in windowed(uploads, cfg.window, "every client's upload"):
         by_round[m.round][m.sender] = margins(view.spec, m.payload, knowledge, records, cfg.hops)
     z: dict[str, list[np.ndarray]] = defaultdict(list)
+    if cfg.reference == "start":
+        starts = started_from(view, knowledge, records, by_round, cfg)
+        for r, stats in by_round.items():
+            for name, value in stats.items():
+                z[name].append(moved(value - starts[r], knowledge.aux_ids.size))
+        return {name: combined(values, cfg.combine) for name, values in sorted(z.items())}
     for stats in by_round.values():
         for name, value in others_test(stats, cfg.variance).items():
             z[name].append(value)
@@ -136,6 +155,39 @@ def server_scores(
             "the non-member distribution)"
         )
     return {name: combined(values, cfg.combine) for name, values in sorted(z.items())}
+
+
+def started_from(
+    view: ServerView,
+    knowledge: BackgroundKnowledge,
+    records: list,
+    rounds: dict[int, dict[str, np.ndarray]],
+    cfg: AllRoundsConfig,
+) -> dict[int, np.ndarray]:
+    """Round → the margins under the global model the server sent that round (the one every
+    upload of the round started from)."""
+    if knowledge.aux_ids.size < 2:
+        raise NotApplicableError(f"{NAME}: reference: start calibrates on the auxiliary pool")
+    sent = [m for m in view.sent if m.kind == MODEL_WEIGHTS and m.round in rounds]
+    missing = sorted(set(rounds) - {m.round for m in sent})
+    if missing:
+        raise NotApplicableError(
+            f"{NAME}: reference: start needs the global model the server sent in rounds "
+            f"{missing} (the uploads' start; under secure aggregation the server sends none)"
+        )
+    first = {}
+    for m in windowed(sent, None, "the global model"):
+        first.setdefault(m.round, m.payload)  # one snapshot, sent to every client of the round
+    return {
+        r: margins(view.spec, state, knowledge, records, cfg.hops) for r, state in first.items()
+    }
+
+
+def moved(step: np.ndarray, pool: int) -> np.ndarray:
+    """A round's margin moves standardised by the auxiliary pool's (the last ``pool`` entries):
+    members move more than known non-members."""
+    ref = step[-pool:]
+    return (step - ref.mean()) / (ref.std(ddof=1) + 1e-12)
 
 
 def others_test(stats: dict[str, np.ndarray], variance: str) -> dict[str, np.ndarray]:
@@ -196,11 +248,7 @@ def client_scores(
     if len(states) < 2:
         raise NotApplicableError(f"{NAME}: needs at least two global models (one round)")
     m = np.stack([margins(view.spec, s, knowledge, records, cfg.hops) for s in states])
-    z = []
-    for step in np.diff(m, axis=0):
-        ref = step[-pool:]
-        z.append((step - ref.mean()) / (ref.std(ddof=1) + 1e-12))
-    return combined(z, cfg.combine)
+    return combined([moved(step, pool) for step in np.diff(m, axis=0)], cfg.combine)
 
 
 class AllRoundsAttack:

@@ -102,8 +102,27 @@ def test_client_finds_the_other_clients_members_in_the_global_models(federation,
     assert "per_model" not in out.details  # one sequence of global models
 
 
-@pytest.mark.parametrize("adversary", ["server", "client"])
-def test_no_signal_from_uploads_that_never_trained(federation, trained, adversary):
+def test_server_reads_each_upload_against_the_model_it_started_from(federation, trained):
+    """``reference: start``: how far each client's training moved the margin beyond the
+    pool's move; it needs no other uploader, so two clients suffice."""
+    challenge = membership_challenge(federation, 0)
+    view = server_view(trained, federation)
+    out, metrics = run(ATTACK, view, federation, trained, challenge, reference="start")
+    assert metrics["auc_ci_low"] > 0.65, metrics
+    assert sorted(out.details["per_model"]) == [f"client:{k}" for k in range(4)]
+
+
+def test_reference_start_needs_the_global_models_the_server_sent(federation, trained):
+    challenge = membership_challenge(federation, 0)
+    view = dataclasses.replace(server_view(trained, federation), sent=())
+    with pytest.raises(NotApplicableError, match="global model the server sent"):
+        run(ATTACK, view, federation, trained, challenge, reference="start")
+
+
+@pytest.mark.parametrize(
+    ("adversary", "reference"), [("server", "others"), ("server", "start"), ("client", "others")]
+)
+def test_no_signal_from_uploads_that_never_trained(federation, trained, adversary, reference):
     """Every model the adversary reads replaced by an untrained one: real members and
     non-members, no model that saw either."""
     challenge = membership_challenge(federation, 0)
@@ -112,7 +131,11 @@ def test_no_signal_from_uploads_that_never_trained(federation, trained, adversar
         challenge = others_records(challenge, 0)
         view = client_view(trained, federation, 0)
     view = replaced(view, lambda m: m.kind == MODEL_WEIGHTS, lambda m: untrained(trained, m))
-    out, _ = run(ATTACK, view, federation, trained, challenge, adversary=adversary)
+    if adversary == "server":  # the global models the server sent too
+        sent = tuple(dataclasses.replace(m, payload=untrained(trained, m)) for m in view.sent)
+        view = dataclasses.replace(view, sent=sent)
+    params = {"adversary": adversary, "reference": reference}
+    out, _ = run(ATTACK, view, federation, trained, challenge, **params)
     low, high = auc_interval(out.scores, challenge.is_member)
     assert low < 0.5 < high, (low, high)
 
@@ -142,11 +165,14 @@ def test_needs_every_rounds_payloads_unless_windowed(federation):
     assert metrics["auc"] > 0.5
 
 
-def test_fewer_than_three_uploaders_is_not_applicable(small_csbm):
+def test_fewer_than_three_uploaders_is_not_applicable_but_the_start_reference_is(small_csbm):
     fed = build_federation(small_csbm, make_partition(small_csbm, "metis", 2, 0, aux_fraction=0.2))
     trained = TARGETS.get("fedavg").fit(fed, {"rounds": 2, "keep_payloads": "all"}, [], 0)
+    challenge = membership_challenge(fed, 0)
     with pytest.raises(NotApplicableError, match="three clients"):
-        run(ATTACK, server_view(trained, fed), fed, trained, membership_challenge(fed, 0))
+        run(ATTACK, server_view(trained, fed), fed, trained, challenge)
+    out, _ = run(ATTACK, server_view(trained, fed), fed, trained, challenge, reference="start")
+    assert sorted(out.details["per_model"]) == ["client:0", "client:1"]
 
 
 def test_secure_aggregation_hides_the_uploads_not_the_global_models(small_csbm):
