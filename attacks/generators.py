@@ -198,3 +198,27 @@ def standardised_levels(losses: np.ndarray) -> np.ndarray:
     """Each level's losses as z-scores over the graphs scored together: a generator's overall
     scale (how well it fits any graph) cancels, and no level dominates."""
     return (losses - losses.mean(1, keepdims=True)) / (losses.std(1, keepdims=True) + 1e-12)
+
+
+def scored_levels(cfg: GeneratorConfig, levels: str) -> np.ndarray:
+    """The noise levels an attack scores: those above the median σ, or all."""
+    sigmas = np.asarray(cfg.sigmas)
+    return sigmas > np.median(sigmas) if levels == "upper" else np.ones(sigmas.size, bool)
+
+
+def best_fit(got: ReceivedGenerators, records: Candidates, draws: int, seed: int) -> np.ndarray:
+    """Each graph's lowest DSM loss over the received generators of its class, averaged over
+    the levels above the median σ (where a generator remembers its graphs); NaN where no
+    received generator holds its class or it exceeds ``max_nodes`` (never trained on)."""
+    cfg = got.config
+    used = scored_levels(cfg, "upper")
+    out = np.full(len(records.graphs), np.nan)
+    small = np.array([g.num_nodes <= cfg.max_nodes for g in records.graphs])
+    for k in np.unique(records.labels):
+        idx = np.flatnonzero((records.labels == k) & small)
+        if idx.size:
+            graphs = [records.graphs[i] for i in idx]
+            losses = class_losses(got.sources, int(k), graphs, cfg, draws, seed)
+            if losses:
+                out[idx] = np.min(losses, axis=0)[used].mean(0)
+    return out

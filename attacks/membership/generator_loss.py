@@ -28,9 +28,9 @@ from fgl_workbench.attacks.generators import (
     class_losses,
     received_generators,
     scored_by_class,
+    scored_levels,
     standardised_levels,
 )
-from fgl_workbench.targets.cefgc.generator import GeneratorConfig
 
 
 class CuriousClientConfig(BaseModel):
@@ -58,12 +58,6 @@ class GeneratorLossConfig(CuriousClientConfig):
         description="subtract the loss under its own generator (at toy sizes its noise "
         "swamped the signal: AUC 0.47 against 0.66 uncalibrated on MUTAG)",
     )
-
-
-def scored_levels(cfg: GeneratorConfig, levels: str) -> np.ndarray:
-    """The noise levels an attack scores: those above the median σ, or all."""
-    sigmas = np.asarray(cfg.sigmas)
-    return sigmas > np.median(sigmas) if levels == "upper" else np.ones(sigmas.size, bool)
 
 
 class GeneratorLossAttack:

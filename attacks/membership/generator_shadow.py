@@ -28,9 +28,10 @@ from fgl_workbench.attacks.generators import (
     class_losses,
     received_generators,
     scored_by_class,
+    scored_levels,
     standardised_levels,
 )
-from fgl_workbench.attacks.membership.generator_loss import CuriousClientConfig, scored_levels
+from fgl_workbench.attacks.membership.generator_loss import CuriousClientConfig
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.seeding import derive_seed, seed_everything

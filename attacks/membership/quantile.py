@@ -49,6 +49,7 @@ from torch_geometric.data import Batch
 from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.attacks.adaptive import adaptive_input
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.generators import best_fit, received_generators
 from fgl_workbench.attacks.membership.observe import (
     QueryConfig,
     observed_apis,
@@ -60,6 +61,7 @@ from fgl_workbench.attacks.membership.threshold import signal_scores
 from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.models import ModelConfig, build_model
 from fgl_workbench.seeding import derive_seed
+from fgl_workbench.targets.cefgc.generator import GeneratorConfig
 
 PATIENCE = 50  # epochs without a better held-out loss before training stops
 MIN_STD = 1e-3  # floor of the predicted σ, in standardised score units
@@ -70,6 +72,16 @@ Forward = Callable[[nn.Module], torch.Tensor]  # the model's outputs on the reco
 
 
 class QuantileConfig(QueryConfig):
+    adversary: Literal["querier", "server", "client"] = Field(
+        "querier",
+        description="querier: black box on the released model; server: each client's "
+        "uploaded model; client: a curious client of CeFGC, on the generators it received "
+        "(their denoising loss on a graph as the signal)",
+    )
+    client: int = Field(0, ge=0, description="the curious client (adversary: client)")
+    draws: int = Field(
+        8, ge=1, le=1000, description="adversary client: noise draws per level and graph"
+    )
     signal: Literal["loss", "confidence", "entropy", "modified_entropy"] = Field(
         "loss", description="the target's per-record score (loss: the true-label logit margin)"
     )
@@ -235,46 +247,70 @@ class QuantileAttack:
     name = "mia-quantile"
     family = "membership"
     threat = ThreatModel(
-        sees="the released model's answers (querier) or every client's uploaded model (server)",
-        knows="the auxiliary pool (known non-members, to fit the quantile model), the "
-        "population graph (node level)",
+        sees="the released model's answers (querier), every client's uploaded model (server), "
+        "or the generators a CeFGC client received (client)",
+        knows="the auxiliary pool (known non-members, to fit the quantile model; a client adds "
+        "its own graphs), the population graph (node level)",
     )
     Config = QuantileConfig
 
     def run(self, inp: AttackInput, config: QuantileConfig, seed: int) -> AttackOutput:
         inp = adaptive_input(inp, config.features, self.name, seed)
-        apis = observed_apis(inp, self.name)
-        aux, cands = inp.knowledge.aux, inp.candidates
-        if aux.ids.size < 10:
+        if config.adversary == "client":  # CeFGC's generators, by their denoising loss
+            got = received_generators(inp, True, config.draws, seed, self.name)
+            pool = generator_pool(inp, got.config)
+            signals = {"generators": lambda r: -best_fit(got, r, config.draws, seed)}
+        else:
+            pool = inp.knowledge.aux
+            signals = {
+                name: lambda r, api=api: signal_scores(
+                    query(api, r, config.hops), r.labels, config.signal
+                )
+                for name, api in observed_apis(inp, self.name).items()
+            }
+        return self.scored(inp, pool, signals, config, seed)
+
+    def scored(
+        self,
+        inp: AttackInput,
+        pool: Candidates,
+        signals: dict[str, Callable[[Candidates], np.ndarray]],
+        config: QuantileConfig,
+        seed: int,
+    ) -> AttackOutput:
+        """Each observed model's signal (``signals``: name → the signal on records) regressed
+        on the known non-members ``pool`` and read on the candidates (NaN signal: a record
+        no observed model can have trained on, scored lowest)."""
+        cands = inp.candidates
+        if pool.ids.size < 10:
             raise NotApplicableError(
                 f"{self.name}: needs an auxiliary pool of at least 10 records to fit the "
-                f"quantile model (got {aux.ids.size}; raise aux_fraction)"
+                f"quantile model (got {pool.ids.size}; raise aux_fraction)"
             )
         calibrated = config.threshold == "holdout"
         train, stop, calibration = pool_split(
-            aux.ids.size, config.holdout, calibrated, derive_seed(seed, "quantile-holdout")
+            pool.ids.size, config.holdout, calibrated, derive_seed(seed, "quantile-holdout")
         )
         # the model's own threshold, per upload: the maximum over them keeps ``fpr``
-        level = config.fpr / len(apis) if config.threshold == "model" else config.fpr
+        level = config.fpr / len(signals) if config.threshold == "model" else config.fpr
         if config.loss == "pinball" and level * train.sum() < MIN_EXCEEDING:
             raise NotApplicableError(
                 f"fpr: {config.fpr} leaves {level * train.sum():.1f} of the {train.sum()} "
                 f"training records above the pinball quantile (at least {MIN_EXCEEDING} are "
                 "needed); raise fpr or use loss: gaussian"
             )
-        records = union(aux, cands)
+        records = union(pool, cands)
         arch = resolved_arch(config, records.level)
         forward = record_forward(inp, records, arch == "mlp")
         graph = records.graphs[0] if records.level == "graph" else inp.knowledge.graph
         width = 1 if config.loss == "pinball" else 2
         dims = (int(graph.x.shape[1]), width * inp.view.num_classes)
 
-        def scores(name: str, api) -> np.ndarray:
-            s = signal_scores(query(api, records, config.hops), records.labels, config.signal)
-            return fit_and_score(
+        def scores(name: str, signal: Callable[[Candidates], np.ndarray]) -> np.ndarray:
+            out = fit_and_score(
                 lambda: quantile_model(config, arch, records.level, dims),
                 forward,
-                s,
+                signal(records),
                 records.labels,
                 train,
                 stop,
@@ -282,15 +318,28 @@ class QuantileAttack:
                 1.0 - level,
                 derive_seed(seed, "quantile-model", name),
             )
+            finite = np.isfinite(out)
+            return np.where(finite, out, out[finite].min() - 1.0 if finite.any() else 0.0)
 
-        per_model = {name: scores(name, api) for name, api in apis.items()}
-        n = aux.ids.size
+        per_model = {name: scores(name, signal) for name, signal in signals.items()}
+        n = pool.ids.size
         if calibrated:
             held = np.max([out[:n][calibration] for out in per_model.values()], axis=0)
             threshold = conformal_threshold(held, config.fpr)
         else:
             threshold = 0.0 if config.loss == "pinball" else NormalDist().inv_cdf(1.0 - level)
         return per_model_output({k: out[n:] for k, out in per_model.items()}, threshold)
+
+
+def generator_pool(inp: AttackInput, cfg: GeneratorConfig) -> Candidates:
+    """The curious client's known non-members of the generators it received: the auxiliary
+    pool and its own graphs (no other client holds them), those the generators could have
+    trained on (at most ``max_nodes`` nodes)."""
+    aux, local = inp.knowledge.aux, inp.view.local
+    graphs = [*aux.graphs, *local.train, *local.val, *local.test]
+    keep = [g for g in graphs if g.num_nodes <= cfg.max_nodes]
+    labels = np.array([int(g.y.view(-1)[0]) for g in keep], dtype=np.int64)
+    return Candidates("graph", np.full(len(keep), -1), labels, tuple(keep))
 
 
 def conformal_threshold(held: np.ndarray, fpr: float) -> float:

@@ -45,7 +45,7 @@ BUILT_IN: dict[str, dict[str, str]] = {
         "mia-generator-loss": "client",
         "mia-generator-shadow": "client",
         "mia-lira": "querier, server",
-        "mia-quantile": "querier, server",
+        "mia-quantile": "querier, server, client",
         "mia-rmia": "querier, server",
         "mia-shadow": "querier, server",
         "mia-statistics-tracing": "server, client",
