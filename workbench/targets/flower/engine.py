@@ -69,12 +69,15 @@ def run_federation(
     # reference federations hold no validation records: nothing to evaluate on
     validated = any(validation_count(c) > 0 for c in clients)
     server = strategy(cfg, n, dp, accountant, validated)
+    app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
+
+    def serve(grid: RecordingGrid) -> Any:
+        return flower_server(server, grid, initial, cfg.rounds)
+
     if cfg.backend == "inline":
-        app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
-        grid = RecordingGrid(InlineGrid(app, n), transcript, inline_party)
-        result = flower_server(server, grid, initial, cfg.rounds)
+        result = serve(RecordingGrid(InlineGrid(app, n), transcript, inline_party))
     else:
-        result = simulate(loop, clients, spec, cfg, dp, seed, server, transcript, initial)
+        result = simulate(app, serve, n, cfg, transcript)
     return finished(result, cfg, dp, n, transcript, accountant, num_params(global_model))
 
 
@@ -111,61 +114,62 @@ def secure_federation(
     seed: int,
     initial: State,
 ) -> Any:
-    """The rounds under SecAgg+: Flower's legacy DefaultWorkflow with its SecAggPlusWorkflow
-    over the inline grid, every message recorded."""
-    names = list(initial)
+    """The rounds under SecAgg+: Flower's legacy DefaultWorkflow with its SecAggPlusWorkflow,
+    inline or on the simulation engine, every message recorded."""
+    n, names = len(clients), list(initial)
     validated = any(validation_count(c) > 0 for c in clients)
-    inner = secaggplus.strategy(cfg, len(clients), dp, initial, validated)
+    inner = secaggplus.strategy(cfg, n, dp, initial, validated)
     server = secaggplus.Observed(inner, transcript, names)
     app = secaggplus.client_app(Clients(loop, clients, spec, cfg, seed), dp, names)
-    grid = RecordingGrid(InlineGrid(app, len(clients)), transcript, inline_party, names)
     bound = secaggplus.max_weight(cfg, [loop.weight(c) for c in clients], dp)
-    return secaggplus.run(grid, server, cfg, bound, names, stamp_identity)
+
+    def serve(grid: RecordingGrid) -> Any:
+        return secaggplus.run(grid, server, cfg, bound, names, stamp_identity)
+
+    if cfg.backend == "inline":
+        return serve(RecordingGrid(InlineGrid(app, n), transcript, inline_party, names))
+    return simulate(app, serve, n, cfg, transcript, names)
 
 
 def simulate(
-    loop: FedAvgLoop,
-    clients: Sequence[Any],
-    spec: ModelSpec,
+    app: Any,
+    serve: Callable[[RecordingGrid], Any],
+    num_clients: int,
     cfg: FlowerConfig,
-    dp: DPFedAvgConfig | None,
-    seed: int,
-    server: Any,
     transcript: Transcript,
-    initial: State,
+    names: Sequence[str] | None = None,
 ) -> Any:
     """The federation on Flower's simulation engine: ``run_simulation`` with its Ray backend,
-    the ServerApp (in this process) recording what its grid carries. Which node is which
-    client is known only to the nodes: each notes it in a folder the transcript is renamed
-    from after the run (the server's view names nodes, as a real server's does)."""
+    the ServerApp (in this process) running ``serve`` on a grid recording what it carries
+    (``names``: the state dict's keys, for the legacy workflow's Parameters). Which node is
+    which client is known only to the nodes: each notes it in a folder the transcript is
+    renamed from after the run (the server's view names nodes, as a real server's does)."""
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
     results: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="fglwb-flower-") as registry:
-        app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
         server_app = ServerApp()
 
         @server_app.main()
         def main(grid: Any, context: Any) -> None:
-            recording = RecordingGrid(grid, transcript)
-            results.append(flower_server(server, recording, initial, cfg.rounds))
+            results.append(serve(RecordingGrid(grid, transcript, names=names)))
 
-        workers = max(1, min(len(clients), cfg.simulation_workers))
+        workers = max(1, min(num_clients, cfg.simulation_workers))
         with muted_flower():
             run_simulation(
                 server_app=server_app,
                 client_app=NotingClientApp(app, registry),
-                num_supernodes=len(clients),
+                num_supernodes=num_clients,
                 backend_config={
                     "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                     "init_args": {"num_cpus": workers, "include_dashboard": False},
                 },
             )
-        names = noted_clients(registry)
+        parties = noted_clients(registry)
     if not results:
         raise RuntimeError("Flower's simulation ended without running the ServerApp")
-    transcript.rename(names)
+    transcript.rename(parties)
     return results[0]
 
 

@@ -143,11 +143,6 @@ class Flower:
 def check_secaggplus(cfg: FlowerConfig, defenses: Sequence[Any], num_clients: int) -> None:
     """What Flower's SecAgg+ (legacy workflow only) cannot run, refused before training."""
     field = "secure_aggregation: secaggplus"
-    if cfg.backend != "inline":
-        raise ConfigError(
-            f"backend: {cfg.backend} is not run with {field} here (the legacy workflow runs "
-            "on the inline grid only); use backend: inline"
-        )
     dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
     if dp is not None and dp.mode == "central" and cfg.dp_clipping == "server":
         raise ConfigError(
