@@ -43,6 +43,7 @@ from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
 
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.errors import ConfigError
 from fgl_workbench.targets.flower.apps import WEIGHT, Clients, muted_flower
 from fgl_workbench.targets.flower.config import FlowerConfig
 from fgl_workbench.targets.flower.grid import legacy_state
@@ -173,10 +174,18 @@ class Observed(Strategy):
 
 def max_weight(cfg: FlowerConfig, weights: Sequence[float], dp: DPFedAvgConfig | None) -> float:
     """The weight bound SecAgg+ scales uploads by: the configured one, else the largest weight
-    a client sends (1 under dp-fedavg)."""
-    if cfg.secaggplus.max_weight is not None:
-        return cfg.secaggplus.max_weight
-    return 1.0 if dp is not None else float(max(round(w) for w in weights))
+    a client sends (1 under dp-fedavg). A bound below a weight sent is refused: the scaled
+    parameters would pass ±clipping_range and the quantised sum could wrap around."""
+    largest = 1.0 if dp is not None else float(max(round(w) for w in weights))
+    bound = cfg.secaggplus.max_weight
+    if bound is None:
+        return largest
+    if bound < largest:
+        raise ConfigError(
+            f"secaggplus.max_weight: {bound} is below the largest weight a client sends "
+            f"({largest:g}); leave it unset or raise it"
+        )
+    return bound
 
 
 def workflow(cfg: FlowerConfig, weight_bound: float) -> DefaultWorkflow:

@@ -23,6 +23,7 @@ from fgl_workbench.transcript import METRICS, Transcript
 
 SUPPORTED_DEFENSES = ("dp-fedavg",)
 RUN_ONLY = {"simulation_workers"}  # how many actors run the clients, not what they compute
+MODULUS = 2**32  # Flower's SecAgg+ modulus_range (its default, which the target keeps)
 
 
 def run_only(cfg: FlowerConfig) -> set[str]:
@@ -150,10 +151,17 @@ def check_secaggplus(cfg: FlowerConfig, defenses: Sequence[Any], num_clients: in
             "sum, never an update to clip (Flower's server-side wrapper would clip the "
             "aggregate); use dp_clipping: client (fixedclipping_mod inside secaggplus_mod)"
         )
-    if cfg.per_round(num_clients) < 2:
+    m = cfg.per_round(num_clients)
+    if m < 2:
         raise ConfigError(
             f"client_fraction: {field} needs at least 2 clients a round (Flower's SecAgg+ "
-            f"masks among them; got {cfg.per_round(num_clients)} of {num_clients})"
+            f"masks among them; got {m} of {num_clients})"
+        )
+    if m * cfg.secaggplus.quantization_range >= MODULUS:
+        raise ConfigError(
+            f"secaggplus.quantization_range: {m} clients' quantised sums reach "
+            f"{m} × {cfg.secaggplus.quantization_range}, past SecAgg+'s modulus 2^32: the sum "
+            f"would wrap around; lower it below {MODULUS // m}"
         )
 
 

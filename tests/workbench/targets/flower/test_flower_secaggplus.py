@@ -4,6 +4,7 @@ aggregate as the server's one model, and the ledger per adversary."""
 
 import numpy as np
 import pytest
+import torch
 from pydantic import ValidationError
 
 from fgl_workbench.accountants import epsilons_by_adversary
@@ -61,12 +62,16 @@ def runs(federation):
     return _fit(federation), _fit(federation, **SECAGG)
 
 
-def test_secaggplus_releases_the_plain_model_to_quantisation_error(runs):
+def test_secaggplus_releases_the_plain_model_to_quantisation_error(federation, runs):
     plain, secure = runs
     a, b = plain.global_model.state_dict(), secure.global_model.state_dict()
     gaps = [float((a[k] - b[k]).abs().max()) for k in a]
     # Flower's grid: 2·8/2^22 ≈ 4e-6 per parameter and weight; a mask left on would be ~2^32
     assert 0.0 < max(gaps) < 1e-4
+    # fresh keys and masks from the OS every run, the same seeded rounding: the masks cancel
+    # exactly, so the same seed gives the same model bit for bit
+    again = _fit(federation, **SECAGG).global_model.state_dict()
+    assert all(torch.equal(again[k], b[k]) for k in b)
 
 
 def test_every_stage_is_recorded_and_no_readable_upload_reaches_the_server(runs):
@@ -168,6 +173,12 @@ def test_what_flower_cannot_run_with_secaggplus_is_refused(federation):
         flower.planned_ledger(federation, {**CONFIG, **SECAGG}, dp)
     with pytest.raises(ConfigError, match="client_fraction"):
         flower.planned_ledger(federation, {**CONFIG, **SECAGG, "client_fraction": 0.34}, [])
+    wrapping = {**CONFIG, **SECAGG, "secaggplus": {"quantization_range": 2**31}}
+    with pytest.raises(ConfigError, match="secaggplus.quantization_range"):
+        flower.planned_ledger(federation, wrapping, [])
+    low = {**CONFIG, **SECAGG, "secaggplus": {"max_weight": 10.0}}  # clients send ~130
+    with pytest.raises(ConfigError, match="secaggplus.max_weight"):
+        _fit(federation, **low)
     for bad in ({"num_shares": 2}, {"reconstruction_threshold": 3, "num_shares": 3}):
         with pytest.raises(ValidationError, match="num_shares|reconstruction_threshold"):
             FlowerConfig(secaggplus=bad)
