@@ -230,22 +230,22 @@ def ledger(
     dp: DPFedAvgConfig | None,
     num_clients: int,
     busiest: int,
-    num_params: int | None = None,
+    size: int | None = None,
 ) -> PrivacyLedger:
     """The run's events: Flower's DP scoped per adversary (SecAgg+'s rounding in the
-    sensitivity of central DP, over the model's ``num_params`` numbers), and the clients'
+    sensitivity of central DP, over the model's ``size`` numbers), and the clients'
     metrics."""
     events: list[Any] = []
     if dp is not None and dp.mode == "central":
         m = cfg.per_round(num_clients)
         rounding = None
         if cfg.secure_aggregation == "secaggplus":
-            if num_params is None:
-                raise ValueError("num_params: SecAgg+'s rounding grows with the model's size")
+            if size is None:
+                raise ValueError("size: SecAgg+'s rounding grows with the model's size")
             s = cfg.secaggplus
-            bound = s.max_weight if s.max_weight is not None else 1.0  # dp sends weight 1
+            bound = secaggplus.max_weight(cfg, (), dp)  # dp-fedavg's clients send weight 1
             rounding = privacy.secagg_rounding(
-                s.clipping_range, s.quantization_range, 1.0 / bound, num_params
+                s.clipping_range, s.quantization_range, 1.0 / bound, size
             )
         events += privacy.central_events(
             dp, cfg.rounds, m, num_clients, cfg.dp_clipping, rounding=rounding
