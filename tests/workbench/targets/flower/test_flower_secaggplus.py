@@ -68,6 +68,10 @@ def test_secaggplus_releases_the_plain_model_to_quantisation_error(federation, r
     gaps = [float((a[k] - b[k]).abs().max()) for k in a]
     # Flower's grid: 2·8/2^22 ≈ 4e-6 per parameter and weight; a mask left on would be ~2^32
     assert 0.0 < max(gaps) < 1e-4
+    # the legacy workflow's history: the same losses and validation accuracies each round
+    for p, q in zip(plain.history, secure.history, strict=True):
+        assert q["train_loss"] == pytest.approx(p["train_loss"], rel=1e-4)
+        assert q["val_accuracy"] == pytest.approx(p["val_accuracy"], abs=0.01)
     # fresh keys and masks from the OS every run, the same seeded rounding: the masks cancel
     # exactly, so the same seed gives the same model bit for bit
     again = _fit(federation, **SECAGG).global_model.state_dict()
