@@ -199,3 +199,16 @@ def test_secaggplus_on_flowers_simulation_engine_matches_inline(federation, runs
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-4
     parties = {(m.sender, m.receiver, m.kind) for m in simulated.transcript.messages}
     assert parties == {(m.sender, m.receiver, m.kind) for m in inline.transcript.messages}
+
+
+def test_the_canary_audit_of_a_secaggplus_cell_says_it_plays_flowers_dp_without_it():
+    from fgl_workbench.audits import Context, audit_run
+    from fgl_workbench.targets.flower.engine import ledger
+
+    dp = DPFedAvgConfig(clip=1.0, noise_multiplier=1.0)
+    cfg = FlowerConfig(rounds=2, dp_clipping="client", report_metrics=False, **SECAGG)
+    context = Context(
+        ledger(cfg, dp, 100, 2, 1000), {"dp-fedavg": dp}, 200, None, cfg.model_dump(), "flower"
+    )
+    (audit,) = audit_run(context, [AppliedDefense("dp-fedavg", "aggregation", dp)], 1e-5, 100)
+    assert "SecAgg+ not played" in audit.mechanism
