@@ -69,7 +69,12 @@ class FlowerDPGame:
         return _local(config, cfg, d, nulls, included, signs, independent)
 
 
-FIRST_FIELDS = ("rounds", "client_fraction", "dp_clipping")
+FIRST_FIELDS = ("rounds", "client_fraction", "dp_clipping", "secure_aggregation")
+# a SecAgg+ cell's canaries play Flower's DP code without SecAgg+: its masks cancel in the
+# sum, its rounding moves the central claim a hair (left out here), and the local claim is
+# per upload, which an observer of every upload audits
+UNMASKED = "; SecAgg+ not played (its masks cancel; the claim here leaves out its rounding)"
+PER_UPLOAD = "; SecAgg+ not played (the claim is per upload: every upload is observed)"
 
 
 def _central(config, cfg, d, nulls, included, signs, independent) -> Trial:
@@ -107,7 +112,7 @@ def _central(config, cfg, d, nulls, included, signs, independent) -> Trial:
     how = (
         f"Flower {cfg.dp_clipping}-side fixed clipping, {per_round} of {m} canary clients a "
         f"round, {rounds} rounds, zero-out, every global model"
-    )
+    ) + (UNMASKED if cfg.secure_aggregation == "secaggplus" else "")
     return trial(observed, included, [hidden], "client", how, independent=independent)
 
 
@@ -146,6 +151,7 @@ def _local(config, cfg, d, nulls, included, signs, independent) -> list[Trial]:
     flower_server(server, grid, {KEY: torch.zeros(dimension)}, rounds, None)
     (claim,) = privacy.local_events(config, rounds)
     how = f"Flower LocalDpMod, {m} canary clients, {rounds} rounds, replace one, every upload"
+    how += PER_UPLOAD if cfg.secure_aggregation == "secaggplus" else ""
     part = torch.ones(rounds, m, dtype=torch.bool)
     return upload_trials(own, part, signs, config.clip, included, claim, how, independent)
 

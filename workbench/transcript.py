@@ -35,6 +35,11 @@ CONDENSED_GRAPH = "condensed_graph"
 CIPHERTEXT = "ciphertext"
 PUBLIC_KEY = "public_key"  # key material anyone may hold (a CKKS public context, DH values)
 MASKED_STATISTICS = "masked_statistics"  # pairwise-masked ring vectors (mask-based secure sum)
+MASKED_WEIGHTS = "masked_weights"  # a model upload quantised and pairwise-masked (SecAgg+)
+SECAGG_CONFIG = "secagg_config"  # a secure aggregation's parameters, sent to the clients
+# the round's sum a secure aggregation unmasked, as the server holds it (a state dict, the
+# weighted mean of the uploads): computed by the server, nothing on the wire (0 bytes)
+AGGREGATE = "aggregate"
 SURROGATE_GRAPH = "surrogate_graph"  # O-pFGL's global surrogate graph
 METRICS = "metrics"  # a client's reported figures (losses, accuracies, counts): a dict of floats
 

@@ -25,13 +25,14 @@ from torch_geometric.utils import subgraph
 
 from fgl_workbench.adversary.threat import BackgroundKnowledge, ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.membership.observe import sealed
 from fgl_workbench.attacks.metrics import value_fractions
 from fgl_workbench.defenses.dp_fedavg import apply_update, client_update, update_vector
 from fgl_workbench.defenses.gaussian_upload import privatize
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.seeding import derive_seed
-from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS
+from fgl_workbench.transcript import MODEL_WEIGHTS
 
 
 class LabelDistributionConfig(BaseModel):
@@ -59,8 +60,9 @@ def last_round_updates(
     of that round."""
     sent = [m for m in view.sent if m.kind == MODEL_WEIGHTS and m.payload is not None]
     got = [m for m in view.received if m.kind == MODEL_WEIGHTS and m.payload is not None]
-    if not got and any(m.kind == CIPHERTEXT for m in view.received):
-        raise NotApplicableError("not applicable: encrypted (secure aggregation)")
+    reason = sealed(view.received)
+    if not got and reason is not None:
+        raise NotApplicableError(reason)
     if not sent or not got:
         raise NotApplicableError("the server kept no model it sent and no upload it received")
     last = max(m.round for m in got)

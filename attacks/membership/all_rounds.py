@@ -42,10 +42,10 @@ from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.adversary.threat import BackgroundKnowledge, ClientView, ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.attacks.membership.observe import (
-    ENCRYPTED,
     per_model_output,
     query,
     rebuilt_api,
+    sealed,
     true_label_logit_margin,
 )
 from fgl_workbench.defenses.dp_fedavg import aggregate_mean, apply_update
@@ -132,8 +132,9 @@ def server_scores(
 ) -> dict[str, np.ndarray]:
     """Client name → its combined FedMIA statistic per record (candidates, then pool)."""
     uploads = [m for m in view.received if m.kind == MODEL_WEIGHTS]
-    if not uploads and any(m.kind == CIPHERTEXT for m in view.received):
-        raise NotApplicableError(f"{NAME}: {ENCRYPTED}")
+    reason = sealed(view.received)
+    if not uploads and reason is not None:
+        raise NotApplicableError(f"{NAME}: {reason}")
     if not uploads:
         raise NotApplicableError(f"{NAME}: the server received no model weights")
     by_round: dict[int, dict[str, np.ndarray]] = defaultdict(dict)

@@ -8,6 +8,7 @@ membership attack uses for target, shadow and reference models alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -30,13 +31,29 @@ from fgl_workbench.query import (
     Personalised,
     QueryAPI,
 )
-from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, Message
+from fgl_workbench.transcript import AGGREGATE, CIPHERTEXT, MASKED_WEIGHTS, MODEL_WEIGHTS, Message
 
 RELEASED = "released"
+AGGREGATED = "aggregate"  # the server's one model under SecAgg+: the round's unmasked mean
 ENCRYPTED = (
     "not applicable: encrypted (secure aggregation: the server received only ciphertexts of "
     "the uploads and holds no secret key)"
 )
+MASKED = (
+    "not applicable: secure aggregation (SecAgg+): the server received only masked uploads "
+    "and unmasks only the round's aggregate"
+)
+
+
+def sealed(received: Sequence[Message], sender: str | None = None) -> str | None:
+    """Why the server holds no single upload it can read (``sender``'s, or anyone's), where
+    secure aggregation hid them: CKKS ciphertexts, or SecAgg+'s masked vectors."""
+    kinds = {m.kind for m in received if sender is None or m.sender == sender}
+    if CIPHERTEXT in kinds:
+        return ENCRYPTED
+    if MASKED_WEIGHTS in kinds:
+        return MASKED
+    return None
 
 
 class QueryConfig(BaseModel):
@@ -94,6 +111,10 @@ def observed_apis(inp: AttackInput, attack: str) -> dict[str, QueryAPI]:
         return {RELEASED: view.api}
     if isinstance(view, ServerView):
         last: dict[str, dict[str, torch.Tensor]] = {}
+        aggregates = [m for m in view.received if m.kind == AGGREGATE and m.payload is not None]
+        if aggregates and sealed(view.received) == MASKED:  # the only model it holds
+            state = aggregates[-1].payload
+            return {AGGREGATED: rebuilt_api(view.spec, state, inp.knowledge, attack)}
         for m in uploaded_weights(view, attack):
             last[m.sender] = m.payload  # messages are in round order: the last one wins
         return {
@@ -107,8 +128,9 @@ def uploaded_weights(view: ServerView, attack: str) -> list[Message]:
     """Every upload of model weights whose payload the transcript kept, in round order;
     refused where the server holds none it can rebuild."""
     kept = [m for m in view.received if m.kind == MODEL_WEIGHTS and m.payload is not None]
-    if not kept and any(m.kind == CIPHERTEXT for m in view.received):
-        raise NotApplicableError(f"{attack}: {ENCRYPTED}")
+    reason = sealed(view.received)
+    if not kept and reason is not None:
+        raise NotApplicableError(f"{attack}: {reason}")
     if not kept:
         raise NotApplicableError(
             f"{attack}: the server received no model weights it can rebuild (the target "

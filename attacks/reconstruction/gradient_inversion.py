@@ -28,9 +28,10 @@ from torch.func import functional_call
 
 from fgl_workbench.adversary.threat import ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
+from fgl_workbench.attacks.membership.observe import sealed
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.transcript import CIPHERTEXT, MODEL_WEIGHTS, client
+from fgl_workbench.transcript import MODEL_WEIGHTS, client
 
 
 class GradientInversionConfig(BaseModel):
@@ -63,11 +64,9 @@ def observed_round(view: ServerView, k: int, which: str = "last") -> tuple[dict,
         for m in view.sent
         if m.receiver == name and m.kind == MODEL_WEIGHTS and m.payload is not None
     }
-    if not ups and any(m.sender == name and m.kind == CIPHERTEXT for m in view.received):
-        raise NotApplicableError(
-            "gradient-inversion: encrypted (secure aggregation: the server holds only "
-            "ciphertexts of the uploads)"
-        )
+    reason = sealed(view.received, name)
+    if not ups and reason is not None:
+        raise NotApplicableError(f"gradient-inversion: {reason}")
     rounds = sorted(ups.keys() & downs.keys())
     if not rounds:
         raise NotApplicableError(

@@ -61,14 +61,29 @@ class Clients:
 
     def train(self, k: int, msg: Message, context: Context, weighted: bool) -> RecordDict:
         """Client k's reply to a train message: its trained model, its weight and loss."""
-        model = self._model(k, msg.content["arrays"])
+        state, metrics = self.fit(
+            k, msg.content["arrays"].to_torch_state_dict(), msg.content["config"], context, weighted
+        )
+        return RecordDict({"arrays": ArrayRecord(state), "metrics": MetricRecord(metrics)})
+
+    def fit(
+        self,
+        k: int,
+        arrays: dict[str, torch.Tensor],
+        config: Any,
+        context: Context,
+        weighted: bool,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """Client k's local training from the global ``arrays`` with the server's ``config``:
+        its model, and its metrics (its weight under ``WEIGHT``, its loss)."""
+        model = self._model(k, arrays)
         opt = make_optimizer(self.cfg.optimizer, model, self.cfg.lr, self.cfg.weight_decay)
         if OPTIMIZER in context.state:
             opt.load_state_dict(optimizer_state(context.state[OPTIMIZER], opt))
-        config = msg.content["config"]
         round_ = int(config["server-round"])
         stream = derive_seed(self.seed, "flower-client", k, round_)
-        proximal(model, float(config.get("proximal-mu", 0.0)))
+        # Flower's FedProx sends proximal-mu (its legacy one, proximal_mu)
+        proximal(model, float(config.get("proximal-mu", config.get("proximal_mu", 0.0))))
         with torch.random.fork_rng(), measuring_losses() as steps:
             torch.manual_seed(stream)
             generator = torch.Generator().manual_seed(stream)
@@ -78,28 +93,29 @@ class Clients:
         metrics = {WEIGHT: weight}
         if self.cfg.report_metrics:
             metrics.update(mean_loss(steps))
-        return RecordDict(
-            {"arrays": ArrayRecord(model.state_dict()), "metrics": MetricRecord(metrics)}
-        )
+        return model.state_dict(), metrics
 
     def evaluate(self, k: int, msg: Message, context: Context) -> RecordDict:
         """Client k's reply to an evaluate message: the model's scores on its validation data."""
-        model = self._model(k, msg.content["arrays"])
+        metrics = self.score(k, msg.content["arrays"].to_torch_state_dict())
+        return RecordDict({"metrics": MetricRecord(metrics)})
+
+    def score(self, k: int, arrays: dict[str, torch.Tensor]) -> dict[str, float]:
+        """The model holding ``arrays`` scored on client k's validation data: its accuracy and
+        (under ``WEIGHT``) how many records that is."""
+        model = self._model(k, arrays)
         c = self.clients[k]
         with torch.random.fork_rng():  # scoring releases nothing of training's draws
             scores = self.loop.score_each({0: model}, [c], "val")
-        count = float(validation_count(c))
-        return RecordDict(
-            {"metrics": MetricRecord({WEIGHT: count, "accuracy": scores["accuracy"]})}
-        )
+        return {WEIGHT: float(validation_count(c)), "accuracy": scores["accuracy"]}
 
-    def _model(self, k: int, arrays: ArrayRecord) -> nn.Module:
+    def _model(self, k: int, arrays: dict[str, torch.Tensor]) -> nn.Module:
         """Client k's module holding ``arrays``: built once per process (building a GNN
         costs more than a round of its training), every weight then overwritten."""
         if k not in self._built:
             self._built[k] = self.spec.build()
         model = self._built[k]
-        model.load_state_dict(arrays.to_torch_state_dict())
+        model.load_state_dict(arrays)
         return model
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from fgl_workbench.targets.fedavg.config import FedAvgConfig
 
@@ -28,7 +28,64 @@ _FedAvgFields = create_model(
 )
 
 
-class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]
+class SecAggPlusConfig(BaseModel):
+    """Flower's ``SecAggPlusWorkflow`` settings (its defaults where it has them; its modulus
+    is fixed at 2^32)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    num_shares: int | float = Field(
+        1.0,
+        gt=0,
+        description="shares each client's keys are split into: an integer (> 2), or a "
+        "fraction (≤ 1) of the sampled clients (1.0: every sampled client is every other's "
+        "neighbour, as in SecAgg)",
+    )
+    reconstruction_threshold: int | float = Field(
+        0.5,
+        gt=0,
+        description="shares that rebuild a key: an integer (< an integer num_shares), or a "
+        "fraction (≤ 1) of num_shares (at least 2)",
+    )
+    clipping_range: float = Field(
+        8.0,
+        gt=0.0,
+        le=1e6,
+        description="every weighted parameter is clipped to [−range, range] on the client "
+        "before it is quantised",
+    )
+    quantization_range: int = Field(
+        4194304,
+        ge=2,
+        lt=2**32,
+        description="integers [0, range) a clipped parameter is stochastically rounded to "
+        "(below the protocol's modulus, 2^32)",
+    )
+    max_weight: float | None = Field(
+        None,
+        gt=0.0,
+        description="the largest weight a client may send (the masked vector carries "
+        "weight/max_weight · parameters); default: the largest the clients send (1 under "
+        "dp-fedavg's equal weights), so no precision is lost to an unused range",
+    )
+
+    @model_validator(mode="after")
+    def _flower_bounds(self) -> SecAggPlusConfig:
+        """Flower's own checks, as config errors naming the field."""
+        shares, t = self.num_shares, self.reconstruction_threshold
+        if isinstance(shares, int) and shares == 2:
+            raise ValueError("num_shares: an integer must be greater than 2 (got 2)")
+        if isinstance(shares, float) and shares > 1.0:
+            raise ValueError(f"num_shares: a fraction must be at most 1 (got {shares})")
+        if isinstance(t, float) and t > 1.0:
+            raise ValueError(f"reconstruction_threshold: a fraction must be at most 1 (got {t})")
+        if isinstance(t, int) and isinstance(shares, int) and t >= shares > 1:
+            raise ValueError(
+                f"reconstruction_threshold: must be less than num_shares ({t} >= {shares})"
+            )
+        return self
+
+
+class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]  # type: ignore[misc,valid-type]
     client_fraction: float = Field(
         1.0,
         gt=0.0,
@@ -60,6 +117,15 @@ class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]
         "delivered in turn; simulation: Flower's simulation engine, the ClientApps on its Ray "
         "actors (clients in parallel; the same numbers where every client takes part, "
         "another sample of clients otherwise, as its node ids are random)",
+    )
+    secure_aggregation: Literal["none", "secaggplus"] = Field(
+        "none",
+        description="secaggplus: every train round runs Flower's SecAggPlusWorkflow (legacy "
+        "DefaultWorkflow, FedAvg/FedProx and DP wrappers) with secaggplus_mod on the clients: "
+        "real key agreement and pairwise masks, so the server sees the round's sum only",
+    )
+    secaggplus: SecAggPlusConfig = Field(
+        default_factory=SecAggPlusConfig, description="SecAgg+'s settings"
     )
     simulation_workers: int = Field(
         2, ge=1, le=1024, description="Ray actors running ClientApps under backend: simulation"

@@ -16,7 +16,7 @@ from fgl_workbench.accountants import PrivacyLedger
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
-from fgl_workbench.targets.flower import privacy
+from fgl_workbench.targets.flower import privacy, secaggplus
 from fgl_workbench.targets.flower.apps import (
     Clients,
     client_app,
@@ -32,7 +32,7 @@ from fgl_workbench.targets.flower.grid import (
     inline_party,
     noted_clients,
 )
-from fgl_workbench.transcript import MODEL_WEIGHTS, SERVER, Transcript
+from fgl_workbench.transcript import MASKED_WEIGHTS, MODEL_WEIGHTS, SERVER, Transcript
 
 State = dict[str, torch.Tensor]
 
@@ -61,17 +61,36 @@ def run_federation(
     """``cfg.rounds`` rounds of Flower's strategy over the clients, in this process
     (``inline``) or in Flower's simulation engine (its Ray actors run the ClientApps)."""
     n = len(clients)
+    initial = global_model.state_dict()
+    if cfg.secure_aggregation == "secaggplus":  # Flower's legacy DP wrappers take no accountant
+        result = secure_federation(loop, clients, spec, cfg, dp, transcript, seed, initial)
+        return finished(result, cfg, dp, n, transcript, None, num_params(global_model))
     accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
     # reference federations hold no validation records: nothing to evaluate on
     validated = any(validation_count(c) > 0 for c in clients)
     server = strategy(cfg, n, dp, accountant, validated)
-    initial = global_model.state_dict()
+    app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
+
+    def serve(grid: RecordingGrid) -> Any:
+        return flower_server(server, grid, initial, cfg.rounds)
+
     if cfg.backend == "inline":
-        app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
-        grid = RecordingGrid(InlineGrid(app, n), transcript, inline_party)
-        result = flower_server(server, grid, initial, cfg.rounds)
+        result = serve(RecordingGrid(InlineGrid(app, n), transcript, inline_party))
     else:
-        result = simulate(loop, clients, spec, cfg, dp, seed, server, transcript, initial)
+        result = simulate(app, serve, n, cfg, transcript)
+    return finished(result, cfg, dp, n, transcript, accountant, num_params(global_model))
+
+
+def finished(
+    result: Any,
+    cfg: FlowerConfig,
+    dp: DPFedAvgConfig | None,
+    n: int,
+    transcript: Transcript,
+    accountant: Any,
+    size: int,
+) -> FlowerRun:
+    """The run's released model, ledger, history and figures (Flower's own ε)."""
     figures: dict[str, float] = {}
     if accountant is not None:
         figures["flower_epsilon"] = float(accountant.get_privacy_spent().epsilon)
@@ -79,63 +98,87 @@ def run_federation(
         figures["flower_epsilon_per_upload"] = privacy.local_dp_mod_epsilon(dp)
     return FlowerRun(
         dict(result.arrays.to_torch_state_dict()),
-        ledger(cfg, dp, n, busiest(transcript)),
+        ledger(cfg, dp, n, busiest(transcript), size),
         history(result, cfg.rounds),
         figures,
     )
 
 
-def simulate(
+def secure_federation(
     loop: FedAvgLoop,
     clients: Sequence[Any],
     spec: ModelSpec,
     cfg: FlowerConfig,
     dp: DPFedAvgConfig | None,
-    seed: int,
-    server: Any,
     transcript: Transcript,
+    seed: int,
     initial: State,
 ) -> Any:
+    """The rounds under SecAgg+: Flower's legacy DefaultWorkflow with its SecAggPlusWorkflow,
+    inline or on the simulation engine, every message recorded."""
+    n, names = len(clients), list(initial)
+    validated = any(validation_count(c) > 0 for c in clients)
+    inner = secaggplus.strategy(cfg, n, dp, initial, validated)
+    server = secaggplus.Observed(inner, transcript, names)
+    app = secaggplus.client_app(Clients(loop, clients, spec, cfg, seed), dp, names)
+    bound = secaggplus.max_weight(cfg, [loop.weight(c) for c in clients], dp)
+
+    def serve(grid: RecordingGrid) -> Any:
+        return secaggplus.run(grid, server, cfg, bound, names, stamp_identity)
+
+    if cfg.backend == "inline":
+        return serve(RecordingGrid(InlineGrid(app, n), transcript, inline_party, names))
+    return simulate(app, serve, n, cfg, transcript, names)
+
+
+def simulate(
+    app: Any,
+    serve: Callable[[RecordingGrid], Any],
+    num_clients: int,
+    cfg: FlowerConfig,
+    transcript: Transcript,
+    names: Sequence[str] | None = None,
+) -> Any:
     """The federation on Flower's simulation engine: ``run_simulation`` with its Ray backend,
-    the ServerApp (in this process) recording what its grid carries. Which node is which
-    client is known only to the nodes: each notes it in a folder the transcript is renamed
-    from after the run (the server's view names nodes, as a real server's does)."""
+    the ServerApp (in this process) running ``serve`` on a grid recording what it carries
+    (``names``: the state dict's keys, for the legacy workflow's Parameters). Which node is
+    which client is known only to the nodes: each notes it in a folder the transcript is
+    renamed from after the run (the server's view names nodes, as a real server's does)."""
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
     results: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="fglwb-flower-") as registry:
-        app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
         server_app = ServerApp()
 
         @server_app.main()
         def main(grid: Any, context: Any) -> None:
-            recording = RecordingGrid(grid, transcript)
-            results.append(flower_server(server, recording, initial, cfg.rounds))
+            results.append(serve(RecordingGrid(grid, transcript, names=names)))
 
-        workers = max(1, min(len(clients), cfg.simulation_workers))
+        workers = max(1, min(num_clients, cfg.simulation_workers))
         with muted_flower():
             run_simulation(
                 server_app=server_app,
                 client_app=NotingClientApp(app, registry),
-                num_supernodes=len(clients),
+                num_supernodes=num_clients,
                 backend_config={
                     "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                     "init_args": {"num_cpus": workers, "include_dashboard": False},
                 },
             )
-        names = noted_clients(registry)
+        parties = noted_clients(registry)
     if not results:
         raise RuntimeError("Flower's simulation ended without running the ServerApp")
-    transcript.rename(names)
+    transcript.rename(parties)
     return results[0]
 
 
 def busiest(transcript: Transcript) -> int:
-    """The most model uploads one client made (the server's count of what it received)."""
+    """The most model uploads one client made (the server's count of what it received, in
+    the clear or masked)."""
     counts: dict[str, int] = {}
     for m in transcript.messages:
-        if m.receiver == SERVER and m.kind == MODEL_WEIGHTS:
+        if m.receiver == SERVER and m.kind in (MODEL_WEIGHTS, MASKED_WEIGHTS):
             counts[m.sender] = counts.get(m.sender, 0) + 1
     return max(counts.values(), default=0)
 
@@ -183,16 +226,38 @@ def history(result: Any, rounds: int) -> list[dict[str, float]]:
 
 
 def ledger(
-    cfg: FlowerConfig, dp: DPFedAvgConfig | None, num_clients: int, busiest: int
+    cfg: FlowerConfig,
+    dp: DPFedAvgConfig | None,
+    num_clients: int,
+    busiest: int,
+    size: int | None = None,
 ) -> PrivacyLedger:
-    """The run's events: Flower's DP scoped per adversary, and the clients' metrics."""
+    """The run's events: Flower's DP scoped per adversary (SecAgg+'s rounding in the
+    sensitivity of central DP, over the model's ``size`` numbers), and the clients'
+    metrics."""
     events: list[Any] = []
     if dp is not None and dp.mode == "central":
         m = cfg.per_round(num_clients)
-        events += privacy.central_events(dp, cfg.rounds, m, num_clients, cfg.dp_clipping)
+        rounding = None
+        if cfg.secure_aggregation == "secaggplus":
+            if size is None:
+                raise ValueError("size: SecAgg+'s rounding grows with the model's size")
+            s = cfg.secaggplus
+            bound = secaggplus.max_weight(cfg, (), dp)  # dp-fedavg's clients send weight 1
+            rounding = privacy.secagg_rounding(
+                s.clipping_range, s.quantization_range, 1.0 / bound, size
+            )
+        events += privacy.central_events(
+            dp, cfg.rounds, m, num_clients, cfg.dp_clipping, rounding=rounding
+        )
     elif dp is not None:
         events += privacy.local_events(dp, busiest)
     if dp is not None and cfg.report_metrics:
         kinds = ["training loss", "example counts", "validation accuracy"]
         events.append(privacy.metrics_event(kinds))
     return PrivacyLedger(tuple(events))
+
+
+def num_params(model: nn.Module) -> int:
+    """Every number of the model's state (what SecAgg+ quantises)."""
+    return sum(v.numel() for v in model.state_dict().values())

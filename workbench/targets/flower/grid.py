@@ -10,21 +10,55 @@ estimated."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import copy
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from uuid import uuid4
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.common.serde import metadata_to_proto, metric_record_to_proto, recorddict_to_proto
+from flwr.common import parameters_to_ndarrays
+from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
+from flwr.common.serde import (
+    config_record_to_proto,
+    metadata_to_proto,
+    metric_record_to_proto,
+    recorddict_to_proto,
+)
+from flwr.compat.common import recorddict_compat as compat
 from flwr.proto.message_pb2 import Message as ProtoMessage
 from flwr.serverapp import Grid
 
-from fgl_workbench.transcript import METRICS, MODEL_WEIGHTS, SERVER, Transcript, client
+from fgl_workbench.defenses.masked_aggregation import KEY_SHARES, SURVIVORS, UNMASK_SHARES
+from fgl_workbench.transcript import (
+    MASKED_WEIGHTS,
+    METRICS,
+    MODEL_WEIGHTS,
+    PUBLIC_KEY,
+    SECAGG_CONFIG,
+    SERVER,
+    Transcript,
+    client,
+)
 
 FIRST_NODE_ID = 1001  # node ids the inline grid hands out (Flower's SuperLink is node 1)
+# what SecAgg+'s messages carry at each stage: the server's request, the client's reply
+SECAGG_SENT = {
+    Stage.SETUP: SECAGG_CONFIG,
+    Stage.SHARE_KEYS: PUBLIC_KEY,  # the neighbours' public keys
+    Stage.COLLECT_MASKED_VECTORS: KEY_SHARES,  # the encrypted shares, forwarded
+    Stage.UNMASK: SURVIVORS,  # which neighbours' masked vectors arrived
+}
+SECAGG_REPLY = {
+    Stage.SETUP: PUBLIC_KEY,
+    Stage.SHARE_KEYS: KEY_SHARES,  # shares encrypted for each neighbour
+    Stage.COLLECT_MASKED_VECTORS: MASKED_WEIGHTS,
+    Stage.UNMASK: UNMASK_SHARES,
+}
 
 
 def node_party(node_id: int) -> str:
@@ -87,7 +121,8 @@ class InlineGrid(Grid):
 
     @property
     def run(self) -> Any:
-        raise NotImplementedError("an inline grid serves one run and has no Run record")
+        """The one run it serves (Flower's legacy client manager reads its id)."""
+        return SimpleNamespace(run_id=1)
 
     def create_message(self, *args: Any, **kwargs: Any) -> Message:
         raise NotImplementedError("deprecated in Flower; strategies build Message objects")
@@ -110,6 +145,9 @@ class InlineGrid(Grid):
         replies = []
         for i in message_ids:
             msg = self._pending.pop(i)
+            # each node gets its own copy, as over a wire (a strategy shares one content
+            # among its messages, and a mod may change what it receives)
+            msg.content = copy.deepcopy(msg.content)
             replies.append(self._app(msg, self._contexts[msg.metadata.dst_node_id]))
         return replies
 
@@ -122,17 +160,26 @@ class InlineGrid(Grid):
 class RecordingGrid(Grid):
     """``inner`` with every message sent and every reply received written to ``transcript``:
     a message's model arrays as ``model_weights`` (a state dict), its metrics as ``metrics``
-    (a dict of floats), the message's serialised bytes split between them by their records'
-    own sizes. ``party``: the transcript's name for a node id (``node_party`` where which
-    client a node is becomes known only after the run)."""
+    (a dict of floats), SecAgg+'s records by stage (``SECAGG_SENT``, ``SECAGG_REPLY``: a dict
+    of what the record holds), the message's serialised bytes split between them by their
+    records' own sizes (the first part holds the rest: metadata, other configs). ``party``:
+    the transcript's name for a node id (``node_party`` where which client a node is becomes
+    known only after the run). ``names``: the state dict's keys, where messages carry Flower's
+    legacy Parameters (arrays named by position)."""
 
     def __init__(
-        self, inner: Grid, transcript: Transcript, party: Callable[[int], str] = node_party
+        self,
+        inner: Grid,
+        transcript: Transcript,
+        party: Callable[[int], str] = node_party,
+        names: Sequence[str] | None = None,
     ) -> None:
         self.inner = inner
         self.transcript = transcript
         self.party = party
+        self.names = None if names is None else list(names)
         self.round = 0
+        self.stage: str | None = None  # the SecAgg+ stage of the last requests sent
         # the Flower message type (train, evaluate, query, ...) of each message it recorded,
         # in the transcript's order
         self.message_types: list[str] = []
@@ -189,32 +236,65 @@ class RecordingGrid(Grid):
                 self._record([msg], self.party(msg.metadata.src_node_id), [SERVER])
 
     def _record(self, messages: list[Message], sender: str, receivers: list[str]) -> None:
-        """Messages of one content: its round (the server's ``server-round`` config; a reply
-        has the round of the request it answers), its arrays and metrics, each message's size on the
-        wire (its metadata's own, the content's once)."""
+        """Messages of one content: its round (Flower's legacy workflows stamp it as the group
+        id; the Message API's strategies send it as ``server-round``; a reply has the round of
+        the request it answers), its parts, each message's size on the wire (its metadata's
+        own, the content's once)."""
         content = messages[0].content
         if sender == SERVER:  # a reply's own config cannot move its round
-            for config in content.config_records.values():
-                if "server-round" in config:
-                    self.round = int(config["server-round"]) - 1  # Flower counts from 1
+            self.round = self._round(messages[0], content)
         content_bytes = recorddict_to_proto(content).ByteSize()
         totals = [message_nbytes(m, content_bytes) for m in messages]
-        metrics = {k: v for m in content.metric_records.values() for k, v in m.items()}
-        metric_bytes = sum(
-            metric_record_to_proto(m).ByteSize() for m in content.metric_records.values()
-        )
-        arrays = list(content.array_records.values())
+        parts = self._parts(content, sender == SERVER)
         kind = messages[0].metadata.message_type
+        rest = sum(nbytes for _, _, nbytes in parts[1:])
+        for i, (part, payload, nbytes) in enumerate(parts):
+            sizes = [t - rest for t in totals] if i == 0 else [nbytes] * len(totals)
+            self.transcript.broadcast(self.round, sender, receivers, part, payload, sizes)
+            self.message_types += [kind] * len(receivers)
+
+    def _round(self, message: Message, content: RecordDict) -> int:
+        group = message.metadata.group_id
+        if group.isdigit():
+            return int(group) - 1  # Flower counts from 1
+        for config in content.config_records.values():
+            if "server-round" in config:
+                return int(config["server-round"]) - 1
+        return self.round
+
+    def _parts(self, content: RecordDict, sent: bool) -> list[tuple[str, Any, int]]:
+        """(kind, payload, the bytes of its records) of what ``content`` carries: model
+        arrays, SecAgg+'s record, metrics (the Message API's metric records; the legacy
+        layout's example counts and its ``*.metrics`` config records)."""
+        parts: list[tuple[str, Any, int]] = []
+        arrays = [a for a in content.array_records.values() if len(a) > 0]
         if arrays:
-            sizes = [t - metric_bytes for t in totals]
-            self.transcript.broadcast(
-                self.round, sender, receivers, MODEL_WEIGHTS, state_dict(arrays[0]), sizes
-            )
-            self.message_types += [kind] * len(receivers)
+            parts.append((MODEL_WEIGHTS, self._state(arrays[0]), 0))
+        secagg = content.config_records.get(RECORD_KEY_CONFIGS)
+        if secagg is not None:
+            if sent:
+                self.stage = str(secagg[Key.STAGE])
+            kind = (SECAGG_SENT if sent else SECAGG_REPLY)[self.stage]
+            nbytes = config_record_to_proto(secagg).ByteSize()
+            parts.append((kind, {k: v for k, v in secagg.items() if k != Key.STAGE}, nbytes))
+        metrics: dict[str, float] = {}
+        metric_bytes = 0
+        for m in content.metric_records.values():
+            metrics.update(m)
+            metric_bytes += metric_record_to_proto(m).ByteSize()
+        for name, c in content.config_records.items():
+            if name.endswith(".metrics"):
+                metrics.update(c)
+                metric_bytes += config_record_to_proto(c).ByteSize()
         if metrics:
-            sizes = [metric_bytes] * len(totals) if arrays else totals
-            self.transcript.broadcast(self.round, sender, receivers, METRICS, metrics, sizes)
-            self.message_types += [kind] * len(receivers)
+            parts.append((METRICS, metrics, metric_bytes))
+        return parts
+
+    def _state(self, arrays: ArrayRecord) -> dict[str, torch.Tensor]:
+        if self.names is None:
+            return state_dict(arrays)
+        parameters = compat.arrayrecord_to_parameters(arrays, keep_input=True)
+        return legacy_state(parameters, self.names)
 
 
 def message_nbytes(message: Message, content_nbytes: int) -> int:
@@ -227,6 +307,13 @@ def message_nbytes(message: Message, content_nbytes: int) -> int:
 
 def _varint_nbytes(value: int) -> int:
     return max(1, (value.bit_length() + 6) // 7)
+
+
+def legacy_state(parameters: Any, names: Sequence[str]) -> dict[str, torch.Tensor]:
+    """Flower's legacy Parameters (arrays by position) as the state dict whose keys are
+    ``names``."""
+    arrays = parameters_to_ndarrays(parameters)
+    return {n: torch.as_tensor(np.asarray(a)) for n, a in zip(names, arrays, strict=True)}
 
 
 def state_dict(arrays: ArrayRecord) -> dict[str, torch.Tensor]:

@@ -23,6 +23,24 @@ the mod's own (ε, δ) ignores, and the classic formula it uses holds only for �
 is the built-in local DP-FedAvg's: one Gaussian of std s at sensitivity 2C per upload the
 busiest client made, against everyone.
 
+**Under SecAgg+** (``secure_aggregation: secaggplus``; Flower's ``SecAggPlusWorkflow``): the
+server unmasks only the round's sum. *Central* runs only with client-side clipping
+(``fixedclipping_mod`` inside ``secaggplus_mod``): the server cannot clip what it never sees.
+It unmasks the sum of the clipped updates and then adds the noise itself, so what it sees is
+unnoised: still no guarantee against the server (masking hides each update, not the sum, and
+the other clients' updates are no noise a DP bound may count on). For other clients and the
+querier SecAgg+ changes the mechanism: each weighted model is clipped per coordinate to
+±clipping_range (a contraction: it moves no contribution by more than its clipped update) and
+stochastically rounded to the quantisation grid, which moves a contribution by less than a
+quantum q per coordinate, so a zero-out moves the sum by less than C + 2q√d (d parameters);
+the server's noise σ·C then stands for a noise multiplier σ·C/(C + 2q√d), stated at that
+sensitivity (q = 2·clipping_range/(quantization_range·w) at the weight fraction w of the
+constant weight 1 in max_weight). *Local*: each upload is noised by LocalDpMod, then clipped,
+quantised and masked by SecAgg+: post-processing, so the per-upload guarantee holds against
+everyone, the server included. The sum's larger noise (√m uploads' worth) is not claimed:
+SecAgg+ clips and rounds each noisy upload before the sum, so the sum is no Gaussian
+mechanism on the clean sum; the per-upload guarantee is sound and conservative.
+
 **Metrics**: a client's training loss, evaluation loss and accuracy and example counts are
 computed on its private data and sent to the server unnoised (Flower's accountant leaves them
 out by its own docstring): no guarantee against the server while clients report them.
@@ -60,6 +78,13 @@ ADAPTIVE = (
 )
 
 
+SECAGG_SERVER = (
+    "Flower central DP under SecAgg+: the server unmasks the round's sum of the clipped "
+    "updates before it adds the noise itself, so the sum it sees is unnoised (masking hides "
+    "each update, not the sum)"
+)
+
+
 def central_events(
     config: DPFedAvgConfig,
     rounds: int,
@@ -67,10 +92,13 @@ def central_events(
     num_clients: int,
     clipping: str,
     replace_one: bool = False,
+    rounding: float | None = None,
 ) -> tuple[Gaussian, NoGuarantee]:
     """Fixed clipping with the server's noise: (other clients and the querier, the server).
     ``replace_one``: stated for replacing a client's data, two zero-outs (σ/2), so it
-    composes with LocalDpMod's replace-one events in one row."""
+    composes with LocalDpMod's replace-one events in one row. ``rounding``: under SecAgg+,
+    how far its quantisation can move a contribution beyond its clip (``secagg_rounding``),
+    added to the sensitivity C."""
     relation = REPLACE_TWICE if replace_one else ZERO_OUT
     sigma = config.noise_multiplier / (2 if replace_one else 1)
     note = (
@@ -78,17 +106,46 @@ def central_events(
         if per_round < num_clients
         else "every client takes part in every round"
     )
+    sensitivity = 1.0
+    if rounding is not None:
+        sensitivity += rounding / config.clip
+        note += (
+            f"; SecAgg+'s stochastic rounding moves a contribution by < {rounding:.3g} beyond "
+            "its clip C (sensitivity C + 2q√d)"
+        )
     hidden = Gaussian(
-        sigma, 1.0, rounds, scope=Scope("client", relation, ("clients", "querier"), note)
+        sigma, sensitivity, rounds, scope=Scope("client", relation, ("clients", "querier"), note)
     )
-    why = (
-        "Flower central DP, server-side clipping: the server receives each raw update and "
-        "adds the noise itself"
-        if clipping == "server"
-        else "Flower central DP, client-side clipping: the server receives each clipped update "
-        "before it adds the noise"
-    )
+    if rounding is not None:
+        why = SECAGG_SERVER
+    elif clipping == "server":
+        why = (
+            "Flower central DP, server-side clipping: the server receives each raw update and "
+            "adds the noise itself"
+        )
+    else:
+        why = (
+            "Flower central DP, client-side clipping: the server receives each clipped update "
+            "before it adds the noise"
+        )
     return hidden, NoGuarantee(why, Scope("client", relation, ("server",)))
+
+
+def secagg_rounding(
+    clipping_range: float, quantization_range: int, weight_fraction: float, num_params: int
+) -> float:
+    """2q√d: the most SecAgg+'s stochastic rounding moves a zero-out's contribution (in the
+    model's units) beyond the clipped update, both roundings below a quantum
+    q = 2·clipping_range/(quantization_range·w) per coordinate, where w is the weight's
+    quantised fraction of max_weight, Flower's round(weight/max_weight · range)/range."""
+    w = round(weight_fraction * quantization_range) / quantization_range
+    if w <= 0:
+        raise ValueError(
+            "secaggplus.max_weight: the clients' weight quantises to 0 (max_weight is too large "
+            "for quantization_range)"
+        )
+    quantum = 2 * clipping_range / (quantization_range * w)
+    return 2 * quantum * math.sqrt(num_params)
 
 
 def local_events(config: DPFedAvgConfig, busiest: int) -> tuple[Gaussian]:

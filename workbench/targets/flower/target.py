@@ -23,6 +23,7 @@ from fgl_workbench.transcript import METRICS, Transcript
 
 SUPPORTED_DEFENSES = ("dp-fedavg",)
 RUN_ONLY = {"simulation_workers"}  # how many actors run the clients, not what they compute
+MODULUS = 2**32  # Flower's SecAgg+ modulus_range (its default, which the target keeps)
 
 
 def run_only(cfg: FlowerConfig) -> set[str]:
@@ -58,7 +59,7 @@ class Flower:
         from fgl_workbench.targets.flower.engine import run_federation
 
         cfg = self.config(config)
-        self._check(defenses)
+        self._check(defenses, cfg, len(federation.clients))
         dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
         # Flower samples clients with random and draws its DP noise from np.random
         seed_everything(derive_seed(seed, "flower"))
@@ -116,24 +117,52 @@ class Flower:
         self, federation: Federation, config: Any, defenses: Sequence[Any]
     ) -> PrivacyLedger:
         """``fit``'s ledger before training: the busiest client uploads every round."""
-        from fgl_workbench.targets.flower.engine import ledger
+        from fgl_workbench.targets.flower.engine import ledger, num_params
 
         cfg = self.config(config)
-        self._check(defenses)
+        self._check(defenses, cfg, len(federation.clients))
         dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
         n = len(federation.clients)
-        return ledger(cfg, dp, n, cfg.rounds)
+        ds = federation.dataset
+        model = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level).build()
+        return ledger(cfg, dp, n, cfg.rounds, num_params(model))
 
     def config(self, config: Any) -> FlowerConfig:
         return config if isinstance(config, FlowerConfig) else FlowerConfig(**(config or {}))
 
-    def _check(self, defenses: Sequence[Any]) -> None:
+    def _check(self, defenses: Sequence[Any], cfg: FlowerConfig, num_clients: int) -> None:
         for d in defenses:
             if d.name not in SUPPORTED_DEFENSES:
                 raise ConfigError(
                     f"defenses: flower runs Flower's own DP code and cannot apply '{d.name}'; "
                     f"it supports: {', '.join(SUPPORTED_DEFENSES)}"
                 )
+        if cfg.secure_aggregation == "secaggplus":
+            check_secaggplus(cfg, defenses, num_clients)
+
+
+def check_secaggplus(cfg: FlowerConfig, defenses: Sequence[Any], num_clients: int) -> None:
+    """What Flower's SecAgg+ (legacy workflow only) cannot run, refused before training."""
+    field = "secure_aggregation: secaggplus"
+    dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
+    if dp is not None and dp.mode == "central" and cfg.dp_clipping == "server":
+        raise ConfigError(
+            f"dp_clipping: server cannot run with {field}: the server holds only the masked "
+            "sum, never an update to clip (Flower's server-side wrapper would clip the "
+            "aggregate); use dp_clipping: client (fixedclipping_mod inside secaggplus_mod)"
+        )
+    m = cfg.per_round(num_clients)
+    if m < 2:
+        raise ConfigError(
+            f"client_fraction: {field} needs at least 2 clients a round (Flower's SecAgg+ "
+            f"masks among them; got {m} of {num_clients})"
+        )
+    if m * cfg.secaggplus.quantization_range >= MODULUS:
+        raise ConfigError(
+            f"secaggplus.quantization_range: {m} clients' quantised sums reach "
+            f"{m} × {cfg.secaggplus.quantization_range}, past SecAgg+'s modulus 2^32: the sum "
+            f"would wrap around; lower it below {MODULUS // m}"
+        )
 
 
 TARGETS.register("flower")(Flower())
