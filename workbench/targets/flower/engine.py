@@ -13,6 +13,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from torch import nn
 
 from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.recipe import FederationRecipe
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
@@ -48,6 +49,17 @@ class FlowerRun:
     figures: dict[str, float]
 
 
+@dataclass(frozen=True)
+class Served:
+    """What a ServerApp's strategy left: the final arrays, Flower's aggregated client metrics
+    per round (its ``Result``), the figures of Flower's own accounting."""
+
+    arrays: State
+    train_metrics: dict[int, dict[str, float]]
+    evaluate_metrics: dict[int, dict[str, float]]
+    figures: dict[str, float]
+
+
 def run_federation(
     loop: FedAvgLoop,
     clients: Sequence[Any],
@@ -57,32 +69,68 @@ def run_federation(
     dp: DPFedAvgConfig | None,
     transcript: Transcript,
     seed: int,
+    server_seed: int = 0,
+    recipe: FederationRecipe | None = None,
 ) -> FlowerRun:
     """``cfg.rounds`` rounds of Flower's strategy over the clients, in this process
-    (``inline``) or in Flower's simulation engine (its Ray actors run the ClientApps)."""
+    (``inline``), in Flower's simulation engine (its Ray actors run the ClientApps) or on a
+    SuperLink and SuperNodes (``deployment``: the ServerApp seeded with ``server_seed``, as
+    this process is, the SuperNodes rebuilding their clients from ``recipe``)."""
     n = len(clients)
-    accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
     # reference federations hold no validation records: nothing to evaluate on
     validated = any(validation_count(c) > 0 for c in clients)
-    server = strategy(cfg, n, dp, accountant, validated)
     initial = global_model.state_dict()
     if cfg.backend == "inline":
         app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
         grid = RecordingGrid(InlineGrid(app, n), transcript, inline_party)
-        result = flower_server(server, grid, initial, cfg.rounds)
+        served = serve(grid, cfg, dp, n, validated, initial)
+    elif cfg.backend == "simulation":
+        served = simulate(loop, clients, spec, cfg, dp, seed, validated, transcript, initial)
     else:
-        result = simulate(loop, clients, spec, cfg, dp, seed, server, transcript, initial)
+        from fgl_workbench.targets.flower.deployed import deploy
+
+        served = deploy(
+            recipe, clients, spec, cfg, dp, seed, server_seed, validated, transcript, initial
+        )
+    return FlowerRun(
+        served.arrays,
+        ledger(cfg, dp, n, busiest(transcript)),
+        history(served, cfg.rounds),
+        served.figures,
+    )
+
+
+def serve(
+    grid: Any,
+    cfg: FlowerConfig,
+    dp: DPFedAvgConfig | None,
+    num_clients: int,
+    validated: bool,
+    initial: State,
+    timeout: float = 3600.0,
+) -> Served:
+    """The ServerApp's work on ``grid``, whichever engine runs it: Flower's strategy (and
+    accountant, under central DP) over ``cfg.rounds`` rounds, each waiting ``timeout``
+    seconds for replies."""
+    n = num_clients
+    accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
+    server = strategy(cfg, n, dp, accountant, validated)
+    result = flower_server(server, grid, initial, cfg.rounds, timeout=timeout)
     figures: dict[str, float] = {}
     if accountant is not None:
         figures["flower_epsilon"] = float(accountant.get_privacy_spent().epsilon)
     if dp is not None and dp.mode == "local":
         figures["flower_epsilon_per_upload"] = privacy.local_dp_mod_epsilon(dp)
-    return FlowerRun(
+    return Served(
         dict(result.arrays.to_torch_state_dict()),
-        ledger(cfg, dp, n, busiest(transcript)),
-        history(result, cfg.rounds),
+        _by_round(result.train_metrics_clientapp),
+        _by_round(result.evaluate_metrics_clientapp),
         figures,
     )
+
+
+def _by_round(metrics: dict[int, Any]) -> dict[int, dict[str, float]]:
+    return {int(r): {k: float(v) for k, v in m.items()} for r, m in metrics.items()}
 
 
 def simulate(
@@ -92,10 +140,10 @@ def simulate(
     cfg: FlowerConfig,
     dp: DPFedAvgConfig | None,
     seed: int,
-    server: Any,
+    validated: bool,
     transcript: Transcript,
     initial: State,
-) -> Any:
+) -> Served:
     """The federation on Flower's simulation engine: ``run_simulation`` with its Ray backend,
     the ServerApp (in this process) recording what its grid carries. Which node is which
     client is known only to the nodes: each notes it in a folder the transcript is renamed
@@ -103,7 +151,8 @@ def simulate(
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
-    results: list[Any] = []
+    results: list[Served] = []
+    n = len(clients)
     with tempfile.TemporaryDirectory(prefix="fglwb-flower-") as registry:
         app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
         server_app = ServerApp()
@@ -111,14 +160,14 @@ def simulate(
         @server_app.main()
         def main(grid: Any, context: Any) -> None:
             recording = RecordingGrid(grid, transcript)
-            results.append(flower_server(server, recording, initial, cfg.rounds))
+            results.append(serve(recording, cfg, dp, n, validated, initial))
 
-        workers = max(1, min(len(clients), cfg.simulation_workers))
+        workers = max(1, min(n, cfg.simulation_workers))
         with muted_flower():
             run_simulation(
                 server_app=server_app,
                 client_app=NotingClientApp(app, registry),
-                num_supernodes=len(clients),
+                num_supernodes=n,
                 backend_config={
                     "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
                     "init_args": {"num_cpus": workers, "include_dashboard": False},
@@ -146,6 +195,7 @@ def flower_server(
     initial: State,
     rounds: int,
     evaluate_fn: Callable[[int, ArrayRecord], None] | None = None,
+    timeout: float = 3600.0,
 ) -> Any:
     """Flower's ``Strategy.start`` as a ServerApp runs it: outside a Flower runtime (the
     inline grid) with the task identity Flower's messages are stamped with set."""
@@ -156,6 +206,7 @@ def flower_server(
             initial_arrays=ArrayRecord(initial),
             num_rounds=rounds,
             evaluate_fn=evaluate_fn,
+            timeout=timeout,
         )
 
 
@@ -168,13 +219,13 @@ def stamp_identity() -> None:
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
 
 
-def history(result: Any, rounds: int) -> list[dict[str, float]]:
-    """Each round's aggregated client metrics, as Flower's ``Result`` holds them."""
+def history(served: Served, rounds: int) -> list[dict[str, float]]:
+    """Each round's aggregated client metrics, as Flower's ``Result`` held them."""
     rows = []
     for r in range(1, rounds + 1):
         row: dict[str, float] = {"round": float(r - 1)}
-        train = result.train_metrics_clientapp.get(r, {})
-        evaluated = result.evaluate_metrics_clientapp.get(r, {})
+        train = served.train_metrics.get(r, {})
+        evaluated = served.evaluate_metrics.get(r, {})
         if "train_loss" in train:
             row["train_loss"] = float(train["train_loss"])
         row["val_accuracy"] = float(evaluated.get("accuracy", float("nan")))

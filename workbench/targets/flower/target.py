@@ -22,7 +22,8 @@ from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import METRICS, Transcript
 
 SUPPORTED_DEFENSES = ("dp-fedavg",)
-RUN_ONLY = {"simulation_workers"}  # how many actors run the clients, not what they compute
+# how many actors run the clients and where the deployment is: not what they compute
+RUN_ONLY = {"simulation_workers", "deployment"}
 
 
 def run_only(cfg: FlowerConfig) -> set[str]:
@@ -60,8 +61,10 @@ class Flower:
         cfg = self.config(config)
         self._check(defenses)
         dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
-        # Flower samples clients with random and draws its DP noise from np.random
-        seed_everything(derive_seed(seed, "flower"))
+        # Flower samples clients with random and draws its DP noise from np.random (a
+        # deployed ServerApp seeds its own process alike)
+        server_seed = derive_seed(seed, "flower")
+        seed_everything(server_seed)
         ds = federation.dataset
         loop = NodeFedAvg() if ds.level == "node" else GraphFedAvg()
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
@@ -77,6 +80,8 @@ class Flower:
             dp,
             transcript,
             derive_seed(seed, "flower-clients"),
+            server_seed,
+            federation.recipe,
         )
         global_model.load_state_dict(run.arrays)
         test = loop.score(global_model, clients, "test")
