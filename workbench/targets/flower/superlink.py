@@ -113,11 +113,13 @@ def flower_scripts(folder: Path) -> Path:
     return folder
 
 
-def run_app(conn: Connection, app: Path, timeout: float) -> str:
-    """``flwr run --stream`` of the app folder ``app``; its output once the SuperLink says
-    the run completed, else a ``DeploymentError`` with the output's and logs' tails."""
+def run_app(conn: Connection, app: Path, timeout: float, *run_config: str) -> str:
+    """``flwr run --stream`` of the app folder ``app`` (``run_config``: its ``--run-config``
+    overrides); its output once the SuperLink says the run completed, else a
+    ``DeploymentError`` with the output's and logs' tails."""
+    overrides = [arg for value in run_config for arg in ("--run-config", value)]
     try:
-        run = conn.flwr("run", str(app), CONNECTION, "--stream", timeout=timeout)
+        run = conn.flwr("run", str(app), CONNECTION, "--stream", *overrides, timeout=timeout)
         output = run.stdout + run.stderr
     except subprocess.TimeoutExpired as exc:
         output = _text(exc.stdout) + _text(exc.stderr)
