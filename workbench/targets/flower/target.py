@@ -28,9 +28,12 @@ RUN_ONLY = {"simulation_workers", "deployment"}
 
 def run_only(cfg: FlowerConfig) -> set[str]:
     """Settings that change no number of the run, left out of its recipe: the actor count,
-    and the backend where every client takes part (with fewer, Flower samples node ids, which
-    its simulation draws at random, so the two backends sample different clients)."""
-    return RUN_ONLY | ({"backend"} if cfg.client_fraction == 1.0 else set())
+    the deployment's whereabouts, and the backend where every client takes part (with fewer,
+    Flower samples node ids, which its simulation draws at random, so the two backends sample
+    different clients). A deployment's references train inline whatever the fraction: their
+    federations are not the cell's, so no SuperNode could rebuild them."""
+    same = cfg.client_fraction == 1.0 or cfg.backend == "deployment"
+    return RUN_ONLY | ({"backend"} if same else set())
 
 
 def require_flower() -> None:

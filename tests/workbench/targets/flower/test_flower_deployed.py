@@ -59,6 +59,16 @@ def test_a_remote_superlink_is_host_and_port():
     assert cfg.deployment.superlink == "fl.example.org:9093"
 
 
+def test_references_of_a_deployed_run_train_inline():
+    """A reference federation is not the cell's: no SuperNode could rebuild it."""
+    from fgl_workbench.targets.flower.target import run_only
+
+    for fraction in (1.0, 0.5):
+        cfg = FlowerConfig(backend="deployment", client_fraction=fraction)
+        assert {"backend", "deployment"} <= run_only(cfg)
+    assert "backend" not in run_only(FlowerConfig(backend="simulation", client_fraction=0.5))
+
+
 def test_a_federation_that_does_not_say_how_it_was_cut_is_refused(small_csbm):
     federation = build_federation(small_csbm, RECIPE.partition(small_csbm))
     with pytest.raises(ConfigError, match="backend: deployment rebuilds each client's data"):
