@@ -17,8 +17,14 @@ bytes of its state dicts, flower each message's protobuf). Last, one cProfile of
 path (10 clients, no DP, metrics on): its top 15 functions by cumulative time and where its
 time goes beside the built-in loop's.
 
+``--deployment`` instead: one fit of the flower target on Flower's Deployment Engine (a
+SuperLink and a SuperNode per client started on 127.0.0.1, the app submitted with ``flwr
+run``: ``backend: deployment``) beside one inline fit, Cora-3, no DP, metrics on: seconds per
+round (wall time of ``fit``, the processes' start and stop included) and bytes per client per
+round (a deployment's messages carry larger metadata).
+
     FGLWB_DATA=../shared/data FGLWB_CACHE=$(mktemp -d) OMP_NUM_THREADS=2 \\
-        python benchmarks/flower.py [--rounds 10] [--repeats 3]
+        python benchmarks/flower.py [--rounds 10] [--repeats 3] [--deployment]
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import fgl_workbench.data  # noqa: F401
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
+from fgl_workbench.data.recipe import FederationRecipe
 from fgl_workbench.defenses.base import applied
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.transcript import SERVER, Transcript, client
@@ -204,12 +211,28 @@ def where_time_goes(flower: pstats.Stats, fedavg: pstats.Stats, rounds: int) -> 
         print(f"{label:<62}{a:>9.4f}{100 * a / fa:>6.1f}{theirs}")
 
 
+def deployment(rounds: int) -> None:
+    """One inline and one deployed fit of Cora-3 (no DP): seconds and bytes per round."""
+    fed = FederationRecipe(dataset="Cora", method="louvain", num_clients=3, seed=0).build()
+    print(f"{'Cora-3 backend':<16}{'s/round':>9}{'B total/client/rnd':>20}")
+    for backend in ("inline", "deployment"):
+        cfg = {**config("flower", {}, rounds, False), "backend": backend}
+        seconds, _, transcript = fit(fed, "flower", cfg, False)
+        total = bytes_per_client_round(transcript, 3)["total"]
+        print(f"{backend:<16}{seconds / rounds:>9.3f}{total:>20.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--deployment", action="store_true")
     args = parser.parse_args()
     import flwr
+
+    if args.deployment:
+        deployment(args.rounds)
+        return
 
     # the strategy's construction warns that fraction_evaluate 0 skips federated evaluation
     # (flower-nm), outside the engine's muting of Flower's log

@@ -17,6 +17,7 @@ the test nodes instead (``fgl_workbench.targets.training.score_released``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,6 +27,9 @@ from torch_geometric.utils import subgraph
 from fgl_workbench.data.datasets import Dataset, GraphDataset, NodeDataset
 from fgl_workbench.data.partition import ClientPart, Partition
 from fgl_workbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fgl_workbench.data.recipe import FederationRecipe
 
 
 @dataclass(frozen=True)
@@ -55,19 +59,28 @@ class Federation:
     dataset: Dataset
     partition: Partition
     clients: tuple[NodeClient, ...] | tuple[GraphClient, ...]
+    # how it was cut, where known (a suite's cells): what a machine holding the dataset
+    # rebuilds a client from (the flower target's SuperNodes)
+    recipe: FederationRecipe | None = None
 
     @property
     def level(self) -> str:
         return self.dataset.level
 
 
-def build_federation(dataset: Dataset, partition: Partition) -> Federation:
+def build_federation(
+    dataset: Dataset, partition: Partition, recipe: FederationRecipe | None = None
+) -> Federation:
+    clients = tuple(local_client(dataset, partition, c.client_id) for c in partition.clients)
+    return Federation(dataset, partition, clients, recipe)  # type: ignore[arg-type]
+
+
+def local_client(dataset: Dataset, partition: Partition, k: int) -> NodeClient | GraphClient:
+    """Client k's local data, cut from the dataset by the partition."""
+    part = partition.clients[k]
     if isinstance(dataset, NodeDataset):
-        inductive = partition.membership == "inductive"
-        clients = tuple(node_client(dataset, c, inductive) for c in partition.clients)
-    else:
-        clients = tuple(_graph_client(dataset, c) for c in partition.clients)
-    return Federation(dataset, partition, clients)  # type: ignore[arg-type]
+        return node_client(dataset, part, partition.membership == "inductive")
+    return _graph_client(dataset, part)  # type: ignore[arg-type]
 
 
 def refuse_inductive(federation: Federation, target: str, reason: str) -> None:

@@ -32,7 +32,8 @@ from fgl_workbench.audits.stored import audit_row
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.data.datasets import Dataset, to_device
 from fgl_workbench.data.federation import Federation, build_federation
-from fgl_workbench.data.partition import Partition, make_partition
+from fgl_workbench.data.partition import Partition
+from fgl_workbench.data.recipe import FederationRecipe
 from fgl_workbench.defenses import applied
 from fgl_workbench.defenses.calibration import calibrating
 from fgl_workbench.device import on_device
@@ -117,27 +118,35 @@ def cell_dataset(cell: Cell, data_root: str | None, device: torch.device) -> Dat
 
 @dataclass(frozen=True)
 class Partitioned:
-    """A cell's partition and the seconds it took: cells that differ only in their target
-    share it (the Ray executor computes it once)."""
+    """A cell's partition, how it was cut and the seconds it took: cells that differ only in
+    their target share it (the Ray executor computes it once)."""
 
     partition: Partition
     seconds: float
+    recipe: FederationRecipe | None = None
 
 
-def partition_cell(cell: Cell, dataset: Dataset, streams: Streams) -> Partitioned:
+def cell_recipe(cell: Cell, streams: Streams) -> FederationRecipe:
+    """The cell's federation as plain data: its dataset, partition and partition seed."""
     p = cell.partition
-    start = time.perf_counter()
-    partition = make_partition(
-        dataset,
-        p.method,
-        p.num_clients,
-        streams.seed(cell.seed, "partition"),
+    return FederationRecipe(
+        dataset=cell.dataset.name,
+        dataset_params=cell.dataset.params,
+        method=p.method,
+        num_clients=p.num_clients,
+        seed=streams.seed(cell.seed, "partition"),
         params=p.params,
         split=p.split,
         aux_fraction=p.aux_fraction,
         membership=p.membership,
     )
-    return Partitioned(partition, time.perf_counter() - start)
+
+
+def partition_cell(cell: Cell, dataset: Dataset, streams: Streams) -> Partitioned:
+    recipe = cell_recipe(cell, streams)
+    start = time.perf_counter()
+    partition = recipe.partition(dataset)
+    return Partitioned(partition, time.perf_counter() - start, recipe)
 
 
 def run_cell(
@@ -156,7 +165,7 @@ def run_cell(
     report("partition")
     partitioned = partitioned or partition_cell(cell, dataset, streams)
     partition = partitioned.partition
-    federation = build_federation(dataset, partition)
+    federation = build_federation(dataset, partition, partitioned.recipe)
     target = TARGETS.get(cell.target.name)
     config = target.Config(**cell.target.params)
     given = [applied(d.name, d.params) for d in cell.target.defenses]

@@ -5,7 +5,7 @@ the strategy, Flower's ``FedAvg`` wrapped in Flower's own DP code when a defense
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,12 +40,12 @@ class Clients:
     ``context.state``, and each
     (client, round) trains on its own seeded stream, so the numbers do not depend on which
     worker runs it or in what order. Picklable: the simulation engine ships it to its Ray
-    actors."""
+    actors. ``clients``: every client's data, or (on a SuperNode) its own client's by index."""
 
     def __init__(
         self,
         loop: FedAvgLoop,
-        clients: Sequence[Any],
+        clients: Sequence[Any] | Mapping[int, Any],
         spec: ModelSpec,
         cfg: FlowerConfig,
         seed: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from fgl_workbench.targets.fedavg.config import FedAvgConfig
 
@@ -85,7 +85,56 @@ class SecAggPlusConfig(BaseModel):
         return self
 
 
-class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]  # type: ignore[misc,valid-type]
+LOCAL = "local"
+
+
+class DeploymentConfig(BaseModel):
+    """Where Flower's Deployment Engine runs the federation, and how long it may take."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    superlink: str = Field(
+        LOCAL,
+        description="'local': a SuperLink and one SuperNode per client started for the run as "
+        "processes on 127.0.0.1 (insecure); else HOST:PORT of a running SuperLink (its "
+        "Control API), whose SuperNodes were started with --node-config "
+        "'partition-id=K num-partitions=N', one per client",
+    )
+    root_certificates: str | None = Field(
+        None,
+        description="PEM file of the CA that signed a remote SuperLink's certificate (TLS); "
+        "none: the connection is insecure, as flower-superlink --insecure serves it",
+    )
+    record_dir: str | None = Field(
+        None,
+        description="folder the ServerApp writes what it recorded into and reads the initial "
+        "model from: it runs where the SuperLink runs, so a remote SuperLink needs a folder "
+        "it shares with this process; none: a temporary folder here (local or same machine)",
+    )
+    connect_timeout: float = Field(
+        120.0,
+        gt=0.0,
+        le=86_400.0,
+        description="seconds for the SuperLink to come up and every SuperNode to connect",
+    )
+    round_timeout: float = Field(
+        600.0, gt=0.0, le=86_400.0, description="seconds a round waits for the nodes' replies"
+    )
+    run_timeout: float = Field(
+        3600.0, gt=0.0, le=604_800.0, description="seconds `flwr run` may take in all"
+    )
+
+    @field_validator("superlink")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        if value == LOCAL:
+            return value
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected 'local' or HOST:PORT with a port 1-65535 (got {value!r})")
+        return value
+
+
+class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]
     client_fraction: float = Field(
         1.0,
         gt=0.0,
@@ -111,12 +160,17 @@ class FlowerConfig(_FedAvgFields):  # type: ignore[misc,valid-type]  # type: ign
         "every round's model on their validation data (Flower's federated evaluation); off, "
         "a train reply carries its arrays and a constant weight only",
     )
-    backend: Literal["inline", "simulation"] = Field(
+    backend: Literal["inline", "simulation", "deployment"] = Field(
         "inline",
         description="inline: Flower's strategy and ClientApps in this process, each message "
         "delivered in turn; simulation: Flower's simulation engine, the ClientApps on its Ray "
-        "actors (clients in parallel; the same numbers where every client takes part, "
-        "another sample of clients otherwise, as its node ids are random)",
+        "actors; deployment: Flower's Deployment Engine, the apps as a FAB `flwr run` submits "
+        "to a SuperLink, each SuperNode rebuilding its own client's data (see deployment). "
+        "The same numbers where every client takes part; another sample of clients "
+        "otherwise, as the engines' node ids are random",
+    )
+    deployment: DeploymentConfig = Field(
+        default_factory=DeploymentConfig, description="under backend: deployment"
     )
     secure_aggregation: Literal["none", "secaggplus"] = Field(
         "none",

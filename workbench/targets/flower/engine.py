@@ -13,6 +13,7 @@ from flwr.supercore.task_identity import TaskIdentity
 from torch import nn
 
 from fgl_workbench.accountants import PrivacyLedger
+from fgl_workbench.data.recipe import FederationRecipe
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
@@ -48,6 +49,17 @@ class FlowerRun:
     figures: dict[str, float]
 
 
+@dataclass(frozen=True)
+class Served:
+    """What a ServerApp's strategy left: the final arrays, Flower's aggregated client metrics
+    per round (its ``Result``), the figures of Flower's own accounting."""
+
+    arrays: State
+    train_metrics: dict[int, dict[str, float]]
+    evaluate_metrics: dict[int, dict[str, float]]
+    figures: dict[str, float]
+
+
 def run_federation(
     loop: FedAvgLoop,
     clients: Sequence[Any],
@@ -57,51 +69,80 @@ def run_federation(
     dp: DPFedAvgConfig | None,
     transcript: Transcript,
     seed: int,
+    server_seed: int = 0,
+    recipe: FederationRecipe | None = None,
 ) -> FlowerRun:
     """``cfg.rounds`` rounds of Flower's strategy over the clients, in this process
-    (``inline``) or in Flower's simulation engine (its Ray actors run the ClientApps)."""
+    (``inline``), in Flower's simulation engine (its Ray actors run the ClientApps) or on a
+    SuperLink and SuperNodes (``deployment``: the ServerApp seeded with ``server_seed``, as
+    this process is, the SuperNodes rebuilding their clients from ``recipe``)."""
     n = len(clients)
-    initial = global_model.state_dict()
-    if cfg.secure_aggregation == "secaggplus":  # Flower's legacy DP wrappers take no accountant
-        result = secure_federation(loop, clients, spec, cfg, dp, transcript, seed, initial)
-        return finished(result, cfg, dp, n, transcript, None, num_params(global_model))
-    accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
     # reference federations hold no validation records: nothing to evaluate on
     validated = any(validation_count(c) > 0 for c in clients)
-    server = strategy(cfg, n, dp, accountant, validated)
-    app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
+    initial = global_model.state_dict()
+    if cfg.secure_aggregation == "secaggplus":
+        served = secure_federation(loop, clients, spec, cfg, dp, transcript, seed, initial)
+    elif cfg.backend == "deployment":
+        from fgl_workbench.targets.flower.deployed import deploy
 
-    def serve(grid: RecordingGrid) -> Any:
-        return flower_server(server, grid, initial, cfg.rounds)
-
-    if cfg.backend == "inline":
-        result = serve(RecordingGrid(InlineGrid(app, n), transcript, inline_party))
+        served = deploy(
+            recipe, clients, spec, cfg, dp, seed, server_seed, validated, transcript, initial
+        )
     else:
-        result = simulate(app, serve, n, cfg, transcript)
-    return finished(result, cfg, dp, n, transcript, accountant, num_params(global_model))
+        app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
+
+        def run(grid: RecordingGrid) -> Served:
+            return serve(grid, cfg, dp, n, validated, initial)
+
+        if cfg.backend == "inline":
+            served = run(RecordingGrid(InlineGrid(app, n), transcript, inline_party))
+        else:
+            served = simulate(app, run, n, cfg, transcript)
+    return FlowerRun(
+        served.arrays,
+        ledger(cfg, dp, n, busiest(transcript), num_params(global_model)),
+        history(served, cfg.rounds),
+        served.figures,
+    )
 
 
-def finished(
-    result: Any,
+def serve(
+    grid: Any,
     cfg: FlowerConfig,
     dp: DPFedAvgConfig | None,
-    n: int,
-    transcript: Transcript,
-    accountant: Any,
-    size: int,
-) -> FlowerRun:
-    """The run's released model, ledger, history and figures (Flower's own ε)."""
+    num_clients: int,
+    validated: bool,
+    initial: State,
+    timeout: float = 3600.0,
+) -> Served:
+    """The ServerApp's work on ``grid``, whichever engine runs it: Flower's strategy (and
+    accountant, under central DP) over ``cfg.rounds`` rounds, each waiting ``timeout``
+    seconds for replies."""
+    n = num_clients
+    accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
+    server = strategy(cfg, n, dp, accountant, validated)
+    result = flower_server(server, grid, initial, cfg.rounds, timeout=timeout)
+    return served_by(result, dp, accountant)
+
+
+def served_by(result: Any, dp: DPFedAvgConfig | None, accountant: Any) -> Served:
+    """What Flower's ``Result`` (of either workflow) leaves, with Flower's own ε where its
+    accountant was attached and LocalDpMod's stated per-upload ε."""
     figures: dict[str, float] = {}
     if accountant is not None:
         figures["flower_epsilon"] = float(accountant.get_privacy_spent().epsilon)
     if dp is not None and dp.mode == "local":
         figures["flower_epsilon_per_upload"] = privacy.local_dp_mod_epsilon(dp)
-    return FlowerRun(
+    return Served(
         dict(result.arrays.to_torch_state_dict()),
-        ledger(cfg, dp, n, busiest(transcript), size),
-        history(result, cfg.rounds),
+        _by_round(result.train_metrics_clientapp),
+        _by_round(result.evaluate_metrics_clientapp),
         figures,
     )
+
+
+def _by_round(metrics: dict[int, Any]) -> dict[int, dict[str, float]]:
+    return {int(r): {k: float(v) for k, v in m.items()} for r, m in metrics.items()}
 
 
 def secure_federation(
@@ -113,9 +154,10 @@ def secure_federation(
     transcript: Transcript,
     seed: int,
     initial: State,
-) -> Any:
+) -> Served:
     """The rounds under SecAgg+: Flower's legacy DefaultWorkflow with its SecAggPlusWorkflow,
-    inline or on the simulation engine, every message recorded."""
+    inline or on the simulation engine, every message recorded (Flower's legacy DP wrappers
+    take no accountant)."""
     n, names = len(clients), list(initial)
     validated = any(validation_count(c) > 0 for c in clients)
     inner = secaggplus.strategy(cfg, n, dp, initial, validated)
@@ -123,22 +165,23 @@ def secure_federation(
     app = secaggplus.client_app(Clients(loop, clients, spec, cfg, seed), dp, names)
     bound = secaggplus.max_weight(cfg, [loop.weight(c) for c in clients], dp)
 
-    def serve(grid: RecordingGrid) -> Any:
-        return secaggplus.run(grid, server, cfg, bound, names, stamp_identity)
+    def run(grid: RecordingGrid) -> Served:
+        result = secaggplus.run(grid, server, cfg, bound, names, stamp_identity)
+        return served_by(result, dp, None)
 
     if cfg.backend == "inline":
-        return serve(RecordingGrid(InlineGrid(app, n), transcript, inline_party, names))
-    return simulate(app, serve, n, cfg, transcript, names)
+        return run(RecordingGrid(InlineGrid(app, n), transcript, inline_party, names))
+    return simulate(app, run, n, cfg, transcript, names)
 
 
 def simulate(
     app: Any,
-    serve: Callable[[RecordingGrid], Any],
+    serve: Callable[[RecordingGrid], Served],
     num_clients: int,
     cfg: FlowerConfig,
     transcript: Transcript,
     names: Sequence[str] | None = None,
-) -> Any:
+) -> Served:
     """The federation on Flower's simulation engine: ``run_simulation`` with its Ray backend,
     the ServerApp (in this process) running ``serve`` on a grid recording what it carries
     (``names``: the state dict's keys, for the legacy workflow's Parameters). Which node is
@@ -147,7 +190,7 @@ def simulate(
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
-    results: list[Any] = []
+    results: list[Served] = []
     with tempfile.TemporaryDirectory(prefix="fglwb-flower-") as registry:
         server_app = ServerApp()
 
@@ -189,6 +232,7 @@ def flower_server(
     initial: State,
     rounds: int,
     evaluate_fn: Callable[[int, ArrayRecord], None] | None = None,
+    timeout: float = 3600.0,
 ) -> Any:
     """Flower's ``Strategy.start`` as a ServerApp runs it: outside a Flower runtime (the
     inline grid) with the task identity Flower's messages are stamped with set."""
@@ -199,6 +243,7 @@ def flower_server(
             initial_arrays=ArrayRecord(initial),
             num_rounds=rounds,
             evaluate_fn=evaluate_fn,
+            timeout=timeout,
         )
 
 
@@ -211,13 +256,13 @@ def stamp_identity() -> None:
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
 
 
-def history(result: Any, rounds: int) -> list[dict[str, float]]:
-    """Each round's aggregated client metrics, as Flower's ``Result`` holds them."""
+def history(served: Served, rounds: int) -> list[dict[str, float]]:
+    """Each round's aggregated client metrics, as Flower's ``Result`` held them."""
     rows = []
     for r in range(1, rounds + 1):
         row: dict[str, float] = {"round": float(r - 1)}
-        train = result.train_metrics_clientapp.get(r, {})
-        evaluated = result.evaluate_metrics_clientapp.get(r, {})
+        train = served.train_metrics.get(r, {})
+        evaluated = served.evaluate_metrics.get(r, {})
         if "train_loss" in train:
             row["train_loss"] = float(train["train_loss"])
         row["val_accuracy"] = float(evaluated.get("accuracy", float("nan")))

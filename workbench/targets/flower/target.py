@@ -22,15 +22,19 @@ from fgl_workbench.targets.training import TrainingRecipe
 from fgl_workbench.transcript import METRICS, Transcript
 
 SUPPORTED_DEFENSES = ("dp-fedavg",)
-RUN_ONLY = {"simulation_workers"}  # how many actors run the clients, not what they compute
+# how many actors run the clients and where the deployment is: not what they compute
+RUN_ONLY = {"simulation_workers", "deployment"}
 MODULUS = 2**32  # Flower's SecAgg+ modulus_range (its default, which the target keeps)
 
 
 def run_only(cfg: FlowerConfig) -> set[str]:
     """Settings that change no number of the run, left out of its recipe: the actor count,
-    and the backend where every client takes part (with fewer, Flower samples node ids, which
-    its simulation draws at random, so the two backends sample different clients)."""
-    return RUN_ONLY | ({"backend"} if cfg.client_fraction == 1.0 else set())
+    the deployment's whereabouts, and the backend where every client takes part (with fewer,
+    Flower samples node ids, which its simulation draws at random, so the two backends sample
+    different clients). A deployment's references train inline whatever the fraction: their
+    federations are not the cell's, so no SuperNode could rebuild them."""
+    same = cfg.client_fraction == 1.0 or cfg.backend == "deployment"
+    return RUN_ONLY | ({"backend"} if same else set())
 
 
 def require_flower() -> None:
@@ -61,8 +65,10 @@ class Flower:
         cfg = self.config(config)
         self._check(defenses, cfg, len(federation.clients))
         dp = next((d.config for d in defenses if d.name == "dp-fedavg"), None)
-        # Flower samples clients with random and draws its DP noise from np.random
-        seed_everything(derive_seed(seed, "flower"))
+        # Flower samples clients with random and draws its DP noise from np.random (a
+        # deployed ServerApp seeds its own process alike)
+        server_seed = derive_seed(seed, "flower")
+        seed_everything(server_seed)
         ds = federation.dataset
         loop = NodeFedAvg() if ds.level == "node" else GraphFedAvg()
         spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
@@ -78,6 +84,8 @@ class Flower:
             dp,
             transcript,
             derive_seed(seed, "flower-clients"),
+            server_seed,
+            federation.recipe,
         )
         global_model.load_state_dict(run.arrays)
         test = loop.score(global_model, clients, "test")
@@ -150,6 +158,12 @@ def check_secaggplus(cfg: FlowerConfig, defenses: Sequence[Any], num_clients: in
             f"dp_clipping: server cannot run with {field}: the server holds only the masked "
             "sum, never an update to clip (Flower's server-side wrapper would clip the "
             "aggregate); use dp_clipping: client (fixedclipping_mod inside secaggplus_mod)"
+        )
+    if cfg.backend == "deployment":
+        raise ConfigError(
+            f"backend: deployment does not run {field} yet (SecAgg+ is Flower's legacy "
+            "workflow, which the deployed ServerApp does not build); use backend: inline or "
+            "simulation"
         )
     m = cfg.per_round(num_clients)
     if m < 2:

@@ -1,0 +1,218 @@
+"""The flower target on Flower's Deployment Engine: its config, what the SuperNodes rebuild,
+the ServerApp's record read back as data alone, a failed run told apart from a completed
+one, and (slow: it starts a SuperLink and SuperNodes) the inline run's numbers."""
+
+import json
+import os
+import pickle
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from fgl_workbench.data.federation import build_federation
+from fgl_workbench.data.recipe import FederationRecipe, client_digest
+from fgl_workbench.defenses import AppliedDefense
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.targets import TARGETS
+from fgl_workbench.transcript import Message
+
+pytest.importorskip("flwr")
+
+from fgl_workbench.targets.flower import record  # noqa: E402
+from fgl_workbench.targets.flower.config import FlowerConfig  # noqa: E402
+from fgl_workbench.targets.flower.deployed import DeployedRun, own_client  # noqa: E402
+from fgl_workbench.targets.flower.superlink import (  # noqa: E402
+    Connection,
+    DeploymentError,
+    run_app,
+)
+
+CSBM = {"num_nodes": 400, "num_classes": 4, "num_features": 16, "seed": 3}
+RECIPE = FederationRecipe(
+    dataset="csbm", dataset_params=CSBM, method="louvain", num_clients=3, seed=0
+)
+CONFIG = {"model": {"arch": "gcn", "hidden": 16}, "rounds": 2, "local_epochs": 2}
+
+
+@pytest.mark.parametrize(
+    ("deployment", "field", "expected"),
+    [
+        ({"superlink": "10.0.0.7"}, "deployment.superlink", "HOST:PORT"),
+        ({"superlink": "host:99999"}, "deployment.superlink", "HOST:PORT"),
+        ({"run_timeout": 0}, "deployment.run_timeout", "greater than 0"),
+        ({"superlnk": "local"}, "deployment.superlnk", "Extra inputs"),
+    ],
+)
+def test_bad_deployment_config_names_the_field(deployment, field, expected):
+    with pytest.raises(ValidationError) as caught:
+        FlowerConfig(backend="deployment", deployment=deployment)
+    assert field in str(caught.value) and expected in str(caught.value)
+
+
+def test_a_remote_superlink_is_host_and_port():
+    cfg = FlowerConfig(backend="deployment", deployment={"superlink": "fl.example.org:9093"})
+    assert cfg.deployment.superlink == "fl.example.org:9093"
+
+
+def test_references_of_a_deployed_run_train_inline():
+    """A reference federation is not the cell's: no SuperNode could rebuild it."""
+    from fgl_workbench.targets.flower.target import run_only
+
+    for fraction in (1.0, 0.5):
+        cfg = FlowerConfig(backend="deployment", client_fraction=fraction)
+        assert {"backend", "deployment"} <= run_only(cfg)
+    assert "backend" not in run_only(FlowerConfig(backend="simulation", client_fraction=0.5))
+
+
+def test_a_federation_that_does_not_say_how_it_was_cut_is_refused(small_csbm):
+    federation = build_federation(small_csbm, RECIPE.partition(small_csbm))
+    with pytest.raises(ConfigError, match="backend: deployment rebuilds each client's data"):
+        TARGETS.get("flower").fit(federation, {**CONFIG, "backend": "deployment"}, [], 0)
+
+
+def _run(digests: list[str]) -> DeployedRun:
+    return DeployedRun(
+        federation=RECIPE,
+        digests=digests,
+        target=FlowerConfig(**CONFIG, backend="deployment"),
+        defense=None,
+        in_dim=16,
+        num_classes=4,
+        level="node",
+        seed=1,
+        server_seed=2,
+        record_dir="/nonexistent",
+        validated=True,
+    )
+
+
+def test_a_supernode_whose_data_differs_from_the_workbenchs_refuses_to_take_part():
+    digests = [client_digest(c) for c in RECIPE.build().clients]
+    assert client_digest(own_client(_run(digests).model_dump_json(), 1)) == digests[1]
+    planted = [digests[0], digests[0], digests[2]]  # client 1 expected to hold client 0's data
+    with pytest.raises(ConfigError, match="client 1's data rebuilt on this SuperNode differs"):
+        own_client(_run(planted).model_dump_json(), 1)
+    with pytest.raises(ConfigError, match="partition-id: 3 is not a client"):
+        own_client(_run(digests).model_dump_json(), 3)
+
+
+def _record() -> record.ServerRecord:
+    weights = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.ones(3)}
+    return record.ServerRecord(
+        messages=[
+            Message(0, "server", "node:7", "model_weights", 120, weights),
+            Message(0, "server", "node:9", "model_weights", 120, weights),
+            Message(0, "node:7", "server", "metrics", 30, {"train_loss": 0.5}),
+        ],
+        arrays={"w": torch.zeros(2, 3)},
+        train_metrics={1: {"train_loss": 0.5}},
+        evaluate_metrics={1: {"accuracy": float("nan")}},
+        figures={"flower_epsilon": 1.5},
+        nodes={"node:7": "client:0", "node:9": "client:1"},
+    )
+
+
+def test_the_servers_record_comes_back_whole(tmp_path):
+    written = _record()
+    record.write_record(tmp_path, written)
+    read = record.read_record(tmp_path)
+    assert [m.nbytes for m in read.messages] == [120, 120, 30]
+    assert torch.equal(read.messages[1].payload["w"], written.messages[1].payload["w"])
+    assert read.messages[2].payload == {"train_loss": 0.5}
+    assert read.nodes == written.nodes and read.figures == written.figures
+    assert np.isnan(read.evaluate_metrics[1]["accuracy"])
+    with np.load(tmp_path / "record.npz") as npz:
+        assert len(npz.files) == 3  # the broadcast payload stored once
+
+
+class _Planted:
+    """Unpickling it writes a marker file: what a record must never do when read."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "code ran"))
+
+
+def test_reading_a_record_runs_no_code(tmp_path):
+    marker = tmp_path / "marker"
+    record.write_record(tmp_path, _record())
+    planted = np.empty(1, dtype=object)
+    planted[0] = _Planted(marker)
+    np.savez(tmp_path / "record.npz", a0=planted, a1=np.zeros(3), a2=np.zeros(3))
+    with pytest.raises(record.RecordError, match="unreadable"):
+        record.read_record(tmp_path)
+    # the planted file is live: np.load with pickles allowed does run it
+    with np.load(tmp_path / "record.npz", allow_pickle=True) as npz:
+        npz["a0"]
+    assert marker.exists()
+    marker.unlink()
+    (tmp_path / "initial.json").write_text(json.dumps({"w": {"__array__": "a0"}}))
+    (tmp_path / "initial.npz").write_bytes(pickle.dumps(_Planted(marker)))
+    with pytest.raises(record.RecordError):
+        record.read(tmp_path, record.INITIAL)
+    assert not marker.exists()
+
+
+def test_a_servers_failure_is_its_record(tmp_path):
+    record.write_failure(tmp_path, RuntimeError("3 of 4 SuperNodes connected"))
+    with pytest.raises(record.RecordError, match="RuntimeError: 3 of 4 SuperNodes connected"):
+        record.read_record(tmp_path)
+
+
+class _Answering(Connection):
+    """A connection whose ``flwr`` answers as a SuperLink whose run then failed does."""
+
+    def flwr(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        if args[0] == "run":
+            return subprocess.CompletedProcess(args, 0, "Successfully started run 42\n", "")
+        runs = {"runs": [{"run-id": "42", "status": "finished:failed"}]}
+        return subprocess.CompletedProcess(args, 0, json.dumps(runs), "")
+
+
+def test_a_run_that_failed_is_an_error_though_flwr_run_exits_0(tmp_path):
+    log = tmp_path / "supernode-0.log"
+    log.write_text("ValueError: this node's traceback\n")
+    conn = _Answering(dict(os.environ), "127.0.0.1:1", [log])
+    with pytest.raises(DeploymentError, match="run 42 ended finished:failed") as caught:
+        run_app(conn, tmp_path, timeout=10)
+    assert "this node's traceback" in str(caught.value)
+
+
+@pytest.mark.slow
+def test_the_deployment_engine_gives_the_inline_runs_numbers(tmp_path):
+    """A SuperLink and three SuperNodes on this machine (about two minutes on two cores:
+    Flower starts a ClientApp process per message). Under Flower's server-side DP the noise
+    is drawn in the ServerApp's process, seeded as inline seeds its own; the model agrees to
+    float rounding (Flower sums the replies in its random node ids' order), the utility,
+    ledger and Flower's ε exactly; the transcript names the same clients once renamed."""
+    federation = RECIPE.build()
+    dp = [
+        AppliedDefense("dp-fedavg", "aggregation", DPFedAvgConfig(clip=1.0, noise_multiplier=0.5))
+    ]
+    config = {**CONFIG, "keep_payloads": "all"}
+    flower = TARGETS.get("flower")
+    inline = flower.fit(federation, config, dp, 0)
+    deployment = {"record_dir": str(tmp_path), "run_timeout": 900}
+    deployed = flower.fit(
+        federation, {**config, "backend": "deployment", "deployment": deployment}, dp, 0
+    )
+    for key, value in inline.global_model.state_dict().items():
+        torch.testing.assert_close(
+            deployed.global_model.state_dict()[key], value, atol=1e-5, rtol=0
+        )
+    assert deployed.utility == inline.utility
+    assert deployed.ledger == inline.ledger
+    assert deployed.history == [pytest.approx(row, abs=1e-6) for row in inline.history]
+    parties = {(m.round, m.sender, m.receiver, m.kind) for m in deployed.transcript.messages}
+    assert parties == {(m.round, m.sender, m.receiver, m.kind) for m in inline.transcript.messages}
+    # the sizes are Flower's serialised messages: larger than inline's by the metadata a
+    # deployment stamps (64-bit node and run ids, message ids)
+    assert all(m.nbytes > 0 for m in deployed.transcript.messages)
+    assert list(tmp_path.iterdir()) == []  # the record folder is cleared after reading

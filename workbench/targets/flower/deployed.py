@@ -1,0 +1,348 @@
+"""The ``flower`` target on Flower's Deployment Engine: its ServerApp and ClientApp packaged as
+a Flower app (FAB) that ``flwr run`` submits to a SuperLink, whose SuperNodes run the
+ClientApp.
+
+The FAB's one run-config entry (``workbench``) is a ``DeployedRun`` as JSON: how the
+federation was cut (``FederationRecipe``), the target's config and defense, the seeds. Each
+SuperNode knows which client it is from its own ``node_config`` (``partition-id``,
+``num-partitions``) and rebuilds that client's data alone from the recipe and its own data
+root, checked against the digest of the workbench's copy, as a real deployment's machine
+holds only its own client's data. The ServerApp (in the SuperLink's process tree) reads the
+initial model from ``deployment.record_dir``, runs the same strategy and Flower DP wrappers as
+inline, seeded as inline seeds this process, and writes what its grid carried back there
+(``fgl_workbench.targets.flower.record``: JSON and npz, nothing that runs code when read).
+
+Which node is which client reaches the server as a ``query`` message before the strategy
+starts, on the grid the transcript does not record: the experimenter's channel, as the
+simulation's noted folder is; the transcript names nodes until it is renamed after the run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+from uuid import uuid4
+
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+from pydantic import BaseModel, ConfigDict
+
+from fgl_workbench.data.federation import GraphClient, NodeClient
+from fgl_workbench.data.recipe import FederationRecipe, client_digest
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
+from fgl_workbench.errors import ConfigError
+from fgl_workbench.models import ModelSpec
+from fgl_workbench.seeding import seed_everything
+from fgl_workbench.targets.fedavg.graph import GraphFedAvg
+from fgl_workbench.targets.fedavg.node import NodeFedAvg
+from fgl_workbench.targets.flower.apps import Clients
+from fgl_workbench.targets.flower.apps import client_app as workbench_client_app
+from fgl_workbench.targets.flower.config import LOCAL, FlowerConfig
+from fgl_workbench.targets.flower.engine import Served, State, serve
+from fgl_workbench.targets.flower.grid import RecordingGrid, node_party
+from fgl_workbench.targets.flower.record import (
+    FAILED,
+    INITIAL,
+    RecordError,
+    ServerRecord,
+    read,
+    read_record,
+    write,
+    write_failure,
+    write_record,
+)
+from fgl_workbench.targets.flower.superlink import (
+    Connection,
+    DeploymentError,
+    connect,
+    local_deployment,
+    run_app,
+)
+from fgl_workbench.transcript import METRICS, Transcript, client
+
+RUN_KEY = "workbench"  # the FAB's run-config entry holding the DeployedRun
+
+
+class DeployedRun(BaseModel):
+    """Everything the apps need beyond their code, as plain data in the run config."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    federation: FederationRecipe
+    digests: list[str]  # client k's data as the workbench holds it (``client_digest``)
+    target: FlowerConfig
+    defense: DPFedAvgConfig | None
+    in_dim: int
+    num_classes: int
+    level: Literal["node", "graph"]
+    seed: int  # the clients' training streams
+    server_seed: int  # Flower's sampling and DP noise in the ServerApp's process
+    record_dir: str
+    validated: bool  # some client holds validation records: evaluate each round
+
+    def spec(self) -> ModelSpec:
+        return ModelSpec(self.target.model, self.in_dim, self.num_classes, self.level)
+
+
+@cache
+def _parsed(raw: str) -> DeployedRun:
+    return DeployedRun.model_validate_json(raw)
+
+
+def request(context: Context) -> DeployedRun:
+    return _parsed(str(context.run_config[RUN_KEY]))
+
+
+# ---- the SuperNodes' side
+
+
+@cache
+def own_client(raw: str, k: int) -> NodeClient | GraphClient:
+    """Client k's data rebuilt on this machine, refused unless it is the workbench's."""
+    run = _parsed(raw)
+    n = run.federation.num_clients
+    if not 0 <= k < n:
+        raise ConfigError(f"node_config partition-id: {k} is not a client of 0..{n - 1}")
+    own = run.federation.client(k)
+    if client_digest(own) != run.digests[k]:
+        raise ConfigError(
+            f"client {k}'s data rebuilt on this SuperNode differs from the workbench's "
+            f"(dataset {run.federation.dataset!r} read from this machine's FGLWB_DATA): "
+            "both must hold the same dataset files"
+        )
+    return own
+
+
+class DeployedClientApp(ClientApp):
+    """The workbench's ClientApp for the node's own client: a ``query`` answered with the
+    client the node is, train and evaluate by ``apps.client_app`` (Flower's DP mods
+    included)."""
+
+    def __call__(self, message: Message, context: Context) -> Message:
+        raw = str(context.run_config[RUN_KEY])
+        run = _parsed(raw)
+        k = int(context.node_config["partition-id"])
+        n = int(context.node_config.get("num-partitions", run.federation.num_clients))
+        if n != run.federation.num_clients:
+            raise ConfigError(
+                f"node_config num-partitions: {n}, but the federation has "
+                f"{run.federation.num_clients} clients"
+            )
+        own = own_client(raw, k)
+        if message.metadata.message_type == MessageType.QUERY:
+            return Message(
+                RecordDict({"node": ConfigRecord({"partition-id": k})}), reply_to=message
+            )
+        seed_everything(run.seed)  # deterministic kernels, as the workbench's process runs them
+        loop = NodeFedAvg() if run.level == "node" else GraphFedAvg()
+        clients = Clients(loop, {k: own}, run.spec(), run.target, run.seed)
+        app = workbench_client_app(clients, run.defense, run.target.dp_clipping)
+        return app(message, context)
+
+
+client_app = DeployedClientApp()
+
+
+# ---- the ServerApp's side
+
+server_app = ServerApp()
+
+
+@server_app.main()
+def main(grid: Grid, context: Context) -> None:
+    """The federation as inline runs it, its record (or its failure) written for the
+    workbench."""
+    run = request(context)
+    folder = Path(run.record_dir)
+    try:
+        write_record(folder, server_side(grid, run, folder))
+    except BaseException as exc:
+        write_failure(folder, exc)
+        raise
+
+
+def server_side(grid: Grid, run: DeployedRun, folder: Path) -> ServerRecord:
+    seed_everything(run.server_seed)
+    cfg, n = run.target, run.federation.num_clients
+    nodes = identify(grid, n, cfg.deployment.connect_timeout, cfg.deployment.round_timeout)
+    transcript = Transcript(cfg.keep_payloads, always_keep=(METRICS,))
+    initial = read(folder, INITIAL)
+    if not isinstance(initial, dict):
+        raise RecordError(f"{folder / INITIAL}: not a state dict")
+    served = serve(
+        StrictGrid(grid, transcript),
+        cfg,
+        run.defense,
+        n,
+        run.validated,
+        initial,
+        cfg.deployment.round_timeout,
+    )
+    return ServerRecord(
+        list(transcript.messages),
+        served.arrays,
+        served.train_metrics,
+        served.evaluate_metrics,
+        served.figures,
+        {node_party(node): client(k) for node, k in nodes.items()},
+    )
+
+
+def identify(grid: Grid, n: int, connect_timeout: float, timeout: float) -> dict[int, int]:
+    """Node id → client, once ``n`` SuperNodes are connected, each asked which it is."""
+    deadline = time.monotonic() + connect_timeout
+    while len(ids := list(grid.get_node_ids())) < n:
+        if time.monotonic() > deadline:
+            raise DeploymentError(
+                f"{len(ids)} of {n} SuperNodes connected after {connect_timeout:g} s "
+                "(deployment.connect_timeout): start one per client with --node-config "
+                f"'partition-id=K num-partitions={n}'"
+            )
+        time.sleep(1.0)
+    if len(ids) > n:
+        raise DeploymentError(f"{len(ids)} SuperNodes are connected for {n} clients")
+    messages = [Message(RecordDict(), dst_node_id=i, message_type=MessageType.QUERY) for i in ids]
+    replies = list(grid.send_and_receive(messages, timeout=timeout))
+    failed = [f"node {r.metadata.src_node_id}: {r.error.reason}" for r in replies if r.has_error()]
+    if failed:
+        raise DeploymentError("SuperNodes could not take part: " + "; ".join(failed))
+    held = {
+        r.metadata.src_node_id: int(r.content["node"]["partition-id"])  # type: ignore[index,arg-type]
+        for r in replies
+    }
+    if sorted(held.values()) != list(range(n)):
+        raise DeploymentError(
+            f"the SuperNodes hold partitions {sorted(held.values())}; expected each of "
+            f"0..{n - 1} once (--node-config 'partition-id=K num-partitions={n}')"
+        )
+    return held
+
+
+class StrictGrid(RecordingGrid):
+    """A recording grid on which a round whose replies are not all there stops the run:
+    Flower's strategies aggregate whatever came back, and a model averaged over fewer clients
+    than the ledger and the inline run assume would pass unnoticed."""
+
+    def send_and_receive(self, messages: Any, *, timeout: float | None = None) -> list[Message]:
+        sent = list(messages)
+        replies = list(super().send_and_receive(sent, timeout=timeout))
+        failed = [
+            f"node {r.metadata.src_node_id}: {r.error.reason}" for r in replies if r.has_error()
+        ]
+        if failed:
+            raise DeploymentError("a ClientApp failed: " + "; ".join(failed))
+        if len(replies) < len(sent):
+            raise DeploymentError(
+                f"{len(sent) - len(replies)} of {len(sent)} nodes did not reply within "
+                f"{timeout:g} s (deployment.round_timeout)"
+            )
+        return replies
+
+
+# ---- the workbench's side
+
+
+def deploy(
+    recipe: FederationRecipe | None,
+    clients: Any,
+    spec: ModelSpec,
+    cfg: FlowerConfig,
+    dp: DPFedAvgConfig | None,
+    seed: int,
+    server_seed: int,
+    validated: bool,
+    transcript: Transcript,
+    initial: State,
+) -> Served:
+    """The federation submitted with ``flwr run`` to the configured SuperLink (or to one
+    started here with a SuperNode per client), its record read back into ``transcript``."""
+    if recipe is None:
+        raise ConfigError(
+            "backend: deployment rebuilds each client's data on its SuperNode from how the "
+            "federation was cut, and this federation does not say (a suite's cells do; build "
+            "one with fgl_workbench.data.recipe.FederationRecipe(...).build())"
+        )
+    d = cfg.deployment
+    with tempfile.TemporaryDirectory(prefix="fglwb-deploy-") as tmp:
+        work = Path(tmp)
+        folder = (Path(d.record_dir) if d.record_dir else work) / f"record-{uuid4().hex}"
+        folder.mkdir(parents=True)
+        try:
+            run = DeployedRun(
+                federation=recipe,
+                digests=[client_digest(c) for c in clients],
+                target=cfg,
+                defense=dp,
+                in_dim=spec.in_dim,
+                num_classes=spec.num_classes,
+                level=spec.level,  # type: ignore[arg-type]
+                seed=seed,
+                server_seed=server_seed,
+                record_dir=str(folder.resolve()),
+                validated=validated,
+            )
+            write(folder, INITIAL, initial)
+            app = write_app(work / "app", run)
+            if d.superlink == LOCAL:
+                with local_deployment(work, len(clients), d.connect_timeout) as conn:
+                    submit(conn, app, folder, d.run_timeout)
+            else:
+                submit(connect(work, d.superlink, d.root_certificates), app, folder, d.run_timeout)
+            record = read_record(folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    transcript.absorb(Transcript.of(record.messages), 0)
+    transcript.rename(record.nodes)
+    return Served(record.arrays, record.train_metrics, record.evaluate_metrics, record.figures)
+
+
+def submit(conn: Connection, app: Path, folder: Path, timeout: float) -> None:
+    """``flwr run`` of the app; a failed run raised with the ServerApp's own reason first."""
+    try:
+        run_app(conn, app, timeout)
+    except DeploymentError as exc:
+        if (folder / FAILED).is_file():
+            try:
+                read_record(folder)
+            except RecordError as reason:
+                raise DeploymentError(f"{reason}\n{exc}") from None
+        raise
+
+
+PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "fglwb-flower"
+version = "1.0.0"
+description = "The fgl-workbench flower target's ServerApp and ClientApp"
+# the SuperLink and SuperNodes must have fgl-workbench[flower] installed already: the
+# workbench's local SuperLink runs with --disable-runtime-dependency-installation
+dependencies = ["fgl-workbench"]
+
+[tool.flwr.app]
+publisher = "fgl-workbench"
+
+[tool.flwr.app.components]
+serverapp = "fgl_workbench.targets.flower.deployed:server_app"
+clientapp = "fgl_workbench.targets.flower.deployed:client_app"
+
+[tool.flwr.app.config]
+{key} = {value}
+"""
+
+
+def write_app(folder: Path, run: DeployedRun) -> Path:
+    """The Flower app folder ``flwr run`` builds the FAB from, the run baked into its
+    config (a JSON string is a TOML basic string)."""
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(
+        PYPROJECT.format(key=RUN_KEY, value=json.dumps(run.model_dump_json()))
+    )
+    return folder
