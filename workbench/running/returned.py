@@ -20,10 +20,10 @@ import torch
 from fgl_workbench.attacks import AttackOutput
 from fgl_workbench.errors import NotApplicableError, WorkbenchError
 from fgl_workbench.sandbox import SandboxError
-from fgl_workbench.storage.npz import NpzError, checked_arrays, read_bounded
+from fgl_workbench.storage.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
 
 OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
-ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
+MISSING = "its output names an array it did not write"
 MAX_BYTES = 1 << 30  # what a worker may hand back, files and decompressed arrays alike
 MAX_JSON = 1 << 20  # its JSON skeleton or failure line: arrays travel in the npz
 MAX_MESSAGE = 500  # characters of a worker's failure message kept
@@ -93,15 +93,7 @@ def read_output(folder: Path, name: str) -> AttackOutput:
     arrays = _loaded_arrays(folder / ARRAYS, name)
 
     def decode(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {ARRAY}:
-            if value[ARRAY] not in arrays:
-                raise ReturnError(f"{name}: its output names an array it did not write")
-            return arrays[value[ARRAY]]
-        if isinstance(value, dict):
-            return {k: decode(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [decode(v) for v in value]
-        return value
+        return with_arrays(value, arrays, lambda: ReturnError(f"{name}: {MISSING}"))
 
     if not isinstance(skeleton, dict) or set(skeleton) != {"scores", "threshold", "details"}:
         raise ReturnError(f"{name}: its output is not scores, threshold and details")

@@ -14,7 +14,9 @@ import os
 import stat
 import zipfile
 import zlib
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +27,26 @@ HEADER_READERS = {
 }
 
 
+ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
+
+
 class NpzError(ValueError):
     """The bytes are not a plain numeric ``.npz`` within the caller's limits."""
+
+
+def with_arrays(value: Any, arrays: Mapping[str, Any], missing: Callable[[], Exception]) -> Any:
+    """A JSON skeleton with each ``{"__array__": name}`` replaced by ``arrays[name]`` (a name
+    they do not hold raises ``missing()``): the arrays come from the npz, never from the JSON,
+    so nothing in the skeleton is more than data. Deep nesting raises RecursionError."""
+    if isinstance(value, dict) and set(value) == {ARRAY}:
+        if value[ARRAY] not in arrays:
+            raise missing()
+        return arrays[value[ARRAY]]
+    if isinstance(value, dict):
+        return {k: with_arrays(v, arrays, missing) for k, v in value.items()}
+    if isinstance(value, list):
+        return [with_arrays(v, arrays, missing) for v in value]
+    return value
 
 
 def checked_arrays(

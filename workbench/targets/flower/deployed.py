@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 from uuid import uuid4
 
+import numpy as np
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
@@ -79,8 +80,7 @@ class DeployedRun(BaseModel):
     in_dim: int
     num_classes: int
     level: Literal["node", "graph"]
-    seed: int  # the clients' training streams
-    server_seed: int  # Flower's sampling and DP noise in the ServerApp's process
+    seed: int  # the clients' training streams (their DP noise is drawn from fresh entropy)
     record_dir: str
     validated: bool  # some client holds validation records: evaluate each round
 
@@ -138,6 +138,10 @@ class DeployedClientApp(ClientApp):
                 RecordDict({"node": ConfigRecord({"partition-id": k})}), reply_to=message
             )
         seed_everything(run.seed)  # deterministic kernels, as the workbench's process runs them
+        # LocalDpMod draws from numpy's global generator: from this node's own entropy, never
+        # from a seed in the run config, which every node and the server read (a shared seed
+        # gave every client the same noise, and the server could redraw it)
+        np.random.seed()
         loop = NodeFedAvg() if run.level == "node" else GraphFedAvg()
         clients = Clients(loop, {k: own}, run.spec(), run.target, run.seed)
         app = workbench_client_app(clients, run.defense, run.target.dp_clipping)
@@ -166,13 +170,19 @@ def main(grid: Grid, context: Context) -> None:
 
 
 def server_side(grid: Grid, run: DeployedRun, folder: Path) -> ServerRecord:
-    seed_everything(run.server_seed)
+    # the server's seed (Flower's sampling and central DP noise) comes from the record folder,
+    # on the server's side, not from the run config every SuperNode reads: a client that knew
+    # it could redraw the noise and subtract it
+    start = read(folder, INITIAL)
+    if not isinstance(start, dict) or not isinstance(start.get("model"), dict):
+        raise RecordError(f"{folder / INITIAL}: not a state dict and a seed")
+    if not isinstance(start.get("seed"), int):
+        raise RecordError(f"{folder / INITIAL}: no integer seed")
+    seed_everything(start["seed"])
+    initial = start["model"]
     cfg, n = run.target, run.federation.num_clients
     nodes = identify(grid, n, cfg.deployment.connect_timeout, cfg.deployment.round_timeout)
     transcript = Transcript(cfg.keep_payloads, always_keep=(METRICS,))
-    initial = read(folder, INITIAL)
-    if not isinstance(initial, dict):
-        raise RecordError(f"{folder / INITIAL}: not a state dict")
     served = serve(
         StrictGrid(grid, transcript),
         cfg,
@@ -281,11 +291,10 @@ def deploy(
                 num_classes=spec.num_classes,
                 level=spec.level,  # type: ignore[arg-type]
                 seed=seed,
-                server_seed=server_seed,
                 record_dir=str(folder.resolve()),
                 validated=validated,
             )
-            write(folder, INITIAL, initial)
+            write(folder, INITIAL, {"model": initial, "seed": server_seed})
             app = write_app(work / "app", run)
             if d.superlink == LOCAL:
                 with local_deployment(work, len(clients), d.connect_timeout) as conn:

@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from fgl_workbench.errors import WorkbenchError
-from fgl_workbench.storage.npz import NpzError, checked_arrays, read_bounded
+from fgl_workbench.storage.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
 from fgl_workbench.transcript import Message
 
-ARRAY = "__array__"
 INITIAL, RECORD, FAILED = "initial", "record", "failed.json"
 MAX_ARRAY_BYTES = 1 << 36  # 64 GiB: every round's payloads of a large model, kept
 MAX_JSON_BYTES = 1 << 28
@@ -94,19 +93,11 @@ def read(folder: Path, name: str) -> Any:
             raise RecordError(f"{folder / name}: array {key} is {array.dtype}, not numbers")
     tensors = {key: torch.tensor(array) for key, array in arrays.items()}
 
-    def decode(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {ARRAY}:
-            if value[ARRAY] not in tensors:
-                raise RecordError(f"{folder / name}: names an array it does not hold")
-            return tensors[value[ARRAY]]
-        if isinstance(value, dict):
-            return {k: decode(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [decode(v) for v in value]
-        return value
+    def missing() -> RecordError:
+        return RecordError(f"{folder / name}: names an array it does not hold")
 
     try:
-        return decode(skeleton)
+        return with_arrays(skeleton, tensors, missing)
     except RecursionError:
         raise RecordError(f"{folder / name}: nested too deeply") from None
 

@@ -85,10 +85,50 @@ def _run(digests: list[str]) -> DeployedRun:
         num_classes=4,
         level="node",
         seed=1,
-        server_seed=2,
         record_dir="/nonexistent",
         validated=True,
     )
+
+
+def _uploads(defense) -> list[torch.Tensor]:
+    """The deployed ClientApp answering one round-1 train message on nodes 0 and 1 (an
+    inline grid given the run config every SuperNode reads): each upload's move."""
+    from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+    from flwr.app import Message as FlowerMessage
+
+    from fgl_workbench.models import ModelSpec
+    from fgl_workbench.targets.flower.deployed import RUN_KEY, DeployedClientApp
+    from fgl_workbench.targets.flower.engine import stamp_identity
+    from fgl_workbench.targets.flower.grid import FIRST_NODE_ID, InlineGrid
+
+    stamp_identity()
+    run = _run([client_digest(c) for c in RECIPE.build().clients]).model_copy(
+        update={"defense": defense}
+    )
+    torch.manual_seed(0)
+    start = ModelSpec(run.target.model, 16, 4, "node").build().state_dict()
+    grid = InlineGrid(DeployedClientApp(), 3, {RUN_KEY: run.model_dump_json()})
+    moves = []
+    for k in (0, 1):
+        content = RecordDict(
+            {"arrays": ArrayRecord(start), "config": ConfigRecord({"server-round": 1})}
+        )
+        msg = FlowerMessage(content, dst_node_id=FIRST_NODE_ID + k, message_type="train")
+        (reply,) = grid.send_and_receive([msg])
+        state = reply.content["arrays"].to_torch_state_dict()
+        moves.append(torch.cat([(state[n] - start[n]).flatten().double() for n in start]))
+    return moves
+
+
+def test_deployed_clients_draw_their_local_dp_noise_apart():
+    """Each SuperNode draws LocalDpMod's noise from its own entropy: with one seed from the
+    run config every client added the same noise (the server's difference of two uploads
+    was noise-free) and the server, reading that config too, could redraw it."""
+    clean = _uploads(None)
+    noisy = _uploads(DPFedAvgConfig(mode="local", clip=1.0, noise_multiplier=1.0))
+    z0, z1 = noisy[0] - clean[0], noisy[1] - clean[1]
+    assert float((z0 - z1).norm() / z0.norm()) > 1.0  # independent: about √2
+    assert "server_seed" not in DeployedRun.model_fields  # the server's seed stays server-side
 
 
 def test_a_supernode_whose_data_differs_from_the_workbenchs_refuses_to_take_part():
