@@ -112,11 +112,11 @@ class CanaryAudit:
 
     @property
     def mu(self) -> float:
-        return max(self.bounds.mu, *self._held("mu"))
+        return max([self.bounds.mu, *self._held("mu")])
 
     @property
     def mu_ceiling(self) -> float:
-        return max(self.bounds.mu_ceiling, *self._held("mu_ceiling"))
+        return max([self.bounds.mu_ceiling, *self._held("mu_ceiling")])
 
     def _held(self, name: str) -> tuple[float, ...]:
         return () if self.held_out is None else (getattr(self.held_out, name),)

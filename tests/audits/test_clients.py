@@ -10,6 +10,7 @@ import torch
 from fgl_workbench.audits.canary import NULLS, canary_directions
 from fgl_workbench.audits.clients import ACROSS, Projections
 from fgl_workbench.audits.demonstration import demonstrate
+from fgl_workbench.audits.stored import audit_row
 from fgl_workbench.defenses import noise
 
 LOCAL = "dp-fedavg local, q 0.2, 10 rounds, σ 15"
@@ -42,6 +43,9 @@ def test_a_correct_mechanism_holds_beside_another_upload():
     own, across = demonstrate(LOCAL, canaries=500)
     assert own.holds and across.holds, across.summary()
     assert across.bounds.canaries == 500 and across.held_out is None  # coupled canaries
+    # a trial without the held-out test is stored and summarised like any (μ crashed once)
+    row = audit_row(across)
+    assert row["mu"] == across.bounds.mu and "μ" in across.summary()
 
 
 def test_each_upload_is_read_beside_the_one_whose_noise_is_most_alike():
