@@ -5,6 +5,7 @@ listed beside uniform non-edges would show each node's degree in how often it oc
 
 import numpy as np
 import pytest
+from no_view_scorers import LEAKS
 from scipy.stats import rankdata
 
 from fgl_workbench.attacks.metrics import auc_interval
@@ -12,30 +13,6 @@ from fgl_workbench.attacks.reconstruction.structure import structure_challenge
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
-
-
-def node_order(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Nodes numbered close together are linked (TU molecules are numbered along bonds)."""
-    return -np.abs(src.astype(float) - dst)
-
-
-def list_count(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """A node's occurrences in the list stand for its degree: their product per pair."""
-    ids, counts = np.unique(np.concatenate([src, dst]), return_counts=True)
-    return (counts[np.searchsorted(ids, src)] * counts[np.searchsorted(ids, dst)]).astype(float)
-
-
-def list_common(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Neighbours the pair's ends share in the graph the list itself draws (edges close
-    triangles, so a list rich in edges shows them)."""
-    ids = np.unique(np.concatenate([src, dst]))
-    s, d = np.searchsorted(ids, src), np.searchsorted(ids, dst)
-    a = np.zeros((ids.size, ids.size), dtype=np.int64)
-    a[s, d] = a[d, s] = 1
-    return ((a[s] * a[d]).sum(1)).astype(float)
-
-
-LEAKS = [node_order, list_count, list_common]
 
 
 def within_graphs(scores: np.ndarray, graph_of: np.ndarray | None) -> np.ndarray:
