@@ -160,8 +160,9 @@ class StructureInversion:
     threat = ThreatModel(
         sees="a client's uploaded weights and the global model it was sent",
         knows=(
-            "the client's nodes, their features and its labels (graph level: its training "
-            "graphs' features and labels), none of its edges; the architecture and recipe"
+            "the client's nodes in an order the challenge draws, their features and its "
+            "labels (graph level: its training graphs' features and labels), none of its "
+            "edges; the architecture and recipe"
         ),
     )
     Config = StructureInversionConfig
