@@ -138,19 +138,6 @@ def client_graph(knowledge_nodes: ClientNodes | tuple[Data, ...]) -> tuple:
     return x, (i, j), pool, np.arange(len(graphs)), labels
 
 
-def candidate_rows(pairs: NodePairs, local: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The candidate pairs' ends as the client's rows: ``local`` maps population ids to rows
-    (node level); at graph level the ids are rows already."""
-    if local is None:
-        return pairs.src, pairs.dst
-    row = np.full(int(max(local.max(), pairs.src.max(), pairs.dst.max())) + 1, -1)
-    row[local] = np.arange(local.size)
-    src, dst = row[pairs.src], row[pairs.dst]
-    if (src < 0).any() or (dst < 0).any():
-        raise NotApplicableError("structure-inversion: a pair asked about is not the client's")
-    return src, dst
-
-
 def candidate_positions(
     src: np.ndarray, dst: np.ndarray, i: np.ndarray, j: np.ndarray, n: int
 ) -> np.ndarray:
@@ -158,8 +145,12 @@ def candidate_positions(
     keys = np.minimum(src, dst) * n + np.maximum(src, dst)
     known = i * n + j  # ascending: row-major upper pairs, blocks in order
     at = np.searchsorted(known, keys)
-    if np.any(at >= known.size) or not np.array_equal(known[np.minimum(at, known.size - 1)], keys):
-        raise NotApplicableError("structure-inversion: a pair asked about spans two graphs")
+    fits = (src >= 0) & (dst >= 0) & (src < n) & (dst < n) & (at < known.size)
+    if not fits.all() or not np.array_equal(known[at], keys):
+        raise NotApplicableError(
+            "structure-inversion: a pair asked about is not two of the client's nodes (graph "
+            "level: of one graph)"
+        )
     return at
 
 
@@ -169,8 +160,9 @@ class StructureInversion:
     threat = ThreatModel(
         sees="a client's uploaded weights and the global model it was sent",
         knows=(
-            "the client's nodes, their features and its labels (graph level: its training "
-            "graphs' features and labels), none of its edges; the architecture and recipe"
+            "the client's nodes in an order the challenge draws, their features and its "
+            "labels (graph level: its training graphs' features and labels), none of its "
+            "edges; the architecture and recipe"
         ),
     )
     Config = StructureInversionConfig
@@ -220,8 +212,7 @@ class StructureInversion:
                 best = (loss, a, fit)
         assert best is not None
         loss, a, fit = best
-        local = knowledge.client_nodes.global_id if pool is None else None
-        src, dst = candidate_rows(pairs, local)
+        src, dst = pairs.src, pairs.dst  # rows of the nodes as the knowledge lists them
         scores = a.detach().numpy(force=True)[candidate_positions(src, dst, i, j, n)]
         if config.decoder == "embedding":
             if pool is not None:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from fgl_workbench.adversary.threat import ClientView
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.families import FAMILIES, adversaries
+from fgl_workbench.attacks.reconstruction.structure import structure_challenge
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.defenses import applied
@@ -180,7 +181,7 @@ def test_nothing_an_attack_receives_reaches_ground_truth(name, params, cells, ce
         except (NotApplicableError, ConfigError):
             continue
         inp = AttackInput(family.view, family.knowledge, family.candidates, family.references)
-        received.append(check(inp, fed, trained, asked(attack.family, cfg, fed, inp)))
+        received.append(check(inp, fed, trained, asked(attack.family, cfg, fed, inp, cell)))
     if not received:
         pytest.skip("not applicable to FedAvg at node or graph level, nor to O-pFGL")
 
@@ -207,11 +208,27 @@ def test_the_walk_finds_the_leaks_the_old_views_had(cells, cell_inputs):
         check(inp, fed, trained, asked("attribute", cfg, fed, inp))
 
 
-def asked(family: str, cfg: Any, fed, inp: AttackInput) -> list[tuple[str, Any]]:
+def test_the_walk_finds_the_structure_challenges_permutation(cells, cell_inputs):
+    """A structure knowledge that kept the scorer's node order (a copy of it) is caught."""
+    for fed, trained in (cells["node"], cells["graph"]):
+        cell = cell_inputs(trained, fed)
+        attack = ATTACKS.get("structure-inversion")
+        cfg = attack.Config()
+        family = FAMILIES["link"].inputs(attack, cfg, cell)
+        task = structure_challenge(fed, 0, cell.seeds("structure-challenge"))
+        leaky = replace(family.knowledge, aux_ids=task.rows.copy())
+        inp = AttackInput(family.view, leaky, family.candidates)
+        with pytest.raises(AssertionError, match="the challenge's node order"):
+            check(inp, fed, trained, asked("link", cfg, fed, inp, cell))
+
+
+def asked(family: str, cfg: Any, fed, inp: AttackInput, cell: Any = None) -> list[tuple[str, Any]]:
     """What the attack must infer, as a test on a reachable tensor: the hidden column or the
-    labels of the attribute challenge's nodes, the feature challenge's feature rows."""
+    labels of the attribute challenge's nodes, the feature challenge's feature rows, the
+    client's edges and (with the ``cell``) the structure challenge's scorer-side truths."""
     if family == "link" and getattr(cfg, "adversary", None) == "server":
-        return client_edges(fed.clients[cfg.client])
+        edges = client_edges(fed.clients[cfg.client])
+        return edges if cell is None else edges + structure_truths(cell, cfg.client)
     x = getattr(getattr(fed.dataset, "data", None), "x", None)
     nodes = inp.candidates
     if x is None or not isinstance(nodes, np.ndarray):
@@ -242,6 +259,19 @@ def client_edges(c: Any) -> list[tuple[str, Any]]:
         return e is not None and same(t, e.numpy())
 
     return [("the client's edges", holds)]
+
+
+def structure_truths(cell: Any, k: int) -> list[tuple[str, Any]]:
+    """The structure challenge's scorer side: which pairs are edges, and the permutation
+    that maps the shuffled node order the attack is told back to the client's own."""
+    task = cell.shared(
+        ("structure", k),
+        lambda: structure_challenge(cell.federation, k, cell.seeds("structure-challenge")),
+    )
+    return [
+        ("the challenge's node order", lambda t, n: t.ndim == 1 and same(t, task.rows)),
+        ("which pairs are edges", lambda t, n: t.ndim == 1 and same(t, task.is_edge)),
+    ]
 
 
 def table(t: torch.Tensor, n: int) -> bool:

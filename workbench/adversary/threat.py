@@ -216,11 +216,12 @@ class ClientShape:
 
 @dataclass(frozen=True)
 class ClientNodes:
-    """What a structure adversary is told of client k's data: its nodes (population ids, in
-    k's local order), their features, and which of them are labelled, with those labels.
-    Never its edges, which it is asked to recover (GraphMI's adversary, Zhang et al. 2021)."""
+    """What a structure adversary is told of client k's data: its nodes' features, one row
+    per node in an order the challenge drew (pairs are asked about by row; neither k's local
+    order nor population ids, whose order is structure of its own), and which of them are
+    labelled, with those labels. Never its edges, which it is asked to recover (GraphMI's
+    adversary, Zhang et al. 2021)."""
 
-    global_id: np.ndarray
     x: torch.Tensor
     labelled: np.ndarray  # local ids of the labelled nodes
     labels: np.ndarray  # their labels

@@ -11,19 +11,23 @@ from fgl_workbench.attacks.reconstruction.family import link_knowledge
 from fgl_workbench.attacks.reconstruction.graph_reconstruction import GraphReconstructionConfig
 
 
-def _auc(setting, view=None, **params):
+def _metrics(setting, view=None, **params):
     federation, trained, challenge = setting
     knowledge = link_knowledge(federation, trained, challenge)
     view = view or served_view(trained, federation)
     cfg = GraphReconstructionConfig(**params)
     inp = AttackInput(view, knowledge, challenge.candidates)
     out = ATTACKS.get("graph-reconstruction").run(inp, cfg, 0)
-    return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]["auc_intra"]
+    return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]
 
 
 @pytest.mark.parametrize("decoder", ["inner-product", "trained"])
 def test_served_embeddings_give_edges_away(setting, decoder):
-    assert _auc(setting, decoder=decoder) > 0.65
+    """Against non-edges matched in degree (each node as often in them as in the edges):
+    0.61 [0.59, 0.64] over intra-client and cut pairs, 0.56 inside clients (against uniform
+    same-client non-edges it read above 0.65 inside clients, part of it the ends' degree)."""
+    m = _metrics(setting, decoder=decoder)
+    assert m["auc_ci_low"] > 0.55 and m["auc_intra"] > 0.54, m
 
 
 class NoiseEmbeddings:
@@ -34,4 +38,4 @@ class NoiseEmbeddings:
 @pytest.mark.parametrize("decoder", ["inner-product", "trained"])
 def test_embeddings_that_carry_nothing_give_chance(setting, decoder):
     view = ServedView("node", 4, NoiseEmbeddings())
-    assert abs(_auc(setting, view=view, decoder=decoder) - 0.5) < 0.07
+    assert abs(_metrics(setting, view=view, decoder=decoder)["auc_intra"] - 0.5) < 0.07

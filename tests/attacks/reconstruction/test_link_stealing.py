@@ -46,9 +46,13 @@ def _run(setting, view=None, **params):
 
 @pytest.mark.parametrize("params", [{}, {"distance": "cosine"}, {"mode": "supervised"}])
 def test_posteriors_of_a_homophilous_graph_give_links_away(setting, params):
+    """Against non-edges matched in degree: 0.62 [0.60, 0.64] over intra-client and cut
+    pairs, 0.58–0.60 inside clients. Against uniform same-client non-edges it read 0.74
+    inside clients: a served posterior tells a high-degree node too, and those were the
+    edges' ends."""
     metrics = _run(setting, **params)
-    assert metrics["auc_intra"] > 0.7
-    assert metrics["auc"] > 0.7
+    assert metrics["auc_intra"] > 0.56
+    assert metrics["auc_ci_low"] > 0.58
 
 
 def test_posteriors_add_to_the_feature_baseline_inside_clients(setting):

@@ -1,6 +1,7 @@
 """Structure inversion at the server: a client's uploaded GCN gives its edges away beyond
 chance (GraphMI), an upload that never saw the client's graph gives nothing, and the pairs
-asked about are the client's own, balanced, with its edges nowhere in the knowledge."""
+asked about are every pair of the client's nodes, in an order the challenge drew, with its
+edges nowhere in the knowledge."""
 
 from dataclasses import replace
 
@@ -40,7 +41,7 @@ def _attack(federation, trained, view=None, **params):
     attack = ATTACKS.get("structure-inversion")
     cfg = attack.Config(**params)
     task = structure_challenge(federation, cfg.client, 0)
-    knowledge = structure_knowledge(federation, trained, cfg.client)
+    knowledge = structure_knowledge(federation, trained, cfg.client, task)
     view = view or server_view(trained, federation)
     out = attack.run(AttackInput(view, knowledge, task.candidates), cfg, 0)
     return structure_metrics(out, task)[0]
@@ -53,7 +54,11 @@ def test_a_clients_uploaded_model_gives_its_edges_away(setting):
 
 
 def test_an_upload_that_never_saw_the_graph_gives_nothing(setting):
-    """The client's upload swapped for a freshly initialised model: nothing of its edges."""
+    """The client's upload swapped for a freshly initialised model: about nothing of its edges.
+    Not exactly chance over every pair of the client: the labels and features the server is
+    told, read through a random GCN, rank like-featured pairs (more often edges on this
+    homophilous CSBM) a little higher, 0.523–0.538 over four fresh initialisations, against
+    0.73 [0.71, 0.75] from the trained upload."""
     federation, trained = setting
     view = server_view(trained, federation)
     fresh = trained.spec.build().state_dict()
@@ -64,30 +69,58 @@ def test_an_upload_that_never_saw_the_graph_gives_nothing(setting):
         for m in view.received
     )
     m = _attack(federation, trained, replace(view, received=received), smoothness=0.0)
-    assert m["auc_ci_low"] < 0.5 < m["auc_ci_high"], m
+    assert m["auc"] < 0.55 and m["auc_ci_high"] < 0.6, m
 
 
-def test_the_challenge_is_the_clients_balanced_pairs(setting):
+def test_the_challenge_is_every_pair_of_the_clients_nodes_shuffled(setting):
+    """Pairs name the nodes by the challenge's rows; through ``rows`` they are the client's
+    own nodes, every pair once, and the scorer's edges are the population graph's."""
     federation, _ = setting
     task = structure_challenge(federation, 1, 0)
-    ids = federation.clients[1].data.global_id.numpy()
-    assert np.isin(task.candidates.src, ids).all() and np.isin(task.candidates.dst, ids).all()
-    assert task.is_edge.sum() == (~task.is_edge).sum() > 0
+    c = federation.clients[1].data
+    n = c.num_nodes
+    assert sorted(task.rows.tolist()) == list(range(n))
+    assert not np.array_equal(task.rows, np.arange(n))
     a, b = task.candidates.src, task.candidates.dst
+    assert len(task.candidates) == n * (n - 1) // 2 and (a < b).all()
+    ids = c.global_id.numpy()[task.rows]
     edges = federation.dataset.data.edge_index.numpy()
     linked = set(zip(edges[0].tolist(), edges[1].tolist(), strict=True))
-    truth = np.array([(u, v) in linked for u, v in zip(a.tolist(), b.tolist(), strict=True)])
-    assert np.array_equal(truth, task.is_edge)
+    truth = np.array(
+        [(u, v) in linked for u, v in zip(ids[a].tolist(), ids[b].tolist(), strict=True)]
+    )
+    assert np.array_equal(truth, task.is_edge) and 0 < truth.sum() < truth.size
 
 
-def test_the_knowledge_holds_no_edge_of_the_client(setting):
+def test_past_max_pairs_the_pairs_are_a_uniform_sample_of_all(setting):
+    federation, _ = setting
+    full = structure_challenge(federation, 1, 0)
+    part = structure_challenge(federation, 1, 0, max_pairs=3000)
+    n = federation.clients[1].num_nodes
+    keys = part.candidates.src * n + part.candidates.dst
+    assert keys.size == 3000 and np.unique(keys).size == 3000 and (np.diff(keys) > 0).all()
+    assert (part.candidates.src < part.candidates.dst).all()
+    every = full.candidates.src * n + full.candidates.dst
+    assert np.isin(keys, every).all()
+    ends = part.rows[np.concatenate([part.candidates.src, part.candidates.dst])]
+    # a uniform sample: each node ends about 2 · 3000 / n pairs, whatever its degree
+    degree = np.bincount(federation.clients[1].data.edge_index[0].numpy(), minlength=n)
+    counts = np.bincount(ends, minlength=n)
+    assert abs(np.corrcoef(degree, counts)[0, 1]) < 0.2
+
+
+def test_the_knowledge_holds_no_edge_and_no_order_of_the_client(setting):
     federation, trained = setting
-    knowledge = structure_knowledge(federation, trained, 0)
-    assert knowledge.graph is not None and knowledge.graph.edge_index.numel() == 0
+    task = structure_challenge(federation, 0, 0)
+    knowledge = structure_knowledge(federation, trained, 0, task)
+    assert knowledge.graph is None
     c = federation.clients[0].data
-    assert torch.equal(knowledge.client_nodes.x, c.x)
-    assert knowledge.client_nodes.x is not c.x
-    assert np.array_equal(knowledge.client_nodes.labels, c.y[c.train_mask].numpy())
+    rows = torch.as_tensor(task.rows)
+    assert torch.equal(knowledge.client_nodes.x, c.x[rows])
+    assert not torch.equal(knowledge.client_nodes.x, c.x)
+    labelled = knowledge.client_nodes.labelled
+    assert np.array_equal(c.train_mask[rows].nonzero().view(-1).numpy(), labelled)
+    assert np.array_equal(knowledge.client_nodes.labels, c.y[rows][labelled].numpy())
 
 
 def test_graphmi_is_node_level(setting):
@@ -109,6 +142,8 @@ def test_graph_level_pairs_cover_every_graph_and_exact_recovery_is_per_graph(sma
     task = structure_challenge(federation, 0, 0)
     graphs = federation.clients[0].train
     assert len(task.candidates) == sum(g.num_nodes * (g.num_nodes - 1) // 2 for g in graphs)
+    m = structure_metrics(AttackOutput(np.zeros(task.is_edge.size), threshold=0.5), task)[0]
+    assert m["exact_rate"] == m["exact_chance"] == 0.0 and m["exact_chance_ci_high"] > 0
     perfect = AttackOutput(task.is_edge.astype(float), threshold=0.5)
     assert structure_metrics(perfect, task)[0]["exact_rate"] == 1.0
     one_wrong = task.is_edge.astype(float)
@@ -147,10 +182,14 @@ def test_a_tiny_graph_is_recovered_exactly_from_its_one_step_gradient(tiny_graph
 
 
 @pytest.mark.slow
-def test_restarts_recover_half_the_tiny_graphs_exactly(tiny_graphs):
+def test_restarts_recover_tiny_graphs_exactly(tiny_graphs):
+    """Clients 0–7 holding both edges and non-edges: 1, 0.5, 0.5 and 0.5 of four clients'
+    graphs come back exactly with eight restarts (the same with one: the nodes' drawn order
+    decides which starts succeed; in the dataset's order, 2 of clients 0–3 with eight
+    restarts, 1 with one)."""
     exact = [
         _attack(*tiny_graphs, client=k, steps=300, lr=0.05, restarts=8, **MATCH)["exact_rate"]
-        for k in range(4)
+        for k in (0, 1, 2, 3, 4, 6, 7)
     ]
     assert sum(exact) >= 2, exact
 
