@@ -178,9 +178,11 @@ class Projections:
 
     def across(self, part: torch.Tensor, signs: torch.Tensor, unit: float) -> Observed:
         """Replace-one evidence of each upload minus the upload of the same round whose null
-        projections are most alike its own (both read on the canary's direction): noise that
-        clients of a round share (every client's generator seeded alike) cancels there, and
-        each canary's evidence alone would not show it. The partner is chosen from the
+        projections are most alike its own, or plus the one most opposite (both read on the
+        canary's direction): noise that clients of a round share, as it is or negated (every
+        client's generator seeded alike), cancels there, and each canary's evidence alone
+        would not show it. Noise spread over three or more clients that cancels only in their
+        sum is not caught. The partner is chosen from the
         output, so one-run bounds hold; the canaries are no longer independent runs."""
         self._close()
         made = part & torch.isfinite(self.beside)
@@ -198,11 +200,15 @@ class Projections:
         null = self.null[r, uploaded]
         unit_null = null / null.norm(dim=1, keepdim=True).clamp(min=1e-300)
         alike = unit_null @ unit_null.T
-        alike.fill_diagonal_(-torch.inf)
-        partner = uploaded[alike.argmax(1)]
+        alike.fill_diagonal_(0.0)
+        best = alike.abs().argmax(1)
+        # noise shared with its sign flipped (one client adds z, another −z) cancels in the sum
+        sign = torch.sign(alike[torch.arange(len(uploaded)), best]).clamp(min=-1, max=1)
+        sign[sign == 0] = 1.0
+        partner = uploaded[best]
         own = self.seen[uploaded, uploaded]
-        self.beside[r, uploaded] = own - self.seen[partner, uploaded]
-        self.beside_null[r, uploaded] = null - self.null[r, partner]
+        self.beside[r, uploaded] = own - sign * self.seen[partner, uploaded]
+        self.beside_null[r, uploaded] = null - sign[:, None] * self.null[r, partner]
         self.seen.fill_(torch.nan)
 
 

@@ -5,6 +5,7 @@ upload beside the most alike one of its round (``Projections.across``) and catch
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from fgl_workbench.audits.canary import NULLS, canary_directions
@@ -16,24 +17,26 @@ from fgl_workbench.defenses import noise
 LOCAL = "dp-fedavg local, q 0.2, 10 rounds, σ 15"
 
 
-def _shared_by_round(m: int):
+def _shared_by_round(m: int, flipped: bool):
     """``noise.gaussian`` drawing once per round of ``m`` uploads, every client of the round
-    adding that same draw (fresh the next round)."""
+    adding that same draw (fresh the next round); ``flipped``: every other client adds it
+    negated."""
     real, calls, kept = noise.gaussian, [0], {}
 
     def draw(shape, std, generator, dtype=torch.float64):
-        block = calls[0] // m
+        block, client = divmod(calls[0], m)
         calls[0] += 1
         if block not in kept:
             kept[block] = real(shape, std, generator, dtype)
-        return kept[block].clone()
+        return kept[block] * (-1.0 if flipped and client % 2 else 1.0)
 
     return draw
 
 
-def test_noise_shared_by_a_rounds_clients_is_caught_beside_another_upload(monkeypatch):
+@pytest.mark.parametrize("flipped", [False, True])
+def test_noise_shared_by_a_rounds_clients_is_caught_beside_another_upload(monkeypatch, flipped):
     m = 500
-    monkeypatch.setattr(noise, "gaussian", _shared_by_round(m))
+    monkeypatch.setattr(noise, "gaussian", _shared_by_round(m, flipped))
     own, across = demonstrate(LOCAL, canaries=m)
     assert own.holds, own.summary()  # each upload alone looks correct: the old blind spot
     assert across.mechanism.endswith(ACROSS) and not across.holds, across.summary()
