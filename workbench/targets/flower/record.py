@@ -77,12 +77,13 @@ def write(folder: Path, name: str, skeleton: Any) -> None:
     (folder / f"{name}.json").write_text(text)
 
 
-def read(folder: Path, name: str) -> Any:
-    """``write``'s skeleton, rebuilt from data alone: arrays as tensors, nothing unpickled."""
+def read(folder: Path, name: str, limit: int = MAX_ARRAY_BYTES) -> Any:
+    """``write``'s skeleton, rebuilt from data alone: arrays as tensors, nothing unpickled,
+    their bytes (as stored and as unpacked) within ``limit``."""
     try:
         raw = read_bounded(folder / f"{name}.json", _size(folder / f"{name}.json", MAX_JSON_BYTES))
         npz = folder / f"{name}.npz"
-        arrays = checked_arrays(read_bounded(npz, _size(npz, MAX_ARRAY_BYTES)), MAX_ARRAY_BYTES)
+        arrays = checked_arrays(read_bounded(npz, _size(npz, limit)), limit)
         skeleton = json.loads(raw)
     except NpzError as exc:
         raise RecordError(f"{folder / name}: unreadable ({exc})") from None
@@ -129,8 +130,9 @@ def write_record(folder: Path, record: ServerRecord) -> None:
     )
 
 
-def read_record(folder: Path) -> ServerRecord:
-    """The ServerApp's record; its failure as a ``RecordError`` where it wrote one."""
+def read_record(folder: Path, limit: int = MAX_ARRAY_BYTES) -> ServerRecord:
+    """The ServerApp's record (its arrays within ``limit`` bytes); its failure as a
+    ``RecordError`` where it wrote one."""
     failed = folder / FAILED
     if failed.is_file():
         try:
@@ -138,7 +140,7 @@ def read_record(folder: Path) -> ServerRecord:
         except (NpzError, ValueError, AttributeError):
             reason = "(unreadable)"
         raise RecordError(f"the ServerApp failed: {str(reason)[:MAX_MESSAGE]}")
-    data = read(folder, RECORD)
+    data = read(folder, RECORD, limit)
     if not isinstance(data, dict) or set(data) != {
         "messages",
         "arrays",
