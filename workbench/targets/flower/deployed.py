@@ -179,6 +179,9 @@ def server_side(grid: Grid, run: DeployedRun, folder: Path) -> ServerRecord:
     if not isinstance(start.get("seed"), int):
         raise RecordError(f"{folder / INITIAL}: no integer seed")
     seed_everything(start["seed"])
+    # Flower's central DP noise comes from numpy's global generator: from fresh entropy, as
+    # on the SuperNodes; a 32-bit seed could be searched by a client holding the noised model
+    np.random.seed()
     initial = start["model"]
     cfg, n = run.target, run.federation.num_clients
     nodes = identify(grid, n, cfg.deployment.connect_timeout, cfg.deployment.round_timeout)
