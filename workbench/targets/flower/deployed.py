@@ -304,7 +304,7 @@ def deploy(
                     submit(conn, app, folder, d.run_timeout)
             else:
                 submit(connect(work, d.superlink, d.root_certificates), app, folder, d.run_timeout)
-            record = read_record(folder, record_limit(cfg, len(clients), initial))
+            record = read_record(folder, *record_limits(cfg, len(clients), initial))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     transcript.absorb(Transcript.of(record.messages), 0)
@@ -312,12 +312,16 @@ def deploy(
     return Served(record.arrays, record.train_metrics, record.evaluate_metrics, record.figures)
 
 
-def record_limit(cfg: FlowerConfig, num_clients: int, initial: State) -> int:
-    """The most bytes an honest record's arrays can take: every round's model sent (once,
-    for training and for evaluation) and every client's upload, in float64, twice over, and
-    the final model; a record claiming more (a decompression bomb) is refused unread."""
+def record_limits(cfg: FlowerConfig, num_clients: int, initial: State) -> tuple[int, int]:
+    """The most bytes an honest record can take, its arrays and its JSON: every round's model
+    sent (once, for training and for evaluation) and every client's upload, in float64, twice
+    over, with the final model; at most 4 messages per client and round of 16 KiB of JSON
+    each. A record claiming more (a decompression bomb, JSON that parses into gigabytes) is
+    refused unread."""
     model = sum(v.numel() for v in initial.values()) * 8
-    return 2 * (cfg.rounds + 1) * (num_clients + 2) * model + (1 << 20)
+    arrays = 2 * (cfg.rounds + 1) * (num_clients + 2) * model + (1 << 20)
+    text = (1 << 14) * (cfg.rounds + 1) * (4 * num_clients + 4) + (1 << 20)
+    return arrays, text
 
 
 def submit(conn: Connection, app: Path, folder: Path, timeout: float) -> None:

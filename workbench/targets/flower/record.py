@@ -77,11 +77,14 @@ def write(folder: Path, name: str, skeleton: Any) -> None:
     (folder / f"{name}.json").write_text(text)
 
 
-def read(folder: Path, name: str, limit: int = MAX_ARRAY_BYTES) -> Any:
+def read(
+    folder: Path, name: str, limit: int = MAX_ARRAY_BYTES, json_limit: int = MAX_JSON_BYTES
+) -> Any:
     """``write``'s skeleton, rebuilt from data alone: arrays as tensors, nothing unpickled,
-    their bytes (as stored and as unpacked) within ``limit``."""
+    their bytes (as stored and as unpacked) within ``limit``, the JSON within ``json_limit``
+    (parsing takes tens of times its size in memory)."""
     try:
-        raw = read_bounded(folder / f"{name}.json", _size(folder / f"{name}.json", MAX_JSON_BYTES))
+        raw = read_bounded(folder / f"{name}.json", _size(folder / f"{name}.json", json_limit))
         npz = folder / f"{name}.npz"
         arrays = checked_arrays(read_bounded(npz, _size(npz, limit)), limit)
         skeleton = json.loads(raw)
@@ -130,9 +133,11 @@ def write_record(folder: Path, record: ServerRecord) -> None:
     )
 
 
-def read_record(folder: Path, limit: int = MAX_ARRAY_BYTES) -> ServerRecord:
-    """The ServerApp's record (its arrays within ``limit`` bytes); its failure as a
-    ``RecordError`` where it wrote one."""
+def read_record(
+    folder: Path, limit: int = MAX_ARRAY_BYTES, json_limit: int = MAX_JSON_BYTES
+) -> ServerRecord:
+    """The ServerApp's record (its arrays within ``limit`` bytes, its JSON within
+    ``json_limit``); its failure as a ``RecordError`` where it wrote one."""
     failed = folder / FAILED
     if failed.is_file():
         try:
@@ -140,7 +145,7 @@ def read_record(folder: Path, limit: int = MAX_ARRAY_BYTES) -> ServerRecord:
         except (NpzError, ValueError, AttributeError):
             reason = "(unreadable)"
         raise RecordError(f"the ServerApp failed: {str(reason)[:MAX_MESSAGE]}")
-    data = read(folder, RECORD, limit)
+    data = read(folder, RECORD, limit, json_limit)
     if not isinstance(data, dict) or set(data) != {
         "messages",
         "arrays",

@@ -183,14 +183,16 @@ class _Planted:
 def test_a_record_larger_than_an_honest_run_could_write_is_refused(tmp_path):
     """A small file unpacking to more than the run's rounds, clients and model allow (a
     decompression bomb) is refused before it is unpacked."""
-    from fgl_workbench.targets.flower.deployed import record_limit
+    from fgl_workbench.targets.flower.deployed import record_limits
 
     record.write_record(tmp_path, _record())
     cfg = FlowerConfig(**CONFIG, backend="deployment")
-    honest = record_limit(cfg, 2, {"w": torch.zeros(2, 3), "b": torch.zeros(3)})
-    assert record.read_record(tmp_path, honest).nodes == _record().nodes
+    honest = record_limits(cfg, 2, {"w": torch.zeros(2, 3), "b": torch.zeros(3)})
+    assert record.read_record(tmp_path, *honest).nodes == _record().nodes
     with pytest.raises(record.RecordError, match="record"):
         record.read_record(tmp_path, 64)
+    with pytest.raises(record.RecordError, match="record"):
+        record.read_record(tmp_path, honest[0], 64)
 
 
 def test_reading_a_record_runs_no_code(tmp_path):
