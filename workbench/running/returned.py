@@ -19,8 +19,8 @@ import torch
 
 from fgl_workbench.attacks import AttackOutput
 from fgl_workbench.errors import NotApplicableError, WorkbenchError
+from fgl_workbench.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
 from fgl_workbench.sandbox import SandboxError
-from fgl_workbench.storage.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
 
 OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
 MISSING = "its output names an array it did not write"
@@ -155,7 +155,7 @@ def _loaded_arrays(path: Path, name: str) -> dict[str, np.ndarray]:
 
 
 def _bounded(path: Path, name: str, limit: int) -> bytes:
-    """The worker's file, read as any untrusted file is (``storage.npz.read_bounded``)."""
+    """The worker's file, read as any untrusted file is (``fgl_workbench.npz.read_bounded``)."""
     try:
         return read_bounded(path, limit)
     except NpzError as exc:

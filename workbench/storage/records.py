@@ -1,7 +1,7 @@
 """Per-record scores of a membership attack, kept beside its ROC: each candidate's id, the
 attack's score and whether it was a member, so a stored row can be audited again
 (``fgl_workbench.external.audit_scores`` gives its metrics exactly) and its member and
-non-member score histograms drawn. Read as untrusted input (``fgl_workbench.storage.npz``):
+non-member score histograms drawn. Read as untrusted input (``fgl_workbench.npz``):
 exactly these arrays, their declared sizes checked before anything is decompressed, then
 their types and shapes; no pickle."""
 
@@ -14,7 +14,7 @@ from typing import BinaryIO
 import numpy as np
 
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.storage.npz import NpzError, checked_arrays, read_bounded
+from fgl_workbench.npz import NpzError, checked_arrays, read_bounded
 
 RECORDS_CAP = 50_000_000  # candidates a stored file may hold (a 10M-node cell has ~5.4M)
 FIELDS = {"ids": "iu", "scores": "f", "is_member": "b", "threshold": "f"}

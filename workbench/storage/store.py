@@ -26,9 +26,9 @@ import numpy as np
 
 from fgl_workbench.accountants.scope import UNITS
 from fgl_workbench.errors import ConfigError
+from fgl_workbench.npz import NpzError, checked_arrays, read_bounded
 from fgl_workbench.seeding import Streams
 from fgl_workbench.storage import rows as checks
-from fgl_workbench.storage.npz import NpzError, checked_arrays, read_bounded
 from fgl_workbench.storage.records import (
     ScoredRecords,
     read_records,

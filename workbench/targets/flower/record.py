@@ -1,6 +1,6 @@
 """What crosses between the workbench and a deployed ServerApp, as files that run no code when
 read: a JSON skeleton and one ``.npz`` of plain numeric arrays (pickles refused, sizes checked
-before anything is inflated: ``fgl_workbench.storage.npz``), a JSON value
+before anything is inflated: ``fgl_workbench.npz``), a JSON value
 ``{"__array__": name}`` standing for the npz's array of that name.
 
 The workbench writes the initial model (``initial``); the ServerApp writes what it recorded
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from fgl_workbench.errors import WorkbenchError
-from fgl_workbench.storage.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
+from fgl_workbench.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
 from fgl_workbench.transcript import Message
 
 INITIAL, RECORD, FAILED = "initial", "record", "failed.json"

@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from fgl_workbench.storage.npz import NpzError, checked_arrays
+from fgl_workbench.npz import NpzError, checked_arrays
 
 LIMIT = 10**8
 
