@@ -180,7 +180,11 @@ def test_a_defended_cell_stores_the_accountants_epsilon(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("signum", "returncode"), [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)]
+    ("signum", "returncode"),
+    [
+        pytest.param(signal.SIGKILL, -signal.SIGKILL, marks=pytest.mark.slow),  # 24 s each
+        (signal.SIGINT, 130),
+    ],
 )
 def test_killed_mid_suite_then_rerun_equals_an_uninterrupted_run(tmp_path, signum, returncode):
     """A real process killed (SIGKILL) or interrupted (SIGINT, Ctrl-C: the CLI exits 130) while

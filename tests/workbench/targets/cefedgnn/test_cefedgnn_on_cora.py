@@ -5,6 +5,8 @@ must stay under ε(ρ), and the server's attacks on the exchanged embeddings."""
 
 import math
 
+import pytest
+
 from fgl_workbench.running.runner import run_suite
 from fgl_workbench.running.suite import parse_suite
 from fgl_workbench.storage.store import ResultsStore
@@ -39,6 +41,7 @@ SUITE = {
 }
 
 
+@pytest.mark.slow  # 26 s; FedGC, FedTAD and the CLI's Cora suite stay default on real data
 def test_ce_fedgnn_on_cora(data_root, tmp_path):
     run_suite(parse_suite(SUITE), tmp_path, quiet=True)
     store = ResultsStore(tmp_path)
