@@ -64,7 +64,8 @@ def test_per_client_uploads_and_the_masked_aggregate_give_members_away(federatio
     np.testing.assert_allclose(again.scores, out.scores[order])
 
 
-@pytest.mark.slow  # 44 s of CKKS; FedAvg's secure aggregation hiding uploads stays default in test_all_rounds.py
+# 44 s of CKKS; FedAvg's secure aggregation hiding uploads stays default (test_all_rounds.py)
+@pytest.mark.slow
 def test_ckks_hides_the_uploads_from_the_server_but_not_the_aggregate_from_clients(federation):
     with pytest.raises(NotApplicableError, match="encrypted"):
         attack(federation, [("secure-aggregation", {})])

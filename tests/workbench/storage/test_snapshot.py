@@ -91,7 +91,8 @@ def ran_ok(out):
     }
 
 
-@pytest.mark.slow  # 32 s; attacking a stored folder stays default in test_before_issue_42.py and test_runner.py
+# 32 s; attacking a stored folder stays default (test_before_issue_42.py, test_runner.py)
+@pytest.mark.slow
 def test_attacks_run_later_equal_attacks_run_in_the_suite(tmp_path):
     api.run_suite({**BASE, "attacks": ATTACKS}, tmp_path / "together")
     api.run_suite(BASE, tmp_path / "later")
