@@ -57,6 +57,7 @@ from fgl_workbench.targets.flower.grid import (
     noted_clients,
 )
 from fgl_workbench.transcript import (
+    MASKED_WEIGHTS,
     METRICS,
     MODEL_WEIGHTS,
     SERVER,
@@ -194,11 +195,13 @@ class FlowerRecorder:
         return [rounds[r] for r in sorted(rounds)]
 
     def busiest(self, span: tuple[int, int] | None = None) -> int:
-        """The most train replies one client sent (in ``span``): the rounds it took part in."""
+        """The most model uploads one client sent in train replies (in ``span``), in the clear
+        or masked by SecAgg+: the rounds it took part in."""
         counts: dict[str, int] = {}
-        for _, m in self._train(MODEL_WEIGHTS, span):
-            if m.receiver == SERVER:
-                counts[m.sender] = counts.get(m.sender, 0) + 1
+        for kind in (MODEL_WEIGHTS, MASKED_WEIGHTS):
+            for _, m in self._train(kind, span):
+                if m.receiver == SERVER:
+                    counts[m.sender] = counts.get(m.sender, 0) + 1
         return max(counts.values(), default=0)
 
     def ledger(self, num_clients: int) -> PrivacyLedger:

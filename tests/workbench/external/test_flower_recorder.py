@@ -429,3 +429,15 @@ def test_the_recorders_node_folder_is_deleted():
     folder = Path(again.registry)
     del again
     assert not folder.exists()
+
+
+def test_uploads_masked_by_secaggplus_count_as_uploads():
+    """A user's app under SecAgg+ sends its (LocalDpMod-noised) updates as masked vectors:
+    they are uploads all the same (counted as none, LocalDpMod's ε would read 0)."""
+    from fgl_workbench.transcript import MASKED_WEIGHTS
+
+    recorder = FlowerRecorder()
+    for r in range(3):
+        recorder.transcript.send(r, "node:1", "server", MASKED_WEIGHTS, {"v": torch.zeros(2)})
+        recorder.message_types.append("train")
+    assert recorder.busiest() == 3
