@@ -32,10 +32,14 @@ def _eps(value: float | None) -> str:
     return "∞" if math.isinf(value) else f"{value:.3g}"
 
 
-def _ci(row, name: str, digits: int = 3) -> str:
-    value = row[f"metric.{name}"]
-    low, high = row[f"metric.{name}_ci_low"], row[f"metric.{name}_ci_high"]
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+def _over_seeds(rows, name: str, scale: float = 1.0, digits: int = 3) -> str:
+    """Mean ± sd over the seeds, and the seeds' mean 95 % interval."""
+    per_seed = rows.groupby("seed").first()
+    value = scale * per_seed[f"metric.{name}"]
+    low = scale * per_seed[f"metric.{name}_ci_low"].mean()
+    high = scale * per_seed[f"metric.{name}_ci_high"].mean()
+    spread = f" ± {value.std(ddof=1):.{digits}f}" if len(value) > 1 else ""
+    return f"{value.mean():.{digits}f}{spread} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def flower_epsilon(row) -> float | None:
@@ -55,9 +59,9 @@ def table(out: str) -> str:
         "| ε clients / querier | ε server | Flower's ε | audit ε lb of ceiling (claimed) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for cell_id, rows in frame.groupby("cell_id", sort=False):
+    for _, rows in frame.groupby("configuration", sort=False):
         first = rows.iloc[0]
-        config = privacy[cell_id]
+        config = privacy[first["cell_id"]]
         dp = "dp-fedavg" in str(first["defenses"])
         mode = first["defense.dp-fedavg.mode"] if dp else ""
         mode = mode if isinstance(mode, str) else "central"  # the default, left unstored
@@ -71,24 +75,35 @@ def table(out: str) -> str:
         eps = {(r["adversary"], r["unit"]): r["epsilon"] for r in config["epsilons"]}
         from_server = rows["attack_params"].astype(str).str.contains("server")
         querier, server = rows[~from_server], rows[from_server]
-        audits = config["audits"]
-        audit = (
-            "; ".join(
-                f"{a['lower_bound']:.2f} of ≤ {a['ceiling']:.2f} ({_eps(a['claimed'])}"
-                f"{'' if a['holds'] else ', VIOLATED'})"
-                for a in audits
-            )
-            if audits
-            else "–"
-        )
+        accuracy = 100 * rows.groupby("seed")["utility.accuracy"].first()
+        spread = f" ± {accuracy.std(ddof=1):.1f}" if len(accuracy) > 1 else ""
         lines.append(
-            f"| {name} | {100 * first['utility.accuracy']:.1f} "
-            f"| {_ci(querier.iloc[0], 'auc')} | {_ci(querier.iloc[0], 'tpr@0.01')} "
-            f"| {_ci(server.iloc[0], 'auc')} "
+            f"| {name} | {accuracy.mean():.1f}{spread} "
+            f"| {_over_seeds(querier, 'auc')} | {_over_seeds(querier, 'tpr@0.01')} "
+            f"| {_over_seeds(server, 'auc')} "
             f"| {_eps(eps.get(('querier', 'client')))} | {_eps(eps.get(('server', 'client')))} "
-            f"| {_eps(flower_epsilon(first))} | {audit} |"
+            f"| {_eps(flower_epsilon(first))} | {_audits(rows, privacy)} |"
         )
     return "\n".join(lines)
+
+
+def _audits(rows, privacy) -> str:
+    """Each trial's lower bounds over the seeds (lowest–highest) beside its ceiling and the
+    claimed ε; VIOLATED where any seed's audit failed."""
+    by_trial: dict[int, list] = {}
+    for cell_id in rows["cell_id"].unique():
+        for k, a in enumerate(privacy[cell_id]["audits"]):
+            by_trial.setdefault(k, []).append(a)
+    parts = []
+    for audits in by_trial.values():
+        bounds = [a["lower_bound"] for a in audits]
+        held = all(a["holds"] for a in audits)
+        span = f"{min(bounds):.2f}" if len(bounds) == 1 else f"{min(bounds):.2f}–{max(bounds):.2f}"
+        parts.append(
+            f"{span} of ≤ {max(a['ceiling'] for a in audits):.2f} "
+            f"({_eps(audits[0]['claimed'])}{'' if held else ', VIOLATED'})"
+        )
+    return "; ".join(parts) if parts else "–"
 
 
 if __name__ == "__main__":
