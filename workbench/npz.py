@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 PLAIN = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # what numpy's savez and savez_compressed write
 HEADER_READERS = {
@@ -32,6 +33,33 @@ ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that
 
 class NpzError(ValueError):
     """The bytes are not a plain numeric ``.npz`` within the caller's limits."""
+
+
+def as_arrays(value: Any, arrays: dict[str, np.ndarray], what: str = "a value") -> Any:
+    """``value`` as a JSON skeleton, each tensor or array moved into ``arrays`` (one entry
+    per object, however often it appears) and named there by ``{"__array__": name}``: what
+    ``with_arrays`` reads back. Anything but plain data is a TypeError naming ``what``."""
+    seen: dict[int, str] = {}
+
+    def encode(item: Any) -> Any:
+        if isinstance(item, np.ndarray | torch.Tensor):
+            if id(item) not in seen:
+                seen[id(item)] = f"a{len(arrays)}"
+                arrays[seen[id(item)]] = (
+                    item.detach().cpu().numpy() if isinstance(item, torch.Tensor) else item
+                )
+            return {ARRAY: seen[id(item)]}
+        if isinstance(item, np.generic):
+            return item.item()
+        if isinstance(item, dict):
+            return {str(k): encode(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [encode(v) for v in item]
+        if item is None or isinstance(item, bool | int | float | str):
+            return item
+        raise TypeError(f"{what} holds a {type(item).__name__}: not plain data")
+
+    return encode(value)
 
 
 def with_arrays(value: Any, arrays: Mapping[str, Any], missing: Callable[[], Exception]) -> Any:

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from fgl_workbench.attacks import AttackOutput
 from fgl_workbench.errors import NotApplicableError, WorkbenchError
-from fgl_workbench.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
+from fgl_workbench.npz import NpzError, as_arrays, checked_arrays, read_bounded, with_arrays
 from fgl_workbench.sandbox import SandboxError
 
 OUTPUT, ARRAYS, FAILED = "output.json", "output.npz", "failed.json"
@@ -44,26 +43,11 @@ def write_output(out: AttackOutput, folder: Path) -> None:
     """In the worker: ``out`` as data the runner can read without running anything."""
     arrays: dict[str, np.ndarray] = {}
 
-    def encode(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().numpy()
-        if isinstance(value, np.ndarray):
-            arrays[f"a{len(arrays)}"] = value
-            return {ARRAY: f"a{len(arrays) - 1}"}
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, dict):
-            return {str(k): encode(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [encode(v) for v in value]
-        if value is None or isinstance(value, bool | int | float | str):
-            return value
-        raise TypeError(f"an attack's output holds a {type(value).__name__}: not plain data")
-
+    what = "an attack's output"
     skeleton = {
-        "scores": encode(np.asarray(out.scores)),
+        "scores": as_arrays(np.asarray(out.scores), arrays, what),
         "threshold": None if out.threshold is None else float(out.threshold),
-        "details": encode(dict(out.details)),
+        "details": as_arrays(dict(out.details), arrays, what),
     }
     np.savez(folder / ARRAYS, **arrays)
     (folder / OUTPUT).write_text(json.dumps(skeleton))

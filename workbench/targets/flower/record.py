@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from fgl_workbench.errors import WorkbenchError
-from fgl_workbench.npz import ARRAY, NpzError, checked_arrays, read_bounded, with_arrays
+from fgl_workbench.npz import NpzError, as_arrays, checked_arrays, read_bounded, with_arrays
 from fgl_workbench.transcript import Message
 
 INITIAL, RECORD, FAILED = "initial", "record", "failed.json"
@@ -52,27 +52,7 @@ def write(folder: Path, name: str, skeleton: Any) -> None:
     """``skeleton`` (plain data, tensors and arrays anywhere in it) as ``name``.json and
     ``name``.npz; an object met twice (a payload broadcast to several nodes) stored once."""
     arrays: dict[str, np.ndarray] = {}
-    seen: dict[int, str] = {}
-
-    def encode(value: Any) -> Any:
-        if isinstance(value, torch.Tensor | np.ndarray):
-            if id(value) not in seen:
-                seen[id(value)] = f"a{len(arrays)}"
-                arrays[seen[id(value)]] = (
-                    value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
-                )
-            return {ARRAY: seen[id(value)]}
-        if isinstance(value, np.generic):
-            return value.item()
-        if isinstance(value, dict):
-            return {str(k): encode(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [encode(v) for v in value]
-        if value is None or isinstance(value, bool | int | float | str):
-            return value
-        raise TypeError(f"a {type(value).__name__} is not plain data")
-
-    text = json.dumps(encode(skeleton))
+    text = json.dumps(as_arrays(skeleton, arrays, "a record"))
     np.savez(folder / f"{name}.npz", **arrays)
     (folder / f"{name}.json").write_text(text)
 
