@@ -29,6 +29,8 @@ from unittest import mock
 
 import torch
 from flwr.app import Context, RecordDict
+from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
+from flwr.client.mod import fixedclipping_mod as legacy_fixedclipping_mod
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
 from flwr.serverapp import ServerApp
@@ -66,6 +68,10 @@ from fgl_workbench.transcript import (
 )
 
 State = dict[str, torch.Tensor]
+# Flower 1.42 keeps two copies of its client DP mods: the Message API's and the legacy API's
+# (what an app built on SecAgg+'s legacy workflow imports)
+LOCAL_DP_MODS = (LocalDpMod, LegacyLocalDpMod)
+CLIPPING_MODS = (fixedclipping_mod, legacy_fixedclipping_mod)
 DP_WRAPPERS = (
     DifferentialPrivacyServerSideFixedClipping,
     DifferentialPrivacyClientSideFixedClipping,
@@ -209,7 +215,7 @@ class FlowerRecorder:
         rounds counted from the train replies it received (the busiest client's), whatever
         payloads were kept."""
         train_mods = [m for app in self.client_apps for m in mods_of(app, "train")]
-        local = [m for m in train_mods if isinstance(m, LocalDpMod)]
+        local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
         events: list[Any] = []
         for strategy, first, end in self.spans:  # beside LocalDpMod's, stated for replace-one
             span = (first, end)
@@ -251,7 +257,7 @@ class FlowerRecorder:
             voids.append((why, Scope("client", privacy.ZERO_OUT, ("server",))))
         for s in self.strategies:
             clipping = s.__class__ is DifferentialPrivacyClientSideFixedClipping
-            if clipping and fixedclipping_mod not in train_mods:
+            if clipping and not any(m in CLIPPING_MODS for m in train_mods):
                 why = f"{type(s).__name__} without fixedclipping_mod on the clients: nothing clips"
                 voids.append((why, EVERYONE))
         voids += [(why, EVERYONE) for why in self._checked_uploads(train_mods)]
@@ -266,7 +272,7 @@ class FlowerRecorder:
         for _, m in self._train(MODEL_WEIGHTS):
             if m.sender == SERVER and m.payload is not None:
                 sent.setdefault((m.round, m.receiver), m.payload)
-        local = [m for m in train_mods if isinstance(m, LocalDpMod)]
+        local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
         clipped = [
             (s.clipping_norm, a, b)
             for s, a, b in self.spans
@@ -419,7 +425,7 @@ def worst_share(
     return min(shares)
 
 
-def local_mod_events(mod: LocalDpMod, uploads: int) -> list[Any]:
+def local_mod_events(mod: LocalDpMod | LegacyLocalDpMod, uploads: int) -> list[Any]:
     """LocalDpMod's noise at its own (ε, δ) and sensitivity, accounted at 2·clip (∞ where
     its sensitivity argument, hence its noise, is 0)."""
     std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
@@ -439,7 +445,7 @@ def mods_of(app: ClientApp, category: str | None = None) -> list[Any]:
     seen: set[int] = set()
 
     def is_mod(value: Any) -> bool:
-        return isinstance(value, LocalDpMod) or value is fixedclipping_mod
+        return isinstance(value, LOCAL_DP_MODS) or any(value is m for m in CLIPPING_MODS)
 
     def walk(fn: Any) -> None:
         if id(fn) in seen:

@@ -441,3 +441,53 @@ def test_uploads_masked_by_secaggplus_count_as_uploads():
         recorder.transcript.send(r, "node:1", "server", MASKED_WEIGHTS, {"v": torch.zeros(2)})
         recorder.message_types.append("train")
     assert recorder.busiest() == 3
+
+
+def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_accounted():
+    """A user's app on Flower's legacy API, the only one SecAgg+ runs on: their own
+    DefaultWorkflow with SecAggPlusWorkflow, legacy FedAvg, a ClientApp with secaggplus_mod and
+    the legacy copy of LocalDpMod (a class of its own in Flower 1.42: unrecognised, the ledger
+    was empty). The server receives masked vectors only, counted as uploads."""
+    from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
+    from flwr.client.mod import secaggplus_mod
+    from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.compat.common import recorddict_compat as compat
+    from flwr.server import ServerConfig
+    from flwr.server.compat.legacy_context import LegacyContext
+    from flwr.server.strategy import FedAvg as LegacyFedAvg
+    from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+
+    mod = LegacyLocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    client = ClientApp()
+
+    @client.train(mods=[secaggplus_mod, mod])
+    def train(msg: Message, context: Context) -> Message:
+        k = int(context.node_config["partition-id"])
+        fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
+        moved = [w + 0.1 * (k + 1) for w in parameters_to_ndarrays(fitins.parameters)]
+        res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(moved), 10, {})
+        return Message(compat.fitres_to_recorddict(res, keep_input=True), reply_to=msg)
+
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        start = ndarrays_to_parameters([np.zeros(50, dtype=np.float32)])
+        strategy = LegacyFedAvg(
+            fraction_evaluate=0.0, min_fit_clients=3, min_available_clients=3,
+            initial_parameters=start,
+        )  # fmt: skip
+        legacy = LegacyContext(
+            context=context, config=ServerConfig(num_rounds=3), strategy=strategy
+        )
+        secagg = SecAggPlusWorkflow(num_shares=3, reconstruction_threshold=2, max_weight=10)
+        DefaultWorkflow(fit_workflow=secagg)(grid, legacy)
+
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    assert recorder.busiest() == 3
+    rounds, _ = recorder.uploads()
+    assert sum(len(r) for r in rounds) == 0  # no upload reaches the server in the clear
+    assert mods_of(client, "train") == [mod]
+    rows = _rows(recorder)
+    assert 0 < rows["querier"].epsilon < float("inf")
