@@ -443,12 +443,10 @@ def test_uploads_masked_by_secaggplus_count_as_uploads():
     assert recorder.busiest() == 3
 
 
-def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_accounted():
+def _legacy_secaggplus_apps(local_dp):
     """A user's app on Flower's legacy API, the only one SecAgg+ runs on: their own
-    DefaultWorkflow with SecAggPlusWorkflow, legacy FedAvg, a ClientApp with secaggplus_mod and
-    the legacy copy of LocalDpMod (a class of its own in Flower 1.42: unrecognised, the ledger
-    was empty). The server receives masked vectors only, counted as uploads."""
-    from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
+    DefaultWorkflow with SecAggPlusWorkflow and legacy FedAvg, a ClientApp with
+    secaggplus_mod and ``local_dp`` on training."""
     from flwr.client.mod import secaggplus_mod
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.compat.common import recorddict_compat as compat
@@ -457,14 +455,13 @@ def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_accounted():
     from flwr.server.strategy import FedAvg as LegacyFedAvg
     from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
-    mod = LegacyLocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
     client = ClientApp()
 
-    @client.train(mods=[secaggplus_mod, mod])
+    @client.train(mods=[secaggplus_mod, local_dp])
     def train(msg: Message, context: Context) -> Message:
         k = int(context.node_config["partition-id"])
         fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
-        moved = [w + 0.1 * (k + 1) for w in parameters_to_ndarrays(fitins.parameters)]
+        moved = [w + 0.01 * (k + 1) for w in parameters_to_ndarrays(fitins.parameters)]
         res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(moved), 10, {})
         return Message(compat.fitres_to_recorddict(res, keep_input=True), reply_to=msg)
 
@@ -483,11 +480,31 @@ def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_accounted():
         secagg = SecAggPlusWorkflow(num_shares=3, reconstruction_threshold=2, max_weight=10)
         DefaultWorkflow(fit_workflow=secagg)(grid, legacy)
 
+    return server, client
+
+
+def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_accounted():
+    """The legacy API's own copy of LocalDpMod (a class of its own in Flower 1.42:
+    unrecognised, the ledger was empty) is found; the server receives masked vectors only,
+    counted as uploads; a LocalDpMod found but never run is seen in how little the global
+    model moves (the uploads themselves cannot be checked)."""
+    from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
+
+    mod = LegacyLocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    server, client = _legacy_secaggplus_apps(mod)
     recorder = FlowerRecorder()
     recorder.run_inline(server, client, 3)
     assert recorder.busiest() == 3
     rounds, _ = recorder.uploads()
     assert sum(len(r) for r in rounds) == 0  # no upload reaches the server in the clear
     assert mods_of(client, "train") == [mod]
-    rows = _rows(recorder)
-    assert 0 < rows["querier"].epsilon < float("inf")
+    assert 0 < _rows(recorder)["querier"].epsilon < float("inf")
+
+    def never_running(msg, context, call_next):  # holds the mod, never runs it
+        return call_next(msg, context) if mod is not None else None
+
+    server, client = _legacy_secaggplus_apps(never_running)
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    row = _rows(recorder)["querier"]
+    assert row.epsilon == float("inf") and "global model moves less" in row.note
