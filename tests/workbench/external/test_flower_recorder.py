@@ -483,11 +483,12 @@ def _legacy_secaggplus_apps(local_dp):
     return server, client
 
 
-def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_accounted():
+def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_its_local_dp_not_trusted():
     """The legacy API's own copy of LocalDpMod (a class of its own in Flower 1.42:
-    unrecognised, the ledger was empty) is found; the server receives masked vectors only,
-    counted as uploads; a LocalDpMod found but never run is seen in how little the global
-    model moves (the uploads themselves cannot be checked)."""
+    unrecognised, the ledger was empty) is found, and the server receives masked vectors
+    only, counted as uploads; but nothing the server holds shows the mod acted on them (a
+    check of the global model's moves let a mod held but never run, skipped in the last
+    round, or hidden behind a server optimiser through: a review): ∞, with the reason."""
     from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
 
     mod = LegacyLocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
@@ -498,13 +499,5 @@ def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_accounted():
     rounds, _ = recorder.uploads()
     assert sum(len(r) for r in rounds) == 0  # no upload reaches the server in the clear
     assert mods_of(client, "train") == [mod]
-    assert 0 < _rows(recorder)["querier"].epsilon < float("inf")
-
-    def never_running(msg, context, call_next):  # holds the mod, never runs it
-        return call_next(msg, context) if mod is not None else None
-
-    server, client = _legacy_secaggplus_apps(never_running)
-    recorder = FlowerRecorder()
-    recorder.run_inline(server, client, 3)
     row = _rows(recorder)["querier"]
-    assert row.epsilon == float("inf") and "global model moves less" in row.note
+    assert row.epsilon == float("inf") and "masked by SecAgg+" in row.note
