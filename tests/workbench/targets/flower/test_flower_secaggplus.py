@@ -17,9 +17,7 @@ from fgl_workbench.attacks.membership.observe import (
     uploaded_weights,
 )
 from fgl_workbench.attacks.reconstruction.gradient_inversion import observed_round
-from fgl_workbench.data.federation import build_federation
-from fgl_workbench.data.partition import make_partition
-from fgl_workbench.defenses import AppliedDefense
+from fgl_workbench.defenses import AppliedDefense, applied
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.errors import ConfigError, NotApplicableError
 from fgl_workbench.targets import TARGETS
@@ -49,12 +47,7 @@ def _fit(federation, defenses=(), **config):
 
 
 def _dp(**params):
-    return AppliedDefense("dp-fedavg", "aggregation", DPFedAvgConfig(**params))
-
-
-@pytest.fixture(scope="module")
-def federation(small_csbm):
-    return build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
+    return applied("dp-fedavg", params)
 
 
 @pytest.fixture(scope="module")

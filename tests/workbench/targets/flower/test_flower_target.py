@@ -10,8 +10,8 @@ import torch
 from fgl_workbench.accountants import epsilons_by_adversary
 from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
-from fgl_workbench.defenses import AppliedDefense
-from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig, update_vector
+from fgl_workbench.defenses import AppliedDefense, applied
+from fgl_workbench.defenses.dp_fedavg import update_vector
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.targets import TARGETS
 from fgl_workbench.transcript import METRICS, MODEL_WEIGHTS, SERVER
@@ -28,12 +28,7 @@ def _fit(federation, defenses=(), seed=0, **config):
 
 
 def _dp(**params):
-    return AppliedDefense("dp-fedavg", "aggregation", DPFedAvgConfig(**params))
-
-
-@pytest.fixture(scope="module")
-def federation(small_csbm):
-    return build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
+    return applied("dp-fedavg", params)
 
 
 @pytest.fixture(scope="module")
