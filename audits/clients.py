@@ -212,6 +212,9 @@ class Projections:
         self.seen.fill_(torch.nan)
 
 
+ACROSS = ", each beside the most alike upload of its round"
+
+
 def upload_trials(
     own: Projections,
     part: torch.Tensor,
@@ -236,9 +239,6 @@ def upload_trials(
         ),
         trial(own.across(part, signs, unit), included, [claim], "client", how + ACROSS),
     ]
-
-
-ACROSS = ", each beside the most alike upload of its round"
 
 
 class GaussianUploadGame:

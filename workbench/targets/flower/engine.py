@@ -81,7 +81,9 @@ def run_federation(
     validated = any(validation_count(c) > 0 for c in clients)
     initial = global_model.state_dict()
     if cfg.secure_aggregation == "secaggplus":
-        served = secure_federation(loop, clients, spec, cfg, dp, transcript, seed, initial)
+        served = secure_federation(
+            loop, clients, spec, cfg, dp, transcript, seed, initial, validated
+        )
     elif cfg.backend == "deployment":
         from fgl_workbench.targets.flower.deployed import deploy
 
@@ -156,12 +158,12 @@ def secure_federation(
     transcript: Transcript,
     seed: int,
     initial: State,
+    validated: bool,
 ) -> Served:
     """The rounds under SecAgg+: Flower's legacy DefaultWorkflow with its SecAggPlusWorkflow,
     inline or on the simulation engine, every message recorded (Flower's legacy DP wrappers
     take no accountant)."""
     n, names = len(clients), list(initial)
-    validated = any(validation_count(c) > 0 for c in clients)
     inner = secaggplus.strategy(cfg, n, dp, initial, validated)
     server = secaggplus.Observed(inner, transcript, names)
     app = secaggplus.client_app(Clients(loop, clients, spec, cfg, seed), dp, names)
