@@ -19,11 +19,13 @@ nodes share the recorder's folder, or ``run_inline`` here. Then:
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -43,12 +45,13 @@ from flwr.serverapp.strategy import (
     FedProx,
     Strategy,
 )
-from scipy.stats import chi2
+from scipy.stats import chi2, kstest
 
 from fgl_workbench.accountants import NoGuarantee, PrivacyLedger, Scope
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig, update_vector
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.model import ModelAudit
+from fgl_workbench.external.premask import PreMaskClientApp, kept_uploads
 from fgl_workbench.targets.flower import privacy
 from fgl_workbench.targets.flower.apps import muted_flower
 from fgl_workbench.targets.flower.engine import stamp_identity
@@ -56,6 +59,7 @@ from fgl_workbench.targets.flower.grid import (
     InlineGrid,
     NotingClientApp,
     RecordingGrid,
+    node_party,
     noted_clients,
 )
 from fgl_workbench.transcript import (
@@ -92,8 +96,11 @@ class FlowerRecorder:
         # the Flower message type (train, evaluate, ...) of each transcript message
         self.message_types: list[str] = []
         self.client_apps: list[ClientApp] = []
-        self.registry = tempfile.mkdtemp(prefix="fglwb-flower-nodes-")
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self.registry, True)
+        self.folder = Path(tempfile.mkdtemp(prefix="fglwb-flower-nodes-"))
+        # which partition each node is; what each node handed SecAgg+ before masking
+        self.registry, self.premask = self.folder / "nodes", self.folder / "premask"
+        self.registry.mkdir(), self.premask.mkdir()
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.folder, True)
 
     def server_app(self, app: ServerApp) -> ServerApp:
         """``app`` with its grid recorded and the strategies it starts kept."""
@@ -112,9 +119,10 @@ class FlowerRecorder:
 
     def client_app(self, app: ClientApp) -> ClientApp:
         """``app`` with each node noting which partition (``node_config["partition-id"]``) it
-        is, for the recorder only."""
+        is and what it handed SecAgg+ to mask (``fgl_workbench.external.premask``), for the
+        recorder only."""
         self.client_apps.append(app)
-        return NotingClientApp(app, self.registry)
+        return NotingClientApp(PreMaskClientApp(app, self.premask), self.registry)
 
     def run_inline(
         self,
@@ -264,45 +272,72 @@ class FlowerRecorder:
         return [NoGuarantee(why, scope) for why, scope in voids]
 
     def _checked_uploads(self, train_mods: Sequence[Any]) -> list[str]:
-        """What the kept uploads contradict: under client-side clipping an update longer than
-        the clip (a mod that scales it after clipping); under LocalDpMod noise shorter than
-        it claims, or shared between two clients of a round (``short_noise``,
-        ``shared_noise``). Rounds whose payloads were not kept are not checked."""
-        sent: dict[tuple[int, str], State] = {}
-        for _, m in self._train(MODEL_WEIGHTS):
-            if m.sender == SERVER and m.payload is not None:
-                sent.setdefault((m.round, m.receiver), m.payload)
+        """What the uploads contradict: under client-side clipping an update longer than the
+        clip (a mod that scales it after clipping); under LocalDpMod noise shorter than it
+        claims, or shared between two clients of a round (``short_noise``,
+        ``shared_noise``). A masked upload is checked as its node handed it to SecAgg+;
+        rounds whose payloads were not kept are not checked."""
         local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
         clipped = [
             (s.clipping_norm, a, b)
             for s, a, b in self.spans
             if s.__class__ is DifferentialPrivacyClientSideFixedClipping
         ]
+        uploads, unkept = self._uploaded_updates()
         problems: set[str] = set()
+        if local and unkept:
+            problems.add(
+                f"{unkept} uploads masked by SecAgg+ without the vector their node masked "
+                "(SecAgg+ other than Flower's secaggplus_mod, or a node outside the recorder): "
+                "nothing shows LocalDpMod acted on them"
+            )
         rounds: dict[int, list[torch.Tensor]] = {}
-        for i, m in self._train(MODEL_WEIGHTS):
-            reference = sent.get((m.round, m.sender))
-            if m.receiver != SERVER or m.payload is None or reference is None:
-                continue
-            update = update_vector(m.payload, reference)
-            rounds.setdefault(m.round, []).append(update)
+        for i, round_, update in uploads:
+            rounds.setdefault(round_, []).append(update)
             for clip, a, b in clipped:
                 if a <= i < b and float(update.norm()) > clip * (1 + 1e-4):
                     problems.add(f"uploads longer than the clip {clip:g}: clipping did not hold")
         updates = [u for r in rounds.values() for u in r]
-        masked = any(m.receiver == SERVER for _, m in self._train(MASKED_WEIGHTS))
-        if local and masked:
-            problems.add(
-                "uploads masked by SecAgg+: nothing shows LocalDpMod acted on them (a mod held "
-                "but never run, or skipped in a round, would go unseen)"
-            )
         for mod in local:
             std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
             if short_noise(updates, std, mod.clipping_norm):
                 problems.add("uploads carry less noise than LocalDpMod's: it did not run as stated")
+            if misshapen_noise(updates, std, mod.clipping_norm):
+                problems.add("uploads' entries are not the i.i.d. Gaussian noise LocalDpMod states")
             if any(shared_noise(r, std, mod.clipping_norm) for r in rounds.values()):
                 problems.add("two uploads of a round share their noise: the server cancels it")
         return sorted(problems)
+
+    def _uploaded_updates(self) -> tuple[list[tuple[int, int, torch.Tensor]], int]:
+        """((message index, round, upload − the model sent to that client that round) for
+        every kept train upload, in the clear or as its node handed it to SecAgg+; the
+        number of masked uploads whose unmasked vector was not kept)."""
+        self.transcript_by_client()
+        names = noted_clients(self.registry)
+        sent: dict[tuple[int, str], State] = {}
+        for _, m in self._train(MODEL_WEIGHTS):
+            if m.sender == SERVER and m.payload is not None:
+                sent.setdefault((m.round, m.receiver), m.payload)
+        kept = {
+            (round_, names.get(node_party(node), node_party(node))): arrays
+            for (round_, node), arrays in kept_uploads(self.premask).items()
+        }
+        uploads: list[tuple[int, int, torch.Tensor]] = []
+        unkept = 0
+        for i, m in self._train(MODEL_WEIGHTS) + self._train(MASKED_WEIGHTS):
+            if m.receiver != SERVER:
+                continue
+            reference = sent.get((m.round, m.sender))
+            payload = m.payload
+            if m.kind == MASKED_WEIGHTS:
+                arrays = kept.get((m.round, m.sender))
+                if arrays is None or reference is None or len(arrays) != len(reference):
+                    unkept += 1
+                    continue
+                payload = {k: torch.as_tensor(a) for k, a in zip(reference, arrays, strict=True)}
+            if payload is not None and reference is not None:
+                uploads.append((i, m.round, update_vector(payload, reference)))
+        return uploads, unkept
 
     def close(self) -> None:
         """Delete the folder the nodes noted their partitions in (also done when the
@@ -327,21 +362,46 @@ def short_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> boo
 
 
 def shared_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
-    """Whether two updates of one round are closer than independent noise allows: the
-    difference of two noises of ``std`` is Gaussian of std·√2, and ‖z_i − z_j‖ ≤
-    ‖Δ_i − Δ_j‖ + 2·clip (the same draw in every client, a generator seeded by the round)."""
+    """Whether two updates of one round are closer than independent noise allows, as they
+    are or one negated: the difference (and the sum) of two noises of ``std`` is Gaussian of
+    std·√2, and ‖z_i ∓ z_j‖ ≤ ‖Δ_i ∓ Δ_j‖ + 2·clip (the same draw in every client, a
+    generator seeded by the round; or one draw added by one client and subtracted by
+    another)."""
     if len(updates) < 2:
         return False
     x = torch.stack([u.double() for u in updates])
     squares = (x * x).sum(1)
-    gaps = (squares[:, None] + squares[None, :] - 2 * x @ x.T).clamp(min=0).sqrt()
+    products = x @ x.T
     k = len(updates)
-    closest = float(gaps[~torch.eye(k, dtype=torch.bool)].min())
-    pairs = k * (k - 1) // 2
-    statistic = ((closest + 2 * clip) / (std * 2**0.5)) ** 2
-    return bool(chi2.cdf(statistic, x.shape[1]) < NOISE_TEST_P / pairs)
+    apart = ~torch.eye(k, dtype=torch.bool)
+    closest = min(
+        float((squares[:, None] + squares[None, :] - sign * 2 * products)[apart].min())
+        for sign in (1, -1)
+    )
+    tests = k * (k - 1)  # each pair, difference and sum
+    statistic = ((max(closest, 0.0) ** 0.5 + 2 * clip) / (std * 2**0.5)) ** 2
+    return bool(chi2.cdf(statistic, x.shape[1]) < NOISE_TEST_P / tests)
 
 
+def misshapen_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
+    """Whether an update's entries are too far from i.i.d. Gaussian noise of ``std`` (noise
+    on a few entries at the stated length, a clean step as long as the noise), by their
+    Kolmogorov–Smirnov distance to N(0, 1) after dividing by ``std``. Under the claim that
+    distance is at most the noise's own, below √(ln(2/p)/2d) but with probability p
+    (Massart's DKW), plus what ‖u‖ ≤ ``clip`` can move: at most φ(0)·t + ‖u/std‖²/(t²d)
+    for every t (entries moved more than t are at most ‖u/std‖²/t² in number)."""
+    if not updates:
+        return False
+    d = updates[0].numel()
+    p = NOISE_TEST_P / len(updates)
+    b = (clip / std) ** 2 / d
+    t = (2 * b / DENSITY_AT_0) ** (1 / 3)  # where φ(0)·t + b/t² is least
+    bound = (math.log(2 / p) / (2 * d)) ** 0.5 + DENSITY_AT_0 * t + b / t**2
+    worst = max(kstest(u.double().numpy() / std, "norm").statistic for u in updates)
+    return bool(worst > bound)
+
+
+DENSITY_AT_0 = 1 / math.sqrt(2 * math.pi)
 EVERYONE = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))
 
 

@@ -36,6 +36,7 @@ from torch_geometric.nn import GCNConv  # noqa: E402
 
 from fgl_workbench.external.flower import (  # noqa: E402
     FlowerRecorder,
+    misshapen_noise,
     mods_of,
     shared_noise,
     short_noise,
@@ -417,6 +418,31 @@ def test_the_noise_tests_hold_on_the_stated_noise_and_see_a_tenth_short():
     assert not shared_noise([upload(1.0) for _ in range(5)], std, clip)
     same = torch.randn(d, generator=generator, dtype=torch.float64)
     assert shared_noise([upload(1.0, same), upload(1.0), upload(1.0, same)], std, clip)
+    assert shared_noise([upload(1.0, same), upload(1.0), upload(1.0, -same)], std, clip)
+
+
+def test_the_shape_test_holds_on_the_stated_noise_and_sees_noise_on_a_tenth_of_the_entries():
+    """Noise of the stated length on a tenth of the entries passes the χ² length test on
+    2,000 entries; the entries' distribution gives it away. The stated noise passes both,
+    over 30 trials of 9 uploads."""
+    generator = torch.Generator().manual_seed(0)
+    d, std, clip = 2000, 0.97, 1.0
+
+    def upload(noise):
+        u = torch.randn(d, generator=generator, dtype=torch.float64)
+        return clip * u / u.norm() + noise
+
+    def gaussian(n):
+        return std * torch.randn(n, generator=generator, dtype=torch.float64)
+
+    for _ in range(30):
+        stated = [upload(gaussian(d)) for _ in range(9)]
+        assert not misshapen_noise(stated, std, clip) and not short_noise(stated, std, clip)
+    few = [
+        upload(torch.cat([10**0.5 * gaussian(d // 10), torch.zeros(d - d // 10)])) for _ in range(9)
+    ]
+    assert not short_noise(few, std, clip)
+    assert misshapen_noise(few, std, clip)
 
 
 def test_the_recorders_node_folder_is_deleted():
@@ -443,10 +469,10 @@ def test_uploads_masked_by_secaggplus_count_as_uploads():
     assert recorder.busiest() == 3
 
 
-def _legacy_secaggplus_apps(local_dp):
+def _legacy_secaggplus_apps(mods, size=2000):
     """A user's app on Flower's legacy API, the only one SecAgg+ runs on: their own
     DefaultWorkflow with SecAggPlusWorkflow and legacy FedAvg, a ClientApp with
-    secaggplus_mod and ``local_dp`` on training."""
+    secaggplus_mod and ``mods`` inside it on training."""
     from flwr.client.mod import secaggplus_mod
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.compat.common import recorddict_compat as compat
@@ -457,7 +483,7 @@ def _legacy_secaggplus_apps(local_dp):
 
     client = ClientApp()
 
-    @client.train(mods=[secaggplus_mod, local_dp])
+    @client.train(mods=[secaggplus_mod, *mods])
     def train(msg: Message, context: Context) -> Message:
         k = int(context.node_config["partition-id"])
         fitins = compat.recorddict_to_fitins(msg.content, keep_input=True)
@@ -469,7 +495,7 @@ def _legacy_secaggplus_apps(local_dp):
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
-        start = ndarrays_to_parameters([np.zeros(50, dtype=np.float32)])
+        start = ndarrays_to_parameters([np.zeros(size, dtype=np.float32)])
         strategy = LegacyFedAvg(
             fraction_evaluate=0.0, min_fit_clients=3, min_available_clients=3,
             initial_parameters=start,
@@ -483,21 +509,90 @@ def _legacy_secaggplus_apps(local_dp):
     return server, client
 
 
-def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_its_local_dp_not_trusted():
-    """The legacy API's own copy of LocalDpMod (a class of its own in Flower 1.42:
-    unrecognised, the ledger was empty) is found, and the server receives masked vectors
-    only, counted as uploads; but nothing the server holds shows the mod acted on them (a
-    check of the global model's moves let a mod held but never run, skipped in the last
-    round, or hidden behind a server optimiser through: a review): ∞, with the reason."""
+def _legacy_local_dp():
     from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
 
-    mod = LegacyLocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
-    server, client = _legacy_secaggplus_apps(mod)
+    return LegacyLocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+
+
+def _skipped_in_round(mod, group):
+    """``mod`` on every round's training but round ``group``'s (a bug a user might have)."""
+
+    def skipping(msg, context, call_next):
+        if msg.metadata.group_id == group:
+            return call_next(msg, context)
+        return mod(msg, context, call_next)
+
+    return skipping
+
+
+def _scaled_legacy_noise(factor):
+    from flwr.client.mod import localdp_mod
+
+    real = localdp_mod.add_localdp_gaussian_noise_to_params
+    return mock.patch.object(
+        localdp_mod,
+        "add_localdp_gaussian_noise_to_params",
+        lambda p, sensitivity, eps, delta: real(p, factor * sensitivity, eps, delta),
+    )
+
+
+def test_a_users_secaggplus_app_on_the_legacy_api_is_recorded_and_its_local_dp_checked():
+    """The legacy API's own copy of LocalDpMod (a class of its own in Flower 1.42) is found;
+    the server receives masked vectors only, counted as uploads; each node's vector is
+    checked as it handed it to SecAgg+ (kept out of band), so the stated noise gives a
+    finite ε against the parties the metrics do not reach."""
+    mod = _legacy_local_dp()
+    server, client = _legacy_secaggplus_apps([mod])
     recorder = FlowerRecorder()
     recorder.run_inline(server, client, 3)
     assert recorder.busiest() == 3
     rounds, _ = recorder.uploads()
     assert sum(len(r) for r in rounds) == 0  # no upload reaches the server in the clear
     assert mods_of(client, "train") == [mod]
+    updates, unkept = recorder._uploaded_updates()
+    assert len(updates) == 9 and unkept == 0
     row = _rows(recorder)["querier"]
-    assert row.epsilon == float("inf") and "masked by SecAgg+" in row.note
+    assert 0 < row.epsilon < float("inf"), row
+
+
+@pytest.mark.parametrize(
+    "case, reason",
+    [
+        ("a third of the noise", "less noise"),
+        ("skipped in round 2", "less noise"),
+        ("a node outside the recorder", "without the vector their node masked"),
+    ],
+)
+def test_a_users_secaggplus_app_whose_local_dp_did_not_run_as_stated_is_not_trusted(case, reason):
+    """What the masked vectors hid (a review's breaks: noise short, a round skipped, a
+    node the recorder did not wrap) leaves ∞ for everyone, with the reason."""
+    mod = _legacy_local_dp()
+    mods = [_skipped_in_round(mod, "2")] if case.startswith("skipped") else [mod]
+    server, client = _legacy_secaggplus_apps(mods)
+    recorder = FlowerRecorder()
+    with _scaled_legacy_noise(1 / 3 if case.startswith("a third") else 1.0):
+        recorder.run_inline(server, client, 3)
+    if case.startswith("a node"):
+        next(recorder.premask.glob("*-2.npz")).unlink()
+    row = _rows(recorder)["querier"]
+    assert row.epsilon == float("inf") and reason in row.note, row
+
+
+@pytest.mark.slow
+def test_what_a_users_secaggplus_nodes_masked_is_kept_on_flowers_simulation_engine():
+    """On run_simulation's Ray actors (each node's masking stage runs where the actor does),
+    every node's vector of every round is kept, and the stated noise holds."""
+    from flwr.simulation import run_simulation
+
+    server, client = _legacy_secaggplus_apps([_legacy_local_dp()])
+    recorder = FlowerRecorder()
+    run_simulation(
+        server_app=recorder.server_app(server),
+        client_app=recorder.client_app(client),
+        num_supernodes=3,
+        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
+    )
+    updates, unkept = recorder._uploaded_updates()
+    assert len(updates) == 9 and unkept == 0
+    assert _rows(recorder)["querier"].epsilon < float("inf")
