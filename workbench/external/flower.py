@@ -12,10 +12,13 @@ nodes share the recorder's folder, or ``run_inline`` here. Then:
   input of ``audit_uploads`` (``recorder.audit_uploads(model, data, members)`` passes them);
 - ``ledger()`` writes the ε of Flower's DP your apps ran, per adversary
   (``fgl_workbench.targets.flower.privacy``): the fixed-clipping wrappers your strategy is
-  wrapped in, ``LocalDpMod`` on your ClientApp, the metrics your clients sent back (∞
-  against the server); what voids it leaves ∞ with the reason: adaptive clipping (Flower
-  noises at the clip it has just moved), a subclass of a wrapper, a wrapper around another
-  aggregate, rounds without a wrapper, client-side clipping without ``fixedclipping_mod``."""
+  wrapped in (Message API or legacy, under the legacy SecAgg+ workflow too), ``LocalDpMod``
+  on your ClientApp (checked on the uploads, or under SecAgg+ on what each node masked:
+  ``fgl_workbench.external.premask``), the metrics your clients sent back (∞ against the
+  server); what voids it leaves ∞ with the reason: adaptive clipping (Flower noises at the
+  clip it has just moved), a subclass of a wrapper, a wrapper around another aggregate,
+  rounds without a wrapper, client-side clipping without ``fixedclipping_mod``, server-side
+  clipping under SecAgg+, uploads that contradict the mods."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import math
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,9 @@ from flwr.client.mod import LocalDpMod as LegacyLocalDpMod
 from flwr.client.mod import fixedclipping_mod as legacy_fixedclipping_mod
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
+from flwr.server import Server
+from flwr.server import strategy as legacy
+from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.serverapp import ServerApp
 from flwr.serverapp.strategy import (
     DifferentialPrivacyClientSideAdaptiveClipping,
@@ -76,12 +82,27 @@ State = dict[str, torch.Tensor]
 # (what an app built on SecAgg+'s legacy workflow imports)
 LOCAL_DP_MODS = (LocalDpMod, LegacyLocalDpMod)
 CLIPPING_MODS = (fixedclipping_mod, legacy_fixedclipping_mod)
+# and two of its DP wrappers: the Message API's (``flwr.serverapp.strategy``) and the legacy
+# API's (``flwr.server.strategy``, what an app on SecAgg+'s workflow or ``server_fn`` uses)
+LEGACY_DP_WRAPPERS = (
+    legacy.DifferentialPrivacyServerSideFixedClipping,
+    legacy.DifferentialPrivacyClientSideFixedClipping,
+    legacy.DifferentialPrivacyServerSideAdaptiveClipping,
+    legacy.DifferentialPrivacyClientSideAdaptiveClipping,
+)
 DP_WRAPPERS = (
     DifferentialPrivacyServerSideFixedClipping,
     DifferentialPrivacyClientSideFixedClipping,
     DifferentialPrivacyServerSideAdaptiveClipping,
     DifferentialPrivacyClientSideAdaptiveClipping,
+    *LEGACY_DP_WRAPPERS,
 )
+CLIENT_SIDE_FIXED = (
+    DifferentialPrivacyClientSideFixedClipping,
+    legacy.DifferentialPrivacyClientSideFixedClipping,
+)
+# Flower's deprecated DP-FedAvg wrappers (legacy API): recognised, not accounted
+DEPRECATED_DP = (legacy.DPFedAvgFixed, legacy.DPFedAvgAdaptive)
 
 
 class FlowerRecorder:
@@ -96,6 +117,8 @@ class FlowerRecorder:
         # the Flower message type (train, evaluate, ...) of each transcript message
         self.message_types: list[str] = []
         self.client_apps: list[ClientApp] = []
+        # the SecAgg+ workflow a legacy strategy ran its training rounds through
+        self.secagg: dict[int, SecAggPlusWorkflow] = {}
         self.folder = Path(tempfile.mkdtemp(prefix="fglwb-flower-nodes-"))
         # which partition each node is; what each node handed SecAgg+ before masking
         self.registry, self.premask = self.folder / "nodes", self.folder / "premask"
@@ -143,19 +166,37 @@ class FlowerRecorder:
 
     @contextmanager
     def _capturing(self) -> Iterator[None]:
-        """Every strategy whose ``start`` runs inside is kept with the stretch of the
-        transcript it ran (DP wrappers start themselves)."""
-        real = Strategy.start
+        """Every strategy run inside is kept with the stretch of the transcript it ran: the
+        Message API's ``start`` (DP wrappers start themselves), the legacy API's through
+        ``Server.fit`` (``ServerApp(server_fn=...)``) or ``DefaultWorkflow`` (with the
+        SecAgg+ workflow it ran, if any)."""
+        real_start, real_fit, real_workflow = Strategy.start, Server.fit, DefaultWorkflow.__call__
 
-        def start(strategy: Strategy, *args: Any, **kwargs: Any) -> Any:
+        def kept(strategy: Any, run: Callable[[], Any], secagg: Any = None) -> Any:
             self.strategies.append(strategy)
+            if isinstance(secagg, SecAggPlusWorkflow):
+                self.secagg[id(strategy)] = secagg
             first = len(self.transcript.messages)
             try:
-                return real(strategy, *args, **kwargs)
+                return run()
             finally:
                 self.spans.append((strategy, first, len(self.transcript.messages)))
 
-        with mock.patch.object(Strategy, "start", start):
+        def start(strategy: Strategy, *args: Any, **kwargs: Any) -> Any:
+            return kept(strategy, lambda: real_start(strategy, *args, **kwargs))
+
+        def fit(server: Server, *args: Any, **kwargs: Any) -> Any:
+            return kept(server.strategy, lambda: real_fit(server, *args, **kwargs))
+
+        def workflow(flow: DefaultWorkflow, grid: Any, context: Any) -> Any:
+            run = lambda: real_workflow(flow, grid, context)  # noqa: E731
+            return kept(context.strategy, run, flow.fit_workflow)
+
+        with (
+            mock.patch.object(Strategy, "start", start),
+            mock.patch.object(Server, "fit", fit),
+            mock.patch.object(DefaultWorkflow, "__call__", workflow),
+        ):
             yield
 
     def transcript_by_client(self) -> Transcript:
@@ -229,7 +270,10 @@ class FlowerRecorder:
             span = (first, end)
             weights = self.train_weights(span)
             rounds = self.busiest(span)
-            events += strategy_events(strategy, rounds, num_clients, weights, bool(local))
+            secagg = self.secagg.get(id(strategy))
+            events += strategy_events(
+                strategy, rounds, num_clients, weights, bool(local), secagg, self.num_params()
+            )
         for mod in local:
             events += local_mod_events(mod, self.busiest())
         if not events:  # no DP ran: nothing is claimed
@@ -238,6 +282,13 @@ class FlowerRecorder:
         if any(m.kind == METRICS for m in self.transcript.messages):
             events.append(privacy.metrics_event(["metrics (losses, accuracies, counts)"]))
         return PrivacyLedger(tuple(events))
+
+    def num_params(self) -> int:
+        """The numbers of the first model the server sent (what SecAgg+ quantises)."""
+        for _, m in self._train(MODEL_WEIGHTS):
+            if m.sender == SERVER and m.payload is not None:
+                return sum(int(v.numel()) for v in m.payload.values())
+        return 0
 
     def _unprotected(self, train_mods: Sequence[Any], local: bool) -> list[Any]:
         """What voids the DP that ran: model uploads outside every DP wrapper's rounds
@@ -264,7 +315,7 @@ class FlowerRecorder:
             why = f"clients sent arrays in {', '.join(others)} replies, un-noised"
             voids.append((why, Scope("client", privacy.ZERO_OUT, ("server",))))
         for s in self.strategies:
-            clipping = s.__class__ is DifferentialPrivacyClientSideFixedClipping
+            clipping = s.__class__ in CLIENT_SIDE_FIXED
             if clipping and not any(m in CLIPPING_MODS for m in train_mods):
                 why = f"{type(s).__name__} without fixedclipping_mod on the clients: nothing clips"
                 voids.append((why, EVERYONE))
@@ -279,9 +330,7 @@ class FlowerRecorder:
         rounds whose payloads were not kept are not checked."""
         local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
         clipped = [
-            (s.clipping_norm, a, b)
-            for s, a, b in self.spans
-            if s.__class__ is DifferentialPrivacyClientSideFixedClipping
+            (s.clipping_norm, a, b) for s, a, b in self.spans if s.__class__ in CLIENT_SIDE_FIXED
         ]
         uploads, unkept = self._uploaded_updates()
         problems: set[str] = set()
@@ -419,23 +468,35 @@ def _client_index(party: str) -> int:
 
 
 def strategy_events(
-    strategy: Strategy,
+    strategy: Any,
     rounds: int,
     num_clients: int,
     replies: Sequence[Sequence[Mapping[str, float]]] = (),
     replace_one: bool = False,
+    secagg: SecAggPlusWorkflow | None = None,
+    num_params: int = 0,
 ) -> list[Any]:
-    """A started strategy's events (``replace_one``: stated for replacing one client's data,
-    as ``privacy.central_events`` says): Flower's fixed-clipping wrappers, exactly as Flower ships
-    them, around FedAvg (``fgl_workbench.targets.flower.privacy``). Everything else that
-    claims DP leaves ∞ with the reason: adaptive clipping (``privacy.ADAPTIVE``), a subclass
-    of a wrapper (its code is not Flower's), a wrapper around another aggregate (its
-    sensitivity is not FedAvg's), a noise multiplier of 0. ``replies``: each round's train
-    replies' metrics, whose weights set how far one client moves the mean."""
+    """A strategy's events (``replace_one``: stated for replacing one client's data, as
+    ``privacy.central_events`` says): Flower's fixed-clipping wrappers of either API, exactly
+    as Flower ships them, around FedAvg (``fgl_workbench.targets.flower.privacy``); under the
+    legacy API's SecAgg+ workflow (``secagg``), client-side clipping with SecAgg+'s
+    quantisation in the sensitivity over the model's ``num_params`` numbers. Everything else
+    that claims DP leaves ∞ with the reason: adaptive clipping (``privacy.ADAPTIVE``), a
+    subclass of a wrapper (its code is not Flower's), a wrapper around another aggregate (its
+    sensitivity is not FedAvg's), a noise multiplier of 0, server-side clipping under SecAgg+,
+    Flower's deprecated DPFedAvg wrappers. ``replies``: each round's train replies' metrics,
+    whose weights set how far one client moves the mean."""
+    if isinstance(strategy, DEPRECATED_DP):
+        why = f"{type(strategy).__name__}: Flower's deprecated DP wrapper, not accounted here"
+        return [NoGuarantee(why, EVERYONE)]
     if not isinstance(strategy, DP_WRAPPERS):
         return []
     name, inner = type(strategy).__name__, strategy.strategy
-    share = worst_share(replies, inner.weighted_by_key, strategy.num_sampled_clients)
+    old = isinstance(strategy, LEGACY_DP_WRAPPERS)
+    key = "num_examples" if old else inner.weighted_by_key
+    weights = quantised(replies, key, secagg) if secagg is not None else replies
+    share = worst_share(weights, key, strategy.num_sampled_clients)
+    side = "client" if "ClientSide" in name else "server"
     why = None
     if type(strategy) not in DP_WRAPPERS:
         why = f"{name} subclasses Flower's {type(strategy).__mro__[1].__name__}: not its code"
@@ -444,26 +505,75 @@ def strategy_events(
         why = f"{name}: methods replaced on the instance ({replaced})"
     elif "Adaptive" in name:
         why = f"{name}: {privacy.ADAPTIVE}"
-    elif type(inner).aggregate_train is not FedAvg.aggregate_train:
+    elif not _fedavg_aggregate(inner, old):
         why = f"{name} around {type(inner).__name__}: its aggregate's sensitivity is not FedAvg's"
     elif strategy.noise_multiplier <= 0:
         why = f"{name} with noise multiplier {strategy.noise_multiplier}: no noise"
+    elif secagg is not None and side == "server":
+        why = f"{name} under SecAgg+: the server holds the round's sum only and clips that"
+    elif secagg is not None and num_params <= 0:
+        why = f"{name} under SecAgg+: no model was kept to bound its rounding by"
     elif share is None:
-        why = f"{name}: the train replies' weights ({inner.weighted_by_key}) were not all kept"
+        why = f"{name}: the train replies' weights ({key}) were not all kept"
+    elif secagg is not None and _heaviest(replies, key) > secagg.max_weight:
+        why = f"{name} under SecAgg+: a weight above its max_weight {secagg.max_weight:g}"
     if why is not None:
         return [NoGuarantee(why, EVERYONE)]
-    side = "client" if "ClientSide" in name else "server"
     m = strategy.num_sampled_clients
     config = DPFedAvgConfig(
         clip=strategy.clipping_norm, noise_multiplier=strategy.noise_multiplier * share
     )
+    rounding = None
+    if secagg is not None:  # at the lightest round's heaviest weight: the coarsest quantum
+        lightest = min(_heaviest([r], key) for r in weights) if weights else 1.0
+        rounding = privacy.secagg_rounding(
+            secagg.clipping_range, secagg.quantization_range, lightest, num_params
+        )
     events: list[Any] = list(
-        privacy.central_events(config, rounds, m, num_clients, side, replace_one)
+        privacy.central_events(config, rounds, m, num_clients, side, replace_one, rounding)
     )
-    if type(inner).configure_train not in (FedAvg.configure_train, FedProx.configure_train):
-        why = f"{type(inner).__name__}'s own configure_train: what it sends clients is its choice"
+    if not _fedavg_configure(inner, old):
+        why = f"{type(inner).__name__}'s own configure step: what it sends clients is its choice"
         events.append(NoGuarantee(why, Scope("client", privacy.ZERO_OUT, ("clients",))))
     return events
+
+
+def _fedavg_aggregate(inner: Any, old: bool) -> bool:
+    if old:
+        return type(inner).aggregate_fit is legacy.FedAvg.aggregate_fit
+    return type(inner).aggregate_train is FedAvg.aggregate_train
+
+
+def _fedavg_configure(inner: Any, old: bool) -> bool:
+    if old:
+        return type(inner).configure_fit in (
+            legacy.FedAvg.configure_fit,
+            legacy.FedProx.configure_fit,
+        )
+    return type(inner).configure_train in (FedAvg.configure_train, FedProx.configure_train)
+
+
+def _heaviest(replies: Sequence[Sequence[Mapping[str, float] | None]], key: str) -> float:
+    """The largest weight any reply carried (0 where none did)."""
+    weights = [r.get(key) for round_ in replies for r in round_ if r is not None]
+    return max((float(w) for w in weights if isinstance(w, int | float)), default=0.0)
+
+
+def quantised(
+    replies: Sequence[Sequence[Mapping[str, float] | None]], key: str, secagg: SecAggPlusWorkflow
+) -> list[list[Mapping[str, float] | None]]:
+    """The replies' weights as SecAgg+ applies them: round(w/max_weight · range)/range, the
+    fraction of max_weight each masked upload is scaled by."""
+    r = secagg.quantization_range
+    return [
+        [
+            {key: round(float(x[key]) / secagg.max_weight * r) / r}
+            if x is not None and isinstance(x.get(key), int | float)
+            else x
+            for x in round_
+        ]
+        for round_ in replies
+    ]
 
 
 def _replaced(strategy: Any) -> list[str]:
