@@ -1,7 +1,8 @@
 """docs/defenses.md's side-by-side table of Flower's DP wrappers and the workbench's
 DP-FedAvg: utility, the loss attack's AUC and TPR at 1 % FPR from the querier and from the
 server, ε per adversary (ours) with Flower's own beside, and the canary audit's lower bound,
-from a results folder of examples/defenses/cora-flower-dp.yaml.
+from a results folder of examples/defenses/cora-flower-dp.yaml (or its SecAgg+ rows,
+cora-flower-secaggplus.yaml).
 
     FGLWB_DATA=../shared/data .venv/bin/fgl-workbench run \
         examples/defenses/cora-flower-dp.yaml --out runs/cora-flower-dp
@@ -68,6 +69,8 @@ def table(out: str) -> str:
         side = first["target.dp_clipping"] if first["target"] == "flower" else ""
         side = side if isinstance(side, str) else "server" if first["target"] == "flower" else ""
         name = WRAPPERS.get((first["target"], side, mode), config["label"])
+        if first.get("target.secure_aggregation") == "secaggplus":
+            name += " under SecAgg+"
         if str(first.get("target.report_metrics")) == "False":
             name += ", no client metrics"
         if dp:

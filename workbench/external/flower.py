@@ -142,10 +142,12 @@ class FlowerRecorder:
 
     def client_app(self, app: ClientApp) -> ClientApp:
         """``app`` with each node noting which partition (``node_config["partition-id"]``) it
-        is and what it handed SecAgg+ to mask (``fgl_workbench.external.premask``), for the
+        is and, where the app runs DP mods, what it handed SecAgg+ to mask (one model a node
+        and round on disk until ``close``: ``fgl_workbench.external.premask``), for the
         recorder only."""
         self.client_apps.append(app)
-        return NotingClientApp(PreMaskClientApp(app, self.premask), self.registry)
+        inner = PreMaskClientApp(app, self.premask) if mods_of(app) else app
+        return NotingClientApp(inner, self.registry)
 
     def run_inline(
         self,
