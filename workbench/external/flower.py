@@ -22,7 +22,6 @@ nodes share the recorder's folder, or ``run_inline`` here. Then:
 
 from __future__ import annotations
 
-import math
 import shutil
 import tempfile
 import weakref
@@ -51,12 +50,12 @@ from flwr.serverapp.strategy import (
     FedProx,
     Strategy,
 )
-from scipy.stats import chi2, kstest
 
 from fgl_workbench.accountants import NoGuarantee, PrivacyLedger, Scope
-from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig, update_vector
+from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.errors import ConfigError
 from fgl_workbench.external.model import ModelAudit
+from fgl_workbench.external.noise_checks import noise_problems
 from fgl_workbench.external.premask import PreMaskClientApp, kept_uploads
 from fgl_workbench.targets.flower import privacy
 from fgl_workbench.targets.flower.apps import muted_flower
@@ -159,6 +158,8 @@ class FlowerRecorder:
         """Your apps through the recorder on the workbench's in-process grid: node k holds
         partition k (``node_config["partition-id"]``, ``"num-partitions"``); the ServerApp
         and every node get ``run_config`` (your ``[tool.flwr.app.config]``)."""
+        if not self.folder.is_dir():
+            raise ConfigError("FlowerRecorder: closed; record another run with a new one")
         grid = InlineGrid(self.client_app(client_app), num_nodes, run_config)
         wrapped = self.server_app(server_app)
         context = Context(1, 1, {}, RecordDict(), dict(run_config or {}))
@@ -209,19 +210,26 @@ class FlowerRecorder:
     def uploads(self) -> tuple[list[dict[int, State]], list[State]]:
         """(each round's uploads by client, each round's model the server sent), what
         ``audit_uploads`` reads with ``global_models``: the clients' train replies and the
-        train requests."""
+        train requests, the rounds of each strategy your ``main`` ran one after another."""
         self.transcript_by_client()
-        rounds: dict[int, dict[int, State]] = {}
-        sent: dict[int, State] = {}
-        for _, m in self._train(MODEL_WEIGHTS):
+        rounds: dict[tuple[int, int], dict[int, State]] = {}
+        sent: dict[tuple[int, int], State] = {}
+        for i, m in self._train(MODEL_WEIGHTS):
             if m.payload is None:
                 continue
+            step = self._step(i, m.round)
             if m.receiver == SERVER:
-                rounds.setdefault(m.round, {}).setdefault(_client_index(m.sender), m.payload)
+                rounds.setdefault(step, {}).setdefault(_client_index(m.sender), m.payload)
             else:
-                sent.setdefault(m.round, m.payload)
-        order = sorted(rounds)
-        return [rounds[r] for r in order], [sent[r] for r in order]
+                sent.setdefault(step, m.payload)
+        order = [step for step in rounds if step in sent]  # the transcript's order
+        return [rounds[s] for s in order], [sent[s] for s in order]
+
+    def _step(self, index: int, round_: int) -> tuple[int, int]:
+        """The training step a message belongs to: (where the strategy that sent it started,
+        or -1 outside every strategy, its round): rounds repeat when a main runs two."""
+        first = max((a for _, a, b in self.spans if a <= index < b), default=-1)
+        return first, round_
 
     def _train(self, kind: str, span: tuple[int, int] | None = None) -> list[tuple[int, Any]]:
         """(index, message) of the train messages of ``kind`` (in ``span``, if given)."""
@@ -251,14 +259,21 @@ class FlowerRecorder:
                 rounds.setdefault(m.round, []).append(m.payload)
         return [rounds[r] for r in sorted(rounds)]
 
-    def busiest(self, span: tuple[int, int] | None = None) -> int:
-        """The most model uploads one client sent in train replies (in ``span``), in the clear
-        or masked by SecAgg+: the rounds it took part in."""
-        counts: dict[str, int] = {}
-        for kind in (MODEL_WEIGHTS, MASKED_WEIGHTS):
-            for _, m in self._train(kind, span):
+    def busiest(
+        self,
+        span: tuple[int, int] | None = None,
+        kinds: tuple[str, ...] = (MODEL_WEIGHTS, MASKED_WEIGHTS),
+        per_round: bool = False,
+    ) -> int:
+        """The most model uploads (of ``kinds``: in the clear or masked by SecAgg+) one client
+        sent in train replies (in ``span``): the rounds it took part in; ``per_round``: the
+        most uploads of one round instead."""
+        counts: dict[Any, int] = {}
+        for kind in kinds:
+            for i, m in self._train(kind, span):
                 if m.receiver == SERVER:
-                    counts[m.sender] = counts.get(m.sender, 0) + 1
+                    key = self._step(i, m.round) if per_round else m.sender
+                    counts[key] = counts.get(key, 0) + 1
         return max(counts.values(), default=0)
 
     def ledger(self, num_clients: int) -> PrivacyLedger:
@@ -268,13 +283,22 @@ class FlowerRecorder:
         train_mods = [m for app in self.client_apps for m in mods_of(app, "train")]
         local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
         events: list[Any] = []
-        for strategy, first, end in self.spans:  # beside LocalDpMod's, stated for replace-one
+        # under LocalDpMod the server's part is post-processing of noised uploads: its
+        # wrappers add nothing the ledger needs (composing them would only loosen the bound)
+        for strategy, first, end in [] if local else self.spans:
             span = (first, end)
-            weights = self.train_weights(span)
-            rounds = self.busiest(span)
             secagg = self.secagg.get(id(strategy))
+            if secagg is None and self.busiest(span, (MASKED_WEIGHTS,)):
+                why = "uploads masked by a SecAgg+ workflow the recorder could not read"
+                events.append(NoGuarantee(why, EVERYONE))
             events += strategy_events(
-                strategy, rounds, num_clients, weights, bool(local), secagg, self.num_params()
+                strategy,
+                self.busiest(span),
+                num_clients,
+                self.train_weights(span),
+                secagg,
+                self.num_params(),
+                self.busiest(span, (MASKED_WEIGHTS,), per_round=True),
             )
         for mod in local:
             events += local_mod_events(mod, self.busiest())
@@ -303,19 +327,22 @@ class FlowerRecorder:
         uploads = [
             (i, m)
             for i, m in enumerate(self.transcript.messages)
-            if m.receiver == SERVER and m.kind == MODEL_WEIGHTS
+            if m.receiver == SERVER and m.kind in (MODEL_WEIGHTS, MASKED_WEIGHTS)
         ]
         outside = [
             i
             for i, _ in uploads
             if self.message_types[i] == "train" and not any(a <= i < b for a, b in covered)
         ]
-        if outside and not local:
+        if outside and not local:  # masked or not: the rounds released an un-noised mean
             voids.append((f"{len(outside)} uploads outside every DP wrapper's rounds", EVERYONE))
         others = sorted({self.message_types[i] for i, _ in uploads} - {"train"})
         if others:
+            # Flower's legacy server takes its initial model from one client's get_parameters
+            # reply and sends it to every client: what reaches the others reaches everyone
+            seen = ("server",) if "get_parameters" not in others else EVERYONE.adversaries
             why = f"clients sent arrays in {', '.join(others)} replies, un-noised"
-            voids.append((why, Scope("client", privacy.ZERO_OUT, ("server",))))
+            voids.append((why, Scope("client", privacy.ZERO_OUT, seen)))
         for s in self.strategies:
             clipping = s.__class__ in CLIENT_SIDE_FIXED
             if clipping and not any(m in CLIPPING_MODS for m in train_mods):
@@ -325,69 +352,69 @@ class FlowerRecorder:
         return [NoGuarantee(why, scope) for why, scope in voids]
 
     def _checked_uploads(self, train_mods: Sequence[Any]) -> list[str]:
-        """What the uploads contradict: under client-side clipping an update longer than the
-        clip (a mod that scales it after clipping); under LocalDpMod noise shorter than it
-        claims, or shared between two clients of a round (``short_noise``,
-        ``shared_noise``). A masked upload is checked as its node handed it to SecAgg+;
-        rounds whose payloads were not kept are not checked."""
+        """What the uploads contradict: without LocalDpMod, under client-side clipping an
+        update longer than the clip (a mod that scales it after clipping; LocalDpMod's noise
+        lengthens a clipped update legitimately, and its own guarantee then bounds the run);
+        under LocalDpMod, noise other than it states (``noise_checks``). A masked upload is
+        checked as its node handed it to SecAgg+; rounds whose payloads were not kept are
+        not checked."""
         local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
+        uploads, unkept = self._uploaded_updates()
+        problems: set[str] = set()
         clipped = [
             (s.clipping_norm, a, b) for s, a, b in self.spans if s.__class__ in CLIENT_SIDE_FIXED
         ]
-        uploads, unkept = self._uploaded_updates()
-        problems: set[str] = set()
-        if local and unkept:
+        if (local or clipped) and unkept:
             problems.add(
                 f"{unkept} uploads masked by SecAgg+ without the vector their node masked "
                 "(SecAgg+ other than Flower's secaggplus_mod, or a node outside the recorder): "
-                "nothing shows LocalDpMod acted on them"
+                "nothing shows the clients' DP mods acted on them"
             )
-        rounds: dict[int, list[torch.Tensor]] = {}
-        for i, round_, update in uploads:
-            rounds.setdefault(round_, []).append(update)
+        for i, update in uploads:
+            length = float(torch.cat([v.reshape(-1) for v in update.values()]).norm())
             for clip, a, b in clipped:
-                if a <= i < b and float(update.norm()) > clip * (1 + 1e-4):
+                if not local and a <= i < b and length > clip * (1 + 1e-4):
                     problems.add(f"uploads longer than the clip {clip:g}: clipping did not hold")
-        updates = [u for r in rounds.values() for u in r]
         for mod in local:
             std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
-            if short_noise(updates, std, mod.clipping_norm):
-                problems.add("uploads carry less noise than LocalDpMod's: it did not run as stated")
-            if misshapen_noise(updates, std, mod.clipping_norm):
-                problems.add("uploads' entries are not the i.i.d. Gaussian noise LocalDpMod states")
-            if any(shared_noise(r, std, mod.clipping_norm) for r in rounds.values()):
-                problems.add("two uploads of a round share their noise: the server cancels it")
+            problems.update(noise_problems([u for _, u in uploads], std, mod.clipping_norm))
         return sorted(problems)
 
-    def _uploaded_updates(self) -> tuple[list[tuple[int, int, torch.Tensor]], int]:
-        """((message index, round, upload − the model sent to that client that round) for
-        every kept train upload, in the clear or as its node handed it to SecAgg+; the
-        number of masked uploads whose unmasked vector was not kept)."""
+    def _uploaded_updates(self) -> tuple[list[tuple[int, dict[str, torch.Tensor]]], int]:
+        """((message index, upload − the model sent to that client at that step, array by
+        array) for every kept train upload, in the clear or as its node handed it to SecAgg+;
+        the number of masked uploads whose unmasked vector was not kept, or not of the model
+        sent)."""
         self.transcript_by_client()
         names = noted_clients(self.registry)
-        sent: dict[tuple[int, str], State] = {}
-        for _, m in self._train(MODEL_WEIGHTS):
+        sent: dict[tuple[tuple[int, int], str], State] = {}
+        for i, m in self._train(MODEL_WEIGHTS):
             if m.sender == SERVER and m.payload is not None:
-                sent.setdefault((m.round, m.receiver), m.payload)
+                sent.setdefault((self._step(i, m.round), m.receiver), m.payload)
         kept = {
-            (round_, names.get(node_party(node), node_party(node))): arrays
-            for (round_, node), arrays in kept_uploads(self.premask).items()
+            names.get(node_party(node), node_party(node)): list(vectors)
+            for node, vectors in kept_uploads(self.premask).items()
         }
-        uploads: list[tuple[int, int, torch.Tensor]] = []
+        uploads: list[tuple[int, dict[str, torch.Tensor]]] = []
         unkept = 0
-        for i, m in self._train(MODEL_WEIGHTS) + self._train(MASKED_WEIGHTS):
+        for i, m in sorted(self._train(MODEL_WEIGHTS) + self._train(MASKED_WEIGHTS)):
             if m.receiver != SERVER:
                 continue
-            reference = sent.get((m.round, m.sender))
+            reference = sent.get((self._step(i, m.round), m.sender))
             payload = m.payload
-            if m.kind == MASKED_WEIGHTS:
-                arrays = kept.get((m.round, m.sender))
-                if arrays is None or reference is None or len(arrays) != len(reference):
+            if m.kind == MASKED_WEIGHTS:  # this node's next kept vector, of this round
+                vectors = kept.get(m.sender, [])
+                round_, arrays = vectors.pop(0) if vectors else (None, [])
+                if round_ != m.round or reference is None or len(arrays) != len(reference):
                     unkept += 1
                     continue
                 payload = {k: torch.as_tensor(a) for k, a in zip(reference, arrays, strict=True)}
-            if payload is not None and reference is not None:
-                uploads.append((i, m.round, update_vector(payload, reference)))
+            if payload is None or reference is None:
+                continue
+            if any(k not in payload or payload[k].shape != v.shape for k, v in reference.items()):
+                unkept += m.kind == MASKED_WEIGHTS
+                continue  # not the model it was sent: a shape no noise test applies to
+            uploads.append((i, _update(payload, reference)))
         return uploads, unkept
 
     def close(self) -> None:
@@ -396,64 +423,14 @@ class FlowerRecorder:
         self._cleanup()
 
 
-# an upload's noise is called too short (or shared) at this p-value, split over the uploads
-# (pairs) tested: a correct LocalDpMod is flagged with probability below it
-NOISE_TEST_P = 1e-6
-
-
-def short_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
-    """Whether an update ``u + z`` (‖u‖ ≤ ``clip``, z the noise) is too short for noise of
-    ``std`` per entry: ‖z‖ ≤ ‖u + z‖ + clip, and ‖z‖²/std² is χ² with d degrees of freedom
-    under the claim, so a noise 10 % short is seen in a model of 10⁵ entries."""
-    if not updates:
-        return False
-    # the shortest update decides: its noise is the least any upload's could be
-    shortest = min(((float(u.norm()) + clip) / std) ** 2 for u in updates)
-    return bool(chi2.cdf(shortest, updates[0].numel()) < NOISE_TEST_P / len(updates))
-
-
-def shared_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
-    """Whether two updates of one round are closer than independent noise allows, as they
-    are or one negated: the difference (and the sum) of two noises of ``std`` is Gaussian of
-    std·√2, and ‖z_i ∓ z_j‖ ≤ ‖Δ_i ∓ Δ_j‖ + 2·clip (the same draw in every client, a
-    generator seeded by the round; or one draw added by one client and subtracted by
-    another)."""
-    if len(updates) < 2:
-        return False
-    x = torch.stack([u.double() for u in updates])
-    squares = (x * x).sum(1)
-    products = x @ x.T
-    k = len(updates)
-    apart = ~torch.eye(k, dtype=torch.bool)
-    closest = min(
-        float((squares[:, None] + squares[None, :] - sign * 2 * products)[apart].min())
-        for sign in (1, -1)
-    )
-    tests = k * (k - 1)  # each pair, difference and sum
-    statistic = ((max(closest, 0.0) ** 0.5 + 2 * clip) / (std * 2**0.5)) ** 2
-    return bool(chi2.cdf(statistic, x.shape[1]) < NOISE_TEST_P / tests)
-
-
-def misshapen_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
-    """Whether an update's entries are too far from i.i.d. Gaussian noise of ``std`` (noise
-    on a few entries at the stated length, a clean step as long as the noise), by their
-    Kolmogorov–Smirnov distance to N(0, 1) after dividing by ``std``. Under the claim that
-    distance is at most the noise's own, below √(ln(2/p)/2d) but with probability p
-    (Massart's DKW), plus what ‖u‖ ≤ ``clip`` can move: at most φ(0)·t + ‖u/std‖²/(t²d)
-    for every t (entries moved more than t are at most ‖u/std‖²/t² in number)."""
-    if not updates:
-        return False
-    d = updates[0].numel()
-    p = NOISE_TEST_P / len(updates)
-    b = (clip / std) ** 2 / d
-    t = (2 * b / DENSITY_AT_0) ** (1 / 3)  # where φ(0)·t + b/t² is least
-    bound = (math.log(2 / p) / (2 * d)) ** 0.5 + DENSITY_AT_0 * t + b / t**2
-    worst = max(kstest(u.double().numpy() / std, "norm").statistic for u in updates)
-    return bool(worst > bound)
-
-
-DENSITY_AT_0 = 1 / math.sqrt(2 * math.pi)
 EVERYONE = Scope("client", privacy.ZERO_OUT, ("clients", "querier", "server"))
+
+
+def _update(local: State, reference: State) -> dict[str, torch.Tensor]:
+    """local − reference, array by array, over the floating-point arrays."""
+    return {
+        k: local[k].double() - v.double() for k, v in reference.items() if v.is_floating_point()
+    }
 
 
 def _client_index(party: str) -> int:
@@ -474,18 +451,20 @@ def strategy_events(
     rounds: int,
     num_clients: int,
     replies: Sequence[Sequence[Mapping[str, float]]] = (),
-    replace_one: bool = False,
     secagg: SecAggPlusWorkflow | None = None,
     num_params: int = 0,
+    masked_per_round: int = 0,
 ) -> list[Any]:
-    """A strategy's events (``replace_one``: stated for replacing one client's data, as
-    ``privacy.central_events`` says): Flower's fixed-clipping wrappers of either API, exactly
-    as Flower ships them, around FedAvg (``fgl_workbench.targets.flower.privacy``); under the
-    legacy API's SecAgg+ workflow (``secagg``), client-side clipping with SecAgg+'s
-    quantisation in the sensitivity over the model's ``num_params`` numbers. Everything else
-    that claims DP leaves ∞ with the reason: adaptive clipping (``privacy.ADAPTIVE``), a
-    subclass of a wrapper (its code is not Flower's), a wrapper around another aggregate (its
-    sensitivity is not FedAvg's), a noise multiplier of 0, server-side clipping under SecAgg+,
+    """A strategy's events, stated for removing a client with its weight (a user's clients
+    weigh by what their data sets: ``privacy.central_events``): Flower's fixed-clipping
+    wrappers of either API, exactly as Flower ships them, around FedAvg
+    (``fgl_workbench.targets.flower.privacy``); under the legacy API's SecAgg+ workflow
+    (``secagg``), client-side clipping with SecAgg+'s quantisation in the sensitivity over
+    the model's ``num_params`` numbers. Everything else that claims DP leaves ∞ with the
+    reason: adaptive clipping (``privacy.ADAPTIVE``), a subclass of a wrapper (its code is
+    not Flower's), a wrapper around another aggregate (its sensitivity is not FedAvg's), a
+    noise multiplier of 0, server-side clipping under SecAgg+, a SecAgg+ sum that can wrap
+    (``masked_per_round`` uploads of ``quantization_range`` against ``modulus_range``),
     Flower's deprecated DPFedAvg wrappers. ``replies``: each round's train replies' metrics,
     whose weights set how far one client moves the mean."""
     if isinstance(strategy, DEPRECATED_DP):
@@ -519,6 +498,13 @@ def strategy_events(
         why = f"{name}: the train replies' weights ({key}) were not all kept"
     elif secagg is not None and _heaviest(replies, key) > secagg.max_weight:
         why = f"{name} under SecAgg+: a weight above its max_weight {secagg.max_weight:g}"
+    elif (
+        secagg is not None and masked_per_round * secagg.quantization_range >= secagg.modulus_range
+    ):
+        why = (
+            f"{name} under SecAgg+: {masked_per_round} uploads of quantization_range "
+            f"{secagg.quantization_range} can wrap its modulus_range {secagg.modulus_range}"
+        )
     if why is not None:
         return [NoGuarantee(why, EVERYONE)]
     m = strategy.num_sampled_clients
@@ -532,7 +518,7 @@ def strategy_events(
             secagg.clipping_range, secagg.quantization_range, lightest, num_params
         )
     events: list[Any] = list(
-        privacy.central_events(config, rounds, m, num_clients, side, replace_one, rounding)
+        privacy.central_events(config, rounds, m, num_clients, side, True, rounding)
     )
     if not _fedavg_configure(inner, old):
         why = f"{type(inner).__name__}'s own configure step: what it sends clients is its choice"
@@ -605,7 +591,11 @@ def worst_share(
 
 def local_mod_events(mod: LocalDpMod | LegacyLocalDpMod, uploads: int) -> list[Any]:
     """LocalDpMod's noise at its own (ε, δ) and sensitivity, accounted at 2·clip (∞ where
-    its sensitivity argument, hence its noise, is 0)."""
+    its sensitivity argument, hence its noise, is 0, or the mod subclasses Flower's: its
+    code is not Flower's)."""
+    if type(mod) not in LOCAL_DP_MODS:
+        why = f"{type(mod).__name__} subclasses Flower's LocalDpMod: not its code"
+        return [NoGuarantee(why, EVERYONE)]
     std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
     if std <= 0:
         return [NoGuarantee("LocalDpMod with sensitivity 0 adds no noise", EVERYONE)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
@@ -67,10 +68,13 @@ class PreMaskClientApp(ClientApp):
         group = message.metadata.group_id
         if not group.isdigit():  # no round to file it under: left unkept, so unchecked
             return self.inner(message, context)
-        path = self.folder / f"{int(context.node_id)}-{int(group)}.npz"
+        # the time orders one node's vectors as its masked uploads are ordered in the
+        # transcript (a main may run its rounds twice; a node's calls may land on different
+        # simulation actors, so no counter in this object would do)
+        stem = f"{int(context.node_id)}-{int(group)}"
 
         def keep(arrays: list[np.ndarray]) -> None:
-            np.savez(path, *arrays)
+            np.savez(self.folder / f"{stem}-{time.time_ns()}.npz", *arrays)
 
         token = _keep.set(keep)
         try:
@@ -79,14 +83,19 @@ class PreMaskClientApp(ClientApp):
             _keep.reset(token)
 
 
-def kept_uploads(folder: str | Path) -> dict[tuple[int, int], list[np.ndarray]]:
-    """(round counted from 0, node id) → the arrays that node handed SecAgg+ that round.
-    Read without pickle (the nodes are the user's code)."""
-    kept: dict[tuple[int, int], list[np.ndarray]] = {}
+def kept_uploads(folder: str | Path) -> dict[int, list[tuple[int, list[np.ndarray]]]]:
+    """Node id → (round counted from 0, the arrays it handed SecAgg+) in the order it handed
+    them. Read without pickle (the nodes are the user's code)."""
+    kept: dict[int, list[tuple[int, int, list[np.ndarray]]]] = {}
     for path in Path(folder).glob("*.npz"):
-        node, _, group = path.stem.partition("-")
-        if not (node.isdigit() and group.isdigit()):
+        parts = path.stem.split("-")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
             continue
+        node, group, when = (int(p) for p in parts)
         with np.load(path, allow_pickle=False) as arrays:
-            kept[(int(group) - 1, int(node))] = [arrays[f"arr_{i}"] for i in range(len(arrays))]
-    return kept
+            vector = [arrays[f"arr_{i}"] for i in range(len(arrays))]
+        kept.setdefault(node, []).append((when, group - 1, vector))
+    return {
+        node: [(r, v) for _, r, v in sorted(rows, key=lambda x: x[0])]
+        for node, rows in kept.items()
+    }

@@ -279,13 +279,15 @@ class RecordingGrid(Grid):
             parts.append((kind, {k: v for k, v in secagg.items() if k != Key.STAGE}, nbytes))
         metrics: dict[str, float] = {}
         metric_bytes = 0
-        for m in content.metric_records.values():
-            metrics.update(m)
-            metric_bytes += metric_record_to_proto(m).ByteSize()
         for name, c in content.config_records.items():
             if name.endswith(".metrics"):
                 metrics.update(c)
                 metric_bytes += config_record_to_proto(c).ByteSize()
+        # after the legacy layout's own metrics: its example count (``fitres.num_examples``,
+        # what FedAvg weighs by) is not overwritten by a client metric of the same name
+        for m in content.metric_records.values():
+            metrics.update(m)
+            metric_bytes += metric_record_to_proto(m).ByteSize()
         if metrics:
             parts.append((METRICS, metrics, metric_bytes))
         return parts

@@ -69,7 +69,10 @@ from fgl_workbench.defenses import dp_fedavg
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 
 ZERO_OUT = "zero out one client: it returns the model it received"
-REPLACE_TWICE = "replace one client's data (two zero-outs)"
+REMOVE = (
+    "remove one client: its update and its weight leave FedAvg's mean (a weight its data sets, "
+    "as num_examples is, moves the mean up to twice as far as a zero-out)"
+)
 FLOWER_DELTA = 1e-5  # the δ the engine asks Flower's accountant and LocalDpMod for
 ADAPTIVE = (
     "Flower's adaptive clipping noises each round's sum at the clip it has just updated, not "
@@ -91,16 +94,16 @@ def central_events(
     per_round: int,
     num_clients: int,
     clipping: str,
-    replace_one: bool = False,
+    removal: bool = False,
     rounding: float | None = None,
 ) -> tuple[Gaussian, NoGuarantee]:
     """Fixed clipping with the server's noise: (other clients and the querier, the server).
-    ``replace_one``: stated for replacing a client's data, two zero-outs (σ/2), so it
-    composes with LocalDpMod's replace-one events in one row. ``rounding``: under SecAgg+,
-    how far its quantisation can move a contribution beyond its clip (``secagg_rounding``),
-    added to the sensitivity C."""
-    relation = REPLACE_TWICE if replace_one else ZERO_OUT
-    sigma = config.noise_multiplier / (2 if replace_one else 1)
+    ``removal``: stated for removing a client with its weight, 2·C·w/Σw (σ/2): a user's app
+    weighs by counts its clients' data set, unlike the workbench's weight-1 DP clients.
+    ``rounding``: under SecAgg+, how far its quantisation can move a contribution beyond its
+    clip (``secagg_rounding``), added to the sensitivity C."""
+    relation = REMOVE if removal else ZERO_OUT
+    sigma = config.noise_multiplier / (2 if removal else 1)
     note = (
         f"fixed-size sample of {per_round} of {num_clients} clients a round: no amplification"
         if per_round < num_clients
