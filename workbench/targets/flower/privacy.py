@@ -174,6 +174,27 @@ def local_dp_mod_epsilon(config: DPFedAvgConfig) -> float:
     return local_dp_mod_std(1.0, 1.0, FLOWER_DELTA) / config.noise_multiplier
 
 
+def zero_safe_clipping() -> None:
+    """Flower's fixed clipping (``clip_inputs_inplace``, which every fixed-clipping wrapper
+    and mod calls: FlatClip, scaling an update by min(1, C/‖u‖)) leaving a zero update as it
+    is, where Flower's divides by its norm, 0, and raises: a client with no training record
+    sends back the model it received. The same clip wherever ‖u‖ > 0, and ‖0‖ ≤ C: no
+    sensitivity changes. Applied once per process, wherever the apps are imported (the
+    simulation's actors and the SuperNodes import them too)."""
+    from flwr.supercore import differential_privacy as flower_dp
+
+    clip = flower_dp.clip_inputs_inplace
+    if getattr(clip, "zero_safe", False):
+        return
+
+    def clip_inputs_inplace(input_arrays: Any, clipping_norm: float) -> None:
+        if flower_dp.get_norm(input_arrays) > 0:
+            clip(input_arrays, clipping_norm)
+
+    clip_inputs_inplace.zero_safe = True  # type: ignore[attr-defined]
+    flower_dp.clip_inputs_inplace = clip_inputs_inplace
+
+
 def flower_accountant(num_clients: int) -> Any:
     """Flower's RDP accountant as its fixed-clipping wrappers accept it."""
     from flwr.serverapp import (
