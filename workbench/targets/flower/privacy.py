@@ -9,7 +9,10 @@ replacement, so the Poisson analysis does not apply, and its mean divides by the
 received: adding a client to a full sample displaces another, which moves the sum by up to
 2C. The relation under which σ·C/m noise on a C/m move holds is *zero-out*: one client's
 data replaced by none, so it returns the model it received (update 0; Kairouz et al. 2021).
-Under it each round is one Gaussian mechanism of noise multiplier σ; we claim no
+A client holding no training record is that neighbour itself: it sends the model it
+received with the same weight 1 (a weight of 0 would move the denominator with the data, and
+the wrappers refuse it), its zero update clipped as it is (``zero_safe_clipping``).
+Under zero-out each round is one Gaussian mechanism of noise multiplier σ; we claim no
 amplification from the fixed-size draw (sound whatever m; exact when every client takes part),
 so the guarantee does not depend on who sees the sample. It holds for other clients and a
 querier of the released model. The server adds the noise and receives the updates before it
