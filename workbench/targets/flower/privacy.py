@@ -182,8 +182,9 @@ def zero_safe_clipping() -> None:
     and mod calls: FlatClip, scaling an update by min(1, C/‖u‖)) leaving a zero update as it
     is, where Flower's divides by its norm, 0, and raises: a client with no training record
     sends back the model it received. The same clip wherever ‖u‖ > 0, and ‖0‖ ≤ C: no
-    sensitivity changes. Applied once per process, wherever the apps are imported (the
-    simulation's actors and the SuperNodes import them too)."""
+    sensitivity changes (the guard Flower's open PR #7631 proposes). Applied once per
+    process, wherever the apps are imported (the simulation's actors and the SuperNodes
+    import them too)."""
     from flwr.supercore import differential_privacy as flower_dp
 
     clip = flower_dp.clip_inputs_inplace

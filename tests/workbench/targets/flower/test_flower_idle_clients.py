@@ -163,3 +163,16 @@ def test_under_dp_an_idle_client_uploads_with_weight_1_and_the_ledger_is_the_pla
     assert all(math.isfinite(row["train_loss"]) for row in trained.history)  # its NaN skipped
     if dp.get("mode") == "local":  # LocalDpMod noised its unchanged model: still an upload
         assert _gap(_upload(trained, 0), _first_sent(trained)) > 0.1
+
+
+def test_the_metric_mean_skips_what_a_client_did_not_measure_and_weighs_0():
+    """Flower's own mean turns NaN (0 · NaN) or divides by zero here."""
+    from fgl_workbench.targets.flower.apps import UNMEASURED, weighted_metrics
+
+    replies = [
+        (0.0, {"train_loss": UNMEASURED}),
+        (2.0, {"train_loss": 1.0}),
+        (1.0, {"train_loss": 4.0}),
+    ]
+    assert weighted_metrics(replies) == {"train_loss": 2.0}
+    assert weighted_metrics([(0.0, {"train_loss": UNMEASURED, "accuracy": 0.5})]) == {}
