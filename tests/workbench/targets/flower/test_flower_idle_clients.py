@@ -15,7 +15,7 @@ from fgl_workbench.data.partition import make_partition
 from fgl_workbench.defenses import applied
 from fgl_workbench.models import ModelSpec
 from fgl_workbench.targets import TARGETS
-from fgl_workbench.transcript import METRICS, MODEL_WEIGHTS, SERVER
+from fgl_workbench.transcript import MASKED_WEIGHTS, METRICS, MODEL_WEIGHTS, SERVER
 
 pytest.importorskip("flwr")
 
@@ -134,11 +134,13 @@ def test_a_node_level_client_with_no_training_node_weighs_0_as_in_the_built_in(
     [NODE, {**NODE, **SECAGG}, {**NODE, "strategy": "fedprox"}],
     ids=["fedavg", "secaggplus", "fedprox"],
 )
-def test_a_round_in_which_every_client_weighs_0_keeps_the_model(all_idle, config):
+def test_a_round_in_which_every_client_weighs_0_keeps_the_model(all_idle, same_start, config):
     """Flower's weighted mean (and SecAgg+'s unmasking) would divide by a total weight of 0;
-    the built-in FedAvg keeps the model, and so does the flower target."""
+    the built-in FedAvg keeps the model (its plain mean of the models sent back), and so
+    does the flower target."""
     flower = _flower(all_idle, config)
     assert _gap(flower, _first_sent(flower)) == 0.0
+    assert _gap(flower, _builtin(all_idle, NODE)) < 1e-6
     assert all("train_loss" not in row for row in flower.history)  # nobody trained
 
 
@@ -162,6 +164,12 @@ def test_under_dp_an_idle_client_uploads_with_weight_1_and_the_ledger_is_the_pla
     cfg = {**NODE, **config}
     trained = _flower(one_idle, cfg, defenses)
     assert [r["num-examples"] for r in _reported(trained, 0)] == [1.0, 1.0]
+    uploads = [
+        m
+        for m in trained.transcript.messages
+        if m.sender == "client:0" and m.kind in (MODEL_WEIGHTS, MASKED_WEIGHTS)
+    ]
+    assert len(uploads) == NODE["rounds"]  # it uploads every round, as the ledger counts
     assert trained.ledger == FLOWER.planned_ledger(one_idle, cfg, defenses)
     assert all(math.isfinite(row["train_loss"]) for row in trained.history)  # its NaN skipped
     if dp.get("mode") == "local" and not config:  # SecAgg+ masks it
