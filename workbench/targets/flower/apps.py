@@ -307,12 +307,12 @@ def strategy(
     }
     # weighted by example counts only without DP: the rest send 1, and Flower's accounted
     # wrappers require FedAvg's own aggregate_train
-    fedprox, fedavg_ = (ZeroWeightFedProx, ZeroWeightFedAvg) if dp is None else (FedProx, FedAvg)
+    prox, avg = (ZeroWeightFedProx, ZeroWeightFedAvg) if dp is None else (FedProx, FedAvg)
     with muted_flower():  # its warning that evaluation is off, when it is
         if cfg.strategy == "fedprox":
-            fedavg: FedAvg = fedprox(proximal_mu=cfg.proximal_mu, **sampling, **aggregation)
+            fedavg: FedAvg = prox(proximal_mu=cfg.proximal_mu, **sampling, **aggregation)
         else:
-            fedavg = fedavg_(**sampling, **aggregation)
+            fedavg = avg(**sampling, **aggregation)
     if dp is None or dp.mode == "local":
         return fedavg
     wrapper = (
