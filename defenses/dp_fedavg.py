@@ -123,8 +123,14 @@ def apply_update(reference: State, update: torch.Tensor) -> State:
 def aggregate_mean(total: torch.Tensor, dp: bool, expected_clients: float) -> torch.Tensor:
     """The mean update a decrypted secure aggregate stands for. Under DP-FedAvg the sum of the
     clipped updates over the expected number of clients (a data-independent denominator);
-    otherwise the weighted sum over the summed weights, which travel as its last entry."""
-    return total / expected_clients if dp else total[:-1] / total[-1]
+    otherwise the weighted sum over the summed weights, which travel as its last entry, and
+    no update where they sum to 0 (no chosen client held a training record). The weights are
+    example counts: a sum below 1/2 is 0 plus CKKS's decryption error."""
+    if dp:
+        return total / expected_clients
+    if float(total[-1]) < 0.5:
+        return torch.zeros_like(total[:-1])
+    return total[:-1] / total[-1]
 
 
 HIDDEN_SAMPLE = "add or remove one client; the sample is hidden"

@@ -84,6 +84,22 @@ def test_a_client_without_training_graphs_sends_back_the_model_it_received(small
     assert np.isfinite(FEDAVG.fit(fed, cfg, [dp], 0).utility["accuracy"])
 
 
+def test_a_round_without_a_training_record_keeps_the_model_under_secure_aggregation(small_csbm):
+    """Every client's training mask empty: each weighs 0, so the decrypted total weight is
+    0 plus CKKS's error, and dividing by it gave garbage; the round keeps the model, as the
+    plain weighted mean does."""
+    from fgl_workbench.defenses import applied
+
+    fed = build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
+    for c in fed.clients:
+        c.data.train_mask[:] = False
+    cfg = {"rounds": 2, "local_epochs": 1, "release": "last"}
+    secure = FEDAVG.fit(fed, cfg, [applied("secure-aggregation", {})], 0).global_model
+    plain = FEDAVG.fit(fed, cfg, [], 0).global_model.state_dict()
+    for name, value in secure.state_dict().items():
+        assert torch.allclose(value, plain[name], atol=1e-6)
+
+
 def test_selection_is_on_validation_not_test(small_csbm):
     fed = build_federation(small_csbm, make_partition(small_csbm, "louvain", 3, seed=0))
     trained = FEDAVG.fit(fed, {"rounds": 8}, [], 0)

@@ -30,7 +30,9 @@ class NodeFedAvg(FedAvgLoop):
 
     @staticmethod
     def weight(c: NodeClient) -> float:
-        return float(c.num_nodes)
+        """The client's nodes; 0 where none is a training node: it trains nothing and sends
+        back the model it received, which would only pull the mean back towards it."""
+        return float(c.num_nodes) if bool(c.data.train_mask.any()) else 0.0
 
     @staticmethod
     def num_train(c: NodeClient) -> int:

@@ -5,14 +5,16 @@ the strategy, Flower's ``FedAvg`` wrapped in Flower's own DP code when a defense
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
+from flwr.serverapp import Grid
 from flwr.serverapp.strategy import (
     DifferentialPrivacyClientSideFixedClipping,
     DifferentialPrivacyServerSideFixedClipping,
@@ -27,10 +29,16 @@ from fgl_workbench.models import ModelSpec
 from fgl_workbench.seeding import derive_seed
 from fgl_workbench.targets.fedavg.rounds import FedAvgLoop
 from fgl_workbench.targets.flower.config import FlowerConfig
-from fgl_workbench.targets.flower.privacy import FLOWER_DELTA, local_dp_mod_epsilon
+from fgl_workbench.targets.flower.privacy import (
+    FLOWER_DELTA,
+    local_dp_mod_epsilon,
+    zero_safe_clipping,
+)
 from fgl_workbench.targets.training import make_optimizer, mean_loss, measuring_losses
 
 WEIGHT = "num-examples"  # the key Flower's FedAvg weights replies by
+UNMEASURED = float("nan")  # a metric a client has no value of (no training record: no loss)
+zero_safe_clipping()  # in every process that runs these apps
 
 
 class Clients:
@@ -75,25 +83,41 @@ class Clients:
         weighted: bool,
     ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
         """Client k's local training from the global ``arrays`` with the server's ``config``:
-        its model, and its metrics (its weight under ``WEIGHT``, its loss)."""
+        its model, and its metrics (its weight under ``WEIGHT``, its loss). A client holding
+        no training record (many clients, few graphs) trains nothing and sends back the model
+        it received, with the built-in FedAvg's weight 0 and no loss (NaN, which
+        ``weighted_metrics`` skips); under DP it keeps the equal weight 1 every client sends
+        (Flower's accounted wrappers refuse 0, and the mean's denominator must not depend on
+        the data): it is the zero-out neighbour the ledger's Gaussian is stated for."""
         model = self._model(k, arrays)
-        opt = make_optimizer(self.cfg.optimizer, model, self.cfg.lr, self.cfg.weight_decay)
-        if OPTIMIZER in context.state:
-            opt.load_state_dict(optimizer_state(context.state[OPTIMIZER], opt))
-        round_ = int(config["server-round"])
-        stream = derive_seed(self.seed, "flower-client", k, round_)
-        # Flower's FedProx sends proximal-mu (its legacy one, proximal_mu)
-        proximal(model, float(config.get("proximal-mu", config.get("proximal_mu", 0.0))))
-        with torch.random.fork_rng(), measuring_losses() as steps:
-            torch.manual_seed(stream)
-            generator = torch.Generator().manual_seed(stream)
-            self.loop.train_local(model, self.clients[k], opt, self.local_cfg, generator, None)
-        context.state[OPTIMIZER] = optimizer_record(opt)
+        steps: list[torch.Tensor] = []
+        if self.loop.num_train(self.clients[k]) > 0:
+            steps = self._train(k, model, config, context)
         weight = self.loop.weight(self.clients[k]) if weighted else 1.0
         metrics = {WEIGHT: weight}
         if self.cfg.report_metrics:
-            metrics.update(mean_loss(steps))
+            metrics["train_loss"] = mean_loss(steps).get("train_loss", UNMEASURED)
         return model.state_dict(), metrics
+
+    def _train(self, k: int, model: nn.Module, config: Any, context: Context) -> list[torch.Tensor]:
+        """Client k's local epochs on ``model``, on the (client, round)'s own stream, its
+        optimizer's state carried in ``context``: the losses its steps noted."""
+        opt = make_optimizer(self.cfg.optimizer, model, self.cfg.lr, self.cfg.weight_decay)
+        if OPTIMIZER in context.state:
+            opt.load_state_dict(optimizer_state(context.state[OPTIMIZER], opt))
+        stream = derive_seed(self.seed, "flower-client", k, int(config["server-round"]))
+        # Flower's FedProx sends proximal-mu (its legacy one, proximal_mu)
+        hooks = proximal(model, float(config.get("proximal-mu", config.get("proximal_mu", 0.0))))
+        try:
+            with torch.random.fork_rng(), measuring_losses() as steps:
+                torch.manual_seed(stream)
+                generator = torch.Generator().manual_seed(stream)
+                self.loop.train_local(model, self.clients[k], opt, self.local_cfg, generator, None)
+        finally:  # the module is kept for the next round: its anchors are this round's
+            for hook in hooks:
+                hook.remove()
+        context.state[OPTIMIZER] = optimizer_record(opt)
+        return steps
 
     def evaluate(self, k: int, msg: Message, context: Context) -> RecordDict:
         """Client k's reply to an evaluate message: the model's scores on its validation data."""
@@ -201,6 +225,62 @@ def muted_flower() -> Iterator[None]:
         flwr_log.setLevel(level)
 
 
+def weighted_metrics(replies: Sequence[tuple[float, Mapping[str, Any]]]) -> dict[str, float]:
+    """Each metric's mean weighted by the replies' weights (example counts) over the replies
+    that measured it: a NaN (``UNMEASURED``, a client with no training record's loss) is
+    skipped, and a metric no reply of positive weight measured is left out, where Flower's
+    own mean would turn NaN (0 · NaN) or divide by zero."""
+    out = {}
+    for key in sorted({k for _, m in replies for k in m}):
+        kept = [(w, float(m[key])) for w, m in replies if key in m and math.isfinite(m[key])]
+        total = sum(w for w, _ in kept)
+        if total > 0:
+            out[key] = sum(w * v for w, v in kept) / total
+    return out
+
+
+def aggregate_metrics(records: list[RecordDict], weighting_metric_name: str) -> MetricRecord:
+    """``weighted_metrics`` in place of the Message API FedAvg's metric aggregation (the
+    weight itself left out, as Flower's leaves it)."""
+    rows = []
+    for record in records:
+        metrics = dict(metrics_of(record))
+        rows.append((float(metrics.pop(weighting_metric_name)), metrics))
+    return MetricRecord(weighted_metrics(rows))
+
+
+def metrics_of(record: RecordDict) -> MetricRecord:
+    """A reply's one MetricRecord (Flower checks there is one)."""
+    return next(iter(record.metric_records.values()))
+
+
+class ZeroWeightFedAvg(FedAvg):
+    """Flower's FedAvg, where a round in which every reply weighs 0 (no sampled client held
+    a training record: each sent back the model it was sent) keeps that model, as the
+    built-in FedAvg does, where Flower's weighted mean would divide by zero. The round is
+    the clients' no-op, not an error: refusing it would fail any run that samples few of
+    many clients at random."""
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        self.sent = arrays
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        contents = [m.content for m in replies if not m.has_error()]
+        if contents and all(metrics_of(c).get(self.weighted_by_key) == 0 for c in contents):
+            return self.sent, self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        return super().aggregate_train(server_round, replies)
+
+
+class ZeroWeightFedProx(ZeroWeightFedAvg, FedProx):
+    """Flower's FedProx, keeping a round in which every reply weighs 0 alike."""
+
+
 def strategy(
     cfg: FlowerConfig,
     num_clients: int,
@@ -221,11 +301,18 @@ def strategy(
         "min_evaluate_nodes": num_clients if evaluated else 1,
         "min_available_nodes": num_clients,
     }
+    aggregation = {
+        "train_metrics_aggr_fn": aggregate_metrics,
+        "evaluate_metrics_aggr_fn": aggregate_metrics,
+    }
+    # weighted by example counts only without DP: the rest send 1, and Flower's accounted
+    # wrappers require FedAvg's own aggregate_train
+    prox, avg = (ZeroWeightFedProx, ZeroWeightFedAvg) if dp is None else (FedProx, FedAvg)
     with muted_flower():  # its warning that evaluation is off, when it is
         if cfg.strategy == "fedprox":
-            fedavg: FedAvg = FedProx(proximal_mu=cfg.proximal_mu, **sampling)
+            fedavg: FedAvg = prox(proximal_mu=cfg.proximal_mu, **sampling, **aggregation)
         else:
-            fedavg = FedAvg(**sampling)
+            fedavg = avg(**sampling, **aggregation)
     if dp is None or dp.mode == "local":
         return fedavg
     wrapper = (

@@ -9,7 +9,10 @@ replacement, so the Poisson analysis does not apply, and its mean divides by the
 received: adding a client to a full sample displaces another, which moves the sum by up to
 2C. The relation under which σ·C/m noise on a C/m move holds is *zero-out*: one client's
 data replaced by none, so it returns the model it received (update 0; Kairouz et al. 2021).
-Under it each round is one Gaussian mechanism of noise multiplier σ; we claim no
+A client holding no training record is that neighbour itself: it sends the model it
+received with the same weight 1 (a weight of 0 would move the denominator with the data, and
+the wrappers refuse it), its zero update clipped as it is (``zero_safe_clipping``).
+Under zero-out each round is one Gaussian mechanism of noise multiplier σ; we claim no
 amplification from the fixed-size draw (sound whatever m; exact when every client takes part),
 so the guarantee does not depend on who sees the sample. It holds for other clients and a
 querier of the released model. The server adds the noise and receives the updates before it
@@ -175,6 +178,28 @@ def local_dp_mod_epsilon(config: DPFedAvgConfig) -> float:
     """The per-upload ε LocalDpMod is given so that its noise std is σ·C at sensitivity C
     and δ = ``FLOWER_DELTA``."""
     return local_dp_mod_std(1.0, 1.0, FLOWER_DELTA) / config.noise_multiplier
+
+
+def zero_safe_clipping() -> None:
+    """Flower's fixed clipping (``clip_inputs_inplace``, which every fixed-clipping wrapper
+    and mod calls: FlatClip, scaling an update by min(1, C/‖u‖)) leaving a zero update as it
+    is, where Flower's divides by its norm, 0, and raises: a client with no training record
+    sends back the model it received. The same clip wherever ‖u‖ > 0, and ‖0‖ ≤ C: no
+    sensitivity changes (the guard Flower's open PR #7631 proposes). Applied once per
+    process, wherever the apps are imported (the simulation's actors and the SuperNodes
+    import them too)."""
+    from flwr.supercore import differential_privacy as flower_dp
+
+    clip = flower_dp.clip_inputs_inplace
+    if getattr(clip, "zero_safe", False):
+        return
+
+    def clip_inputs_inplace(input_arrays: Any, clipping_norm: float) -> None:
+        if flower_dp.get_norm(input_arrays) > 0:
+            clip(input_arrays, clipping_norm)
+
+    clip_inputs_inplace.zero_safe = True  # type: ignore[attr-defined]
+    flower_dp.clip_inputs_inplace = clip_inputs_inplace
 
 
 def flower_accountant(num_clients: int) -> Any:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, RecordDict
 from flwr.client.mod import LocalDpMod, fixedclipping_mod, secaggplus_mod
@@ -44,7 +45,7 @@ from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
 
 from fgl_workbench.defenses.dp_fedavg import DPFedAvgConfig
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.targets.flower.apps import WEIGHT, Clients, muted_flower
+from fgl_workbench.targets.flower.apps import WEIGHT, Clients, muted_flower, weighted_metrics
 from fgl_workbench.targets.flower.config import FlowerConfig
 from fgl_workbench.targets.flower.grid import legacy_state
 from fgl_workbench.targets.flower.privacy import FLOWER_DELTA, local_dp_mod_epsilon
@@ -100,13 +101,6 @@ def client_app(clients: Clients, dp: DPFedAvgConfig | None, names: Sequence[str]
     return app
 
 
-def weighted_mean(results: list[tuple[int, dict[str, Any]]]) -> dict[str, float]:
-    """Flower's legacy metric aggregation: each metric's mean weighted by example counts."""
-    total = sum(n for n, _ in results)
-    keys = {k for _, m in results for k in m}
-    return {k: sum(n * float(m[k]) for n, m in results if k in m) / max(total, 1) for k in keys}
-
-
 def strategy(
     cfg: FlowerConfig,
     num_clients: int,
@@ -127,8 +121,8 @@ def strategy(
         "min_available_clients": num_clients,
         "initial_parameters": to_parameters(initial),
         "on_fit_config_fn": lambda r: {"server-round": r},
-        "fit_metrics_aggregation_fn": weighted_mean,
-        "evaluate_metrics_aggregation_fn": weighted_mean,
+        "fit_metrics_aggregation_fn": weighted_metrics,
+        "evaluate_metrics_aggregation_fn": weighted_metrics,
     }
     if cfg.strategy == "fedprox":
         fedavg: FedAvg = FedProx(proximal_mu=cfg.proximal_mu, **common)
@@ -142,24 +136,34 @@ def strategy(
 class Observed(Strategy):
     """``inner`` with the aggregate the SecAgg+ workflow unmasked written to the transcript as
     what the server holds (``AGGREGATE``, nothing on the wire), before the inner strategy
-    (a DP wrapper's noise included) acts on it."""
+    (a DP wrapper's noise included) acts on it. A round in which every client weighs 0 (no
+    sampled client held a training record; only without DP, where weights are example
+    counts) keeps the model it sent, as the built-in FedAvg does: the unmasked sum's total
+    weight is 0, and the workflow's division by it leaves no number."""
 
     def __init__(self, inner: Strategy, transcript: Transcript, names: Sequence[str]) -> None:
         self.inner, self.transcript, self.names = inner, transcript, list(names)
         self.rounds: list[int] = []  # the rounds SecAgg+ completed
+        self.sent: Parameters | None = None  # the model this round's clients were sent
 
     def initialize_parameters(self, client_manager: Any) -> Any:
         return self.inner.initialize_parameters(client_manager)
 
     def configure_fit(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
+        self.sent = parameters
         return self.inner.configure_fit(server_round, parameters, client_manager)
 
     def aggregate_fit(self, server_round: int, results: Any, failures: Any) -> Any:
-        if results and not failures:
-            # the workflow gives every result the same unmasked weighted mean
-            state = legacy_state(results[0][1].parameters, self.names)
-            self.transcript.send(server_round - 1, SERVER, SERVER, AGGREGATE, state, 0)
-            self.rounds.append(server_round)
+        if not results or failures:
+            return self.inner.aggregate_fit(server_round, results, failures)
+        idle = all(res.num_examples == 0 for _, res in results)
+        # the workflow gives every result the same unmasked weighted mean
+        held = self.sent if idle else results[0][1].parameters
+        state = legacy_state(held, self.names)
+        self.transcript.send(server_round - 1, SERVER, SERVER, AGGREGATE, state, 0)
+        self.rounds.append(server_round)
+        if idle:
+            return held, weighted_metrics([(0, res.metrics) for _, res in results])
         return self.inner.aggregate_fit(server_round, results, failures)
 
     def configure_evaluate(self, server_round: int, parameters: Any, client_manager: Any) -> Any:
@@ -174,9 +178,11 @@ class Observed(Strategy):
 
 def max_weight(cfg: FlowerConfig, weights: Sequence[float], dp: DPFedAvgConfig | None) -> float:
     """The weight bound SecAgg+ scales uploads by: the configured one, else the largest weight
-    a client sends (1 under dp-fedavg). A bound below a weight sent is refused: the scaled
-    parameters would pass ±clipping_range and the quantised sum could wrap around."""
-    largest = 1.0 if dp is not None else float(max(round(w) for w in weights))
+    a client sends (1 under dp-fedavg; at least 1, as SecAgg+ refuses 0 and a federation
+    without a training record runs, every round keeping its model). A bound below a weight
+    sent is refused: the scaled parameters would pass ±clipping_range and the quantised sum
+    could wrap around."""
+    largest = 1.0 if dp is not None else float(max([1, *(round(w) for w in weights)]))
     bound = cfg.secaggplus.max_weight
     if bound is None:
         return largest
@@ -228,7 +234,9 @@ def run(
         config=ServerConfig(num_rounds=cfg.rounds),
         strategy=server,
     )
-    with muted_flower():
+    # a round in which every client weighs 0 unmasks a total weight of 0 and divides by it
+    # (numpy: inf, then NaN); Observed keeps the model instead, so the warnings say nothing
+    with muted_flower(), np.errstate(divide="ignore", invalid="ignore"):
         workflow(cfg, weight_bound)(grid, context)
     halted = sorted(set(range(1, cfg.rounds + 1)) - set(server.rounds))
     if halted:

@@ -190,3 +190,31 @@ def test_fedprox_sends_its_mu_and_the_clients_stay_near_the_global_model(federat
     fedavg = _fit(federation)
     fedprox = _fit(federation, strategy="fedprox", proximal_mu=100.0)
     assert drift(fedprox) < 0.5 * drift(fedavg)  # μ = 100 reached the clients' gradients
+
+
+def test_fedprox_pulls_each_round_towards_that_rounds_model_only(federation):
+    """A client's module is kept across rounds: the proximal hooks of a round (anchored at
+    its global model) go once it ends, or the next round's gradient would carry both terms.
+    The same training asked twice gives the same model."""
+    from flwr.app import Context, RecordDict
+
+    from fgl_workbench.models import ModelSpec
+    from fgl_workbench.targets.fedavg.node import NodeFedAvg
+    from fgl_workbench.targets.flower.apps import Clients
+    from fgl_workbench.targets.flower.config import FlowerConfig
+
+    cfg = FlowerConfig(**CONFIG, strategy="fedprox", optimizer="sgd", lr=0.5)
+    ds = federation.dataset
+    spec = ModelSpec(cfg.model, ds.num_features, ds.num_classes, ds.level)
+    clients = Clients(NodeFedAvg(), federation.clients, spec, cfg, 0)
+    start = spec.build().state_dict()
+
+    def trained() -> dict[str, torch.Tensor]:
+        context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config={})
+        config = {"server-round": 1, "proximal-mu": 10.0}
+        state = clients.fit(0, start, config, context, True)[0]
+        return {k: v.clone() for k, v in state.items()}  # the kept module's own tensors
+
+    first, second = trained(), trained()
+    assert any(not torch.equal(first[k], start[k]) for k in start)
+    assert all(torch.equal(first[k], second[k]) for k in first)
