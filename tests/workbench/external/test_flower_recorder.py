@@ -780,3 +780,17 @@ def test_a_closed_recorder_records_nothing(data):
     recorder.close()
     with pytest.raises(ConfigError, match="closed"):
         recorder.run_inline(*user_apps(data)[:2], 3)
+
+
+def test_recording_a_users_app_runs_flowers_clipping_as_shipped():
+    """The workbench's own flower target guards Flower's clipping against a zero update;
+    importing the recorder must not: the audit is of Flower's code as the user runs it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import fgl_workbench.external.flower\n"
+        "from flwr.supercore import differential_privacy as d\n"
+        "assert not getattr(d.clip_inputs_inplace, 'zero_safe', False)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -38,7 +38,6 @@ from fgl_workbench.targets.training import make_optimizer, mean_loss, measuring_
 
 WEIGHT = "num-examples"  # the key Flower's FedAvg weights replies by
 UNMEASURED = float("nan")  # a metric a client has no value of (no training record: no loss)
-zero_safe_clipping()  # in every process that runs these apps
 
 
 class Clients:
@@ -68,7 +67,10 @@ class Clients:
         return {**self.__dict__, "_built": {}}
 
     def train(self, k: int, msg: Message, context: Context, weighted: bool) -> RecordDict:
-        """Client k's reply to a train message: its trained model, its weight and loss."""
+        """Client k's reply to a train message: its trained model, its weight and loss
+        (Flower's clipping made safe for a zero update here, in the process that runs the
+        workbench's own clients, and not in a process that only records a user's app)."""
+        zero_safe_clipping()
         state, metrics = self.fit(
             k, msg.content["arrays"].to_torch_state_dict(), msg.content["config"], context, weighted
         )

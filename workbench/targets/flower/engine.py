@@ -123,6 +123,7 @@ def serve(
     accountant, under central DP) over ``cfg.rounds`` rounds, each waiting ``timeout``
     seconds for replies."""
     n = num_clients
+    privacy.zero_safe_clipping()  # server-side clipping meets idle clients' zero updates
     accountant = privacy.flower_accountant(n) if dp is not None and dp.mode == "central" else None
     server = strategy(cfg, n, dp, accountant, validated)
     result = flower_server(server, grid, initial, cfg.rounds, timeout=timeout)

@@ -186,8 +186,9 @@ def zero_safe_clipping() -> None:
     is, where Flower's divides by its norm, 0, and raises: a client with no training record
     sends back the model it received. The same clip wherever ‖u‖ > 0, and ‖0‖ ≤ C: no
     sensitivity changes (the guard Flower's open PR #7631 proposes). Applied once per
-    process, wherever the apps are imported (the simulation's actors and the SuperNodes
-    import them too)."""
+    process, where the workbench's own clients train and its own server serves (the
+    simulation's actors and the SuperNodes too); a process that only records a user's app
+    runs Flower's code as shipped."""
     from flwr.supercore import differential_privacy as flower_dp
 
     clip = flower_dp.clip_inputs_inplace
