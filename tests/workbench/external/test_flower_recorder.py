@@ -349,13 +349,10 @@ def test_a_node_that_never_says_its_partition_is_an_error_not_a_node_id(data):
         recorder.uploads()
 
 
-@pytest.mark.slow
-def test_a_users_apps_recorded_on_flowers_simulation_engine(data):
-    """Wrapped apps run as the user runs theirs (run_simulation's Ray actors): the nodes say
-    which partition they are out of band, so each upload is the right client's."""
+def _simulated(server, client):
+    """The wrapped apps run on Flower's simulation engine, three nodes on Ray actors."""
     from flwr.simulation import run_simulation
 
-    server, client, _ = user_apps(data)
     recorder = FlowerRecorder()
     run_simulation(
         server_app=recorder.server_app(server),
@@ -363,6 +360,14 @@ def test_a_users_apps_recorded_on_flowers_simulation_engine(data):
         num_supernodes=3,
         backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
     )
+    return recorder
+
+
+@pytest.mark.slow
+def test_a_users_apps_recorded_on_flowers_simulation_engine(data):
+    """Wrapped apps run as the user runs theirs (run_simulation's Ray actors): the nodes say
+    which partition they are out of band, so each upload is the right client's."""
+    recorder = _simulated(*user_apps(data)[:2])
     rounds, sent = recorder.uploads()
     assert len(rounds) == 3 and all(sorted(r) == [0, 1, 2] for r in rounds)
 
@@ -559,16 +564,7 @@ def test_a_users_secaggplus_app_whose_local_dp_did_not_run_as_stated_is_not_trus
 def test_what_a_users_secaggplus_nodes_masked_is_kept_on_flowers_simulation_engine():
     """On run_simulation's Ray actors (each node's masking stage runs where the actor does),
     every node's vector of every round is kept, and the stated noise holds."""
-    from flwr.simulation import run_simulation
-
-    server, client = _legacy_secaggplus_apps([_legacy_local_dp()])
-    recorder = FlowerRecorder()
-    run_simulation(
-        server_app=recorder.server_app(server),
-        client_app=recorder.client_app(client),
-        num_supernodes=3,
-        backend_config={"client_resources": {"num_cpus": 1}, "init_args": {"num_cpus": 2}},
-    )
+    recorder = _simulated(*_legacy_secaggplus_apps([_legacy_local_dp()]))
     updates, unkept = recorder._uploaded_updates()
     assert len(updates) == 9 and unkept == 0
     assert _rows(recorder)["querier"].epsilon < float("inf")
