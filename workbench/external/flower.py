@@ -231,14 +231,19 @@ class FlowerRecorder:
         first = max((a for _, a, b in self.spans if a <= index < b), default=-1)
         return first, round_
 
-    def _train(self, kind: str, span: tuple[int, int] | None = None) -> list[tuple[int, Any]]:
-        """(index, message) of the train messages of ``kind`` (in ``span``, if given)."""
+    def _train(
+        self, kind: str, span: tuple[int, int] | None = None, action: str | None = None
+    ) -> list[tuple[int, Any]]:
+        """(index, message) of the train messages of ``kind`` (in ``span``, of ``action``,
+        if given)."""
         first, end = span or (0, len(self.message_types))
         messages = self.transcript.messages
         return [
             (i, messages[i])
             for i in range(first, end)
-            if self.message_types[i] == "train" and messages[i].kind == kind
+            if is_training(self.message_types[i])
+            and messages[i].kind == kind
+            and action in (None, self.message_types[i])
         ]
 
     def audit_uploads(
@@ -264,13 +269,14 @@ class FlowerRecorder:
         span: tuple[int, int] | None = None,
         kinds: tuple[str, ...] = (MODEL_WEIGHTS, MASKED_WEIGHTS),
         per_round: bool = False,
+        action: str | None = None,
     ) -> int:
         """The most model uploads (of ``kinds``: in the clear or masked by SecAgg+) one client
-        sent in train replies (in ``span``): the rounds it took part in; ``per_round``: the
-        most uploads of one round instead."""
+        sent in train replies (in ``span``, to ``action``): the rounds it took part in;
+        ``per_round``: the most uploads of one round instead."""
         counts: dict[Any, int] = {}
         for kind in kinds:
-            for i, m in self._train(kind, span):
+            for i, m in self._train(kind, span, action):
                 if m.receiver == SERVER:
                     key = self._step(i, m.round) if per_round else m.sender
                     counts[key] = counts.get(key, 0) + 1
@@ -280,9 +286,20 @@ class FlowerRecorder:
         """The ε your run's DP is worth, per adversary (module docstring): each wrapper's
         rounds counted from the train replies it received (the busiest client's), whatever
         payloads were kept."""
-        train_mods = [m for app in self.client_apps for m in mods_of(app, "train")]
+        # each train action's own handler (``train``, ``train.finetune``, ...) and its mods;
+        # LocalDpMod bounds the run only where it sits on every action that uploaded
+        actions = {t for t in self.message_types if is_training(t)} or {"train"}
+        mods = {a: [m for app in self.client_apps for m in mods_of(app, a)] for a in actions}
+        train_mods = list({id(m): m for ms in mods.values() for m in ms}.values())
         local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
         events: list[Any] = []
+        bare = sorted(
+            a for a, ms in mods.items() if not any(isinstance(m, LOCAL_DP_MODS) for m in ms)
+        )
+        if local and bare:  # an action without it: its uploads are central DP's, or nobody's
+            why = f"LocalDpMod is not on every train action ({', '.join(bare)} uploads without it)"
+            events.append(NoGuarantee(why, EVERYONE))
+            local = []
         # under LocalDpMod the server's part is post-processing of noised uploads: its
         # wrappers add nothing the ledger needs (composing them would only loosen the bound)
         for strategy, first, end in [] if local else self.spans:
@@ -300,11 +317,12 @@ class FlowerRecorder:
                 self.num_params(),
                 self.busiest(span, (MASKED_WEIGHTS,), per_round=True),
             )
-        for mod in local:
-            events += local_mod_events(mod, self.busiest())
+        for action, held in mods.items() if local else ():  # each action's uploads its mods
+            for mod in [m for m in held if isinstance(m, LOCAL_DP_MODS)]:
+                events += local_mod_events(mod, self.busiest(action=action))
         if not events:  # no DP ran: nothing is claimed
             return PrivacyLedger()
-        events += self._unprotected(train_mods, bool(local))
+        events += self._unprotected(train_mods, mods if local else {})
         if any(m.kind == METRICS for m in self.transcript.messages):
             events.append(privacy.metrics_event(["metrics (losses, accuracies, counts)"]))
         return PrivacyLedger(tuple(events))
@@ -316,7 +334,9 @@ class FlowerRecorder:
                 return sum(int(v.numel()) for v in m.payload.values())
         return 0
 
-    def _unprotected(self, train_mods: Sequence[Any], local: bool) -> list[Any]:
+    def _unprotected(
+        self, train_mods: Sequence[Any], local: Mapping[str, Sequence[Any]]
+    ) -> list[Any]:
         """What voids the DP that ran: model uploads outside every DP wrapper's rounds
         (your own grid calls, a strategy started without one) unless LocalDpMod noised them
         (for everyone); arrays clients sent in any other reply (un-noised, to the server);
@@ -332,11 +352,13 @@ class FlowerRecorder:
         outside = [
             i
             for i, _ in uploads
-            if self.message_types[i] == "train" and not any(a <= i < b for a, b in covered)
+            if is_training(self.message_types[i]) and not any(a <= i < b for a, b in covered)
         ]
         if outside and not local:  # masked or not: the rounds released an un-noised mean
             voids.append((f"{len(outside)} uploads outside every DP wrapper's rounds", EVERYONE))
-        others = sorted({self.message_types[i] for i, _ in uploads} - {"train"})
+        others = sorted(
+            {t for t in (self.message_types[i] for i, _ in uploads) if not is_training(t)}
+        )
         if others:
             # Flower's legacy server takes its initial model from one client's get_parameters
             # reply and sends it to every client: what reaches the others reaches everyone
@@ -348,17 +370,17 @@ class FlowerRecorder:
             if clipping and not any(m in CLIPPING_MODS for m in train_mods):
                 why = f"{type(s).__name__} without fixedclipping_mod on the clients: nothing clips"
                 voids.append((why, EVERYONE))
-        voids += [(why, EVERYONE) for why in self._checked_uploads(train_mods)]
+        voids += [(why, EVERYONE) for why in self._checked_uploads(local)]
         return [NoGuarantee(why, scope) for why, scope in voids]
 
-    def _checked_uploads(self, train_mods: Sequence[Any]) -> list[str]:
+    def _checked_uploads(self, local: Mapping[str, Sequence[Any]]) -> list[str]:
         """What the uploads contradict: without LocalDpMod, under client-side clipping an
         update longer than the clip (a mod that scales it after clipping; LocalDpMod's noise
         lengthens a clipped update legitimately, and its own guarantee then bounds the run);
         under LocalDpMod, noise other than it states (``noise_checks``). A masked upload is
         checked as its node handed it to SecAgg+; rounds whose payloads were not kept are
-        not checked."""
-        local = [m for m in train_mods if isinstance(m, LOCAL_DP_MODS)]
+        not checked. ``local``: each train action's mods, where LocalDpMod bounds the run (it
+        sits on every action)."""
         uploads, unkept = self._uploaded_updates()
         problems: set[str] = set()
         clipped = [
@@ -375,9 +397,11 @@ class FlowerRecorder:
             for clip, a, b in clipped:
                 if not local and a <= i < b and length > clip * (1 + 1e-4):
                     problems.add(f"uploads longer than the clip {clip:g}: clipping did not hold")
-        for mod in local:
-            std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
-            problems.update(noise_problems([u for _, u in uploads], std, mod.clipping_norm))
+        for action, held in local.items():
+            own = [u for i, u in uploads if self.message_types[i] == action]
+            for mod in [m for m in held if isinstance(m, LOCAL_DP_MODS)]:
+                std = privacy.local_dp_mod_std(mod.sensitivity, mod.epsilon, mod.delta)
+                problems.update(noise_problems(own, std, mod.clipping_norm))
         return sorted(problems)
 
     def _uploaded_updates(self) -> tuple[list[tuple[int, dict[str, torch.Tensor]]], int]:
@@ -431,6 +455,12 @@ def _update(local: State, reference: State) -> dict[str, torch.Tensor]:
     return {
         k: local[k].double() - v.double() for k, v in reference.items() if v.is_floating_point()
     }
+
+
+def is_training(message_type: str) -> bool:
+    """A train message of any action (``train``, ``train.<action>``): its replies carry the
+    clients' models."""
+    return message_type == "train" or message_type.startswith("train.")
 
 
 def _client_index(party: str) -> int:
@@ -607,8 +637,10 @@ def local_mod_events(mod: LocalDpMod | LegacyLocalDpMod, uploads: int) -> list[A
 
 def mods_of(app: ClientApp, category: str | None = None) -> list[Any]:
     """The DP mods a ClientApp runs (app-wide and per handler), found in its handlers'
-    chains: every handler's, or only ``category``'s default handler (``"train"``: where a
-    strategy's train messages go, what acts on the uploads)."""
+    chains: every handler's, or only those of the handler a message of type ``category``
+    reaches (``"train"``: the default train handler, where a strategy's train messages go;
+    ``"train.finetune"``: that action's)."""
+    handler = category if category is None or "." in category else f"{category}.default"
     found: list[Any] = list(getattr(app, "_mods", []))
     seen: set[int] = set()
 
@@ -629,7 +661,7 @@ def mods_of(app: ClientApp, category: str | None = None) -> list[Any]:
                 found.extend(v for v in value if is_mod(v))
 
     for name, fn in getattr(app, "_registered_funcs", {}).items():
-        if category is None or name == f"{category}.default":  # what a strategy's messages reach
+        if handler is None or name == handler:
             walk(fn)
     return list({id(m): m for m in found}.values())
 

@@ -17,6 +17,9 @@ from scipy.stats import chi2, kstest
 # a correct mod is flagged by one test with probability below this
 NOISE_TEST_P = 1e-6
 DENSITY_AT_0 = 1 / math.sqrt(2 * math.pi)
+# the share of exact zeros past which an upload was changed after the noise (a float32
+# Gaussian draw is exactly 0 with probability ~1e-9 an entry)
+SPARSE = 0.01
 
 Update = Mapping[str, torch.Tensor]  # one upload's update, array by array (floating only)
 
@@ -32,6 +35,12 @@ def noise_problems(updates: Sequence[Update], std: float, clip: float) -> list[s
         models.setdefault(tuple((k, tuple(v.shape)) for k, v in u.items()), []).append(u)
     for same in models.values():
         whole = [torch.cat([v.double().reshape(-1) for v in u.values()]) for u in same]
+        if any(float((w == 0).double().mean()) > SPARSE for w in whole):
+            problems.add(
+                "uploads hold exact zeros, as Gaussian noise never does: changed after "
+                "LocalDpMod (e.g. sparsified), their noise cannot be checked"
+            )
+            continue
         if unverifiable(len(whole), whole[0].numel(), std, clip):
             problems.add(
                 f"{len(whole)} uploads of {whole[0].numel()} numbers cannot show noise of "
@@ -45,6 +54,8 @@ def noise_problems(updates: Sequence[Update], std: float, clip: float) -> list[s
             problems.add("uploads' entries are not the i.i.d. Gaussian noise LocalDpMod states")
         if shared_noise(whole, std, clip):
             problems.add("two uploads share their noise: the server cancels it")
+        if shifted_noise(whole, std, clip):
+            problems.add("two uploads share their noise shifted by some entries: it cancels")
     return sorted(problems)
 
 
@@ -87,6 +98,41 @@ def shared_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bo
     tests = k * (k - 1)  # each pair, difference and sum
     statistic = ((max(closest, 0.0) ** 0.5 + 2 * clip) / (std * 2**0.5)) ** 2
     return bool(chi2.cdf(statistic, x.shape[1]) < NOISE_TEST_P / tests)
+
+
+def shifted_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:
+    """Whether two updates carry one noise stream shifted by s entries (0 < |s| ≤ d/2), as
+    they are or one negated: a generator seeded alike whose clients drew different amounts
+    before the mod drew (``shared_noise`` reads lag 0). Their cross-correlation at lag s,
+    Σ_t x_i[t+s]·x_j[t] over the L = d − |s| overlapping entries, is under independent noise
+    a sum of L products of independent N(0, σ²) pairs, beyond σ²t with probability at most
+    2·exp(−min(t²/4L, t/4)) (Bernstein: each product's log-MGF is below λ² for |λ| ≤ 1/2),
+    plus what the clipped updates add: ≤ 2C‖z‖ + C², ‖z‖ at its χ²(d) quantile. A shared
+    shifted stream gives ≈ σ²L. Every pair and lag (an FFT a pair), Bonferroni over them."""
+    k = len(updates)
+    if k < 2:
+        return False
+    d = updates[0].numel()
+    size = 1 << (2 * d - 1).bit_length()
+    spectra = [torch.fft.rfft(u.double(), size) for u in updates]
+    lags = torch.arange(1, d // 2 + 1)
+    overlap = (d - lags).double()
+    tests = k * (k - 1) * len(lags) * 2  # pairs both ways round, lags, and their slack
+    log_p = math.log(2 * tests / NOISE_TEST_P)
+    noise_norm = std * math.sqrt(chi2.ppf(1 - NOISE_TEST_P / (2 * k), d))
+    slack = 2 * clip * noise_norm + clip**2
+    bound = std**2 * torch.maximum(
+        (4 * overlap * log_p).sqrt(), torch.full_like(overlap, 4 * log_p)
+    )
+    bound = bound + slack
+    for i in range(k):
+        for j in range(i + 1, k):
+            c = torch.fft.irfft(spectra[i] * spectra[j].conj(), size)
+            # c[s] = Σ x_i[t+s]·x_j[t]; c[size − s] = Σ x_i[t]·x_j[t+s]
+            both = torch.stack([c[lags], c[size - lags]])
+            if bool((both.abs() > bound).any()):
+                return True
+    return False
 
 
 def misshapen_noise(updates: Sequence[torch.Tensor], std: float, clip: float) -> bool:

@@ -790,3 +790,58 @@ def test_recording_a_users_app_runs_flowers_clipping_as_shipped():
         "assert not getattr(d.clip_inputs_inplace, 'zero_safe', False)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _augmenting_seeded_by_round(msg, context, call_next):
+    """Clients seeding numpy with the round, then drawing as many numbers as they hold
+    partitions before LocalDpMod draws: one noise stream, shifted from client to client."""
+    np.random.seed(int(msg.content["config"]["server-round"]))
+    np.random.normal(size=16 * (int(context.node_config["partition-id"]) + 1))
+    return call_next(msg, context)
+
+
+def test_local_dp_noise_shared_shifted_by_some_entries_is_seen(data):
+    """A review's finite claim (ε 3.2 on 340 entries): the same stream shifted by 16 entries
+    from one client to the next, which the lag-0 comparison misses; aligned, two uploads
+    differ by 0.7 < 2C and the server cancels the noise."""
+    mod = LocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    server, client, _ = user_apps(data, local_dp=[mod, _augmenting_seeded_by_round])
+    recorder = FlowerRecorder()
+    recorder.run_inline(server, client, 3)
+    row = _rows(recorder)["querier"]
+    assert row.epsilon == float("inf") and "shifted" in row.note, row
+
+
+def test_uploads_of_another_train_action_count_as_training(data):
+    """A ``@client.train("finetune")`` handler without DP, whose replies the user's main
+    averages itself after the strategy: those uploads were not read as training (finite ε:
+    a review); now they void LocalDpMod's bound, for everyone."""
+    mod = LocalDpMod(clipping_norm=1.0, sensitivity=1.0, epsilon=5.0, delta=1e-5)
+    server, client, _ = user_apps(data, local_dp=mod)
+
+    @client.train("finetune")  # no DP: "only a short fine-tune"
+    def finetune(msg: Message, context: Context) -> Message:
+        state = {k: v + 0.01 for k, v in msg.content["arrays"].to_torch_state_dict().items()}
+        metrics = MetricRecord({"num-examples": 1})
+        return Message(RecordDict({"arrays": ArrayRecord(state), "metrics": metrics}), reply_to=msg)
+
+    finetuning = ServerApp()
+
+    @finetuning.main()
+    def main(grid: Grid, context: Context) -> None:
+        server(grid, context)
+        model = GCN(data.num_features, int(data.y.max()) + 1)
+        content = RecordDict(
+            {"arrays": ArrayRecord(model.state_dict()), "config": ConfigRecord({"server-round": 4})}
+        )
+        msgs = [
+            Message(content, dst_node_id=n, message_type="train.finetune")
+            for n in grid.get_node_ids()
+        ]
+        list(grid.send_and_receive(msgs))
+
+    recorder = FlowerRecorder()
+    recorder.run_inline(finetuning, client, 3)
+    assert recorder.busiest() == 4
+    row = _rows(recorder)["querier"]
+    assert row.epsilon == float("inf") and "train.finetune uploads without it" in row.note, row

@@ -7,6 +7,7 @@ from fgl_workbench.external.noise_checks import (
     misshapen_noise,
     noise_problems,
     shared_noise,
+    shifted_noise,
     short_noise,
     unverifiable,
 )
@@ -107,3 +108,40 @@ def test_noise_missing_on_one_array_and_noise_reused_across_rounds_are_seen():
     assert "two uploads share their noise: the server cancels it" in noise_problems(
         rounds, std, clip
     )
+
+
+def test_a_stream_shifted_between_uploads_is_seen_and_independent_noise_is_not():
+    """One noise stream read 7 entries apart by two uploads (or negated, 30 apart): the lag
+    search finds it; 20 rounds of 9 independent uploads raise nothing."""
+    generator = torch.Generator().manual_seed(3)
+    d, std, clip = 2064, 0.97, 1.0
+
+    def upload(noise):
+        return _clipped(generator, d, clip) + noise
+
+    def gaussian(n):
+        return std * torch.randn(n, generator=generator, dtype=torch.float64)
+
+    for _ in range(20):
+        assert not shifted_noise([upload(gaussian(d)) for _ in range(9)], std, clip)
+    stream = gaussian(d + 50)
+    assert shifted_noise(
+        [upload(stream[:d]), upload(gaussian(d)), upload(stream[7 : d + 7])], std, clip
+    )
+    assert shifted_noise([upload(stream[:d]), upload(-stream[30 : d + 30])], std, clip)
+
+
+def test_uploads_changed_after_the_noise_are_not_checked_as_noise():
+    """Top-10 % sparsification after LocalDpMod (post-processing: still DP) read as shared
+    noise before; exact zeros now say what happened."""
+    generator = torch.Generator().manual_seed(4)
+    std, clip = 0.97, 1.0
+    uploads = []
+    for _ in range(3):
+        x = _clipped(generator, 500, clip) + std * torch.randn(
+            500, generator=generator, dtype=torch.float64
+        )
+        x[x.abs() < x.abs().quantile(0.9)] = 0.0
+        uploads.append({"w": x})
+    (problem,) = noise_problems(uploads, std, clip)
+    assert "exact zeros" in problem
