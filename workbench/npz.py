@@ -29,6 +29,7 @@ HEADER_READERS = {
 
 
 ARRAY = "__array__"  # a JSON value {"__array__": name}: the npz's array of that name
+BYTES = "__bytes__"  # a JSON value {"__bytes__": name}: the npz's uint8 array, as bytes
 
 
 class NpzError(ValueError):
@@ -37,8 +38,9 @@ class NpzError(ValueError):
 
 def as_arrays(value: Any, arrays: dict[str, np.ndarray], what: str = "a value") -> Any:
     """``value`` as a JSON skeleton, each tensor or array moved into ``arrays`` (one entry
-    per object, however often it appears) and named there by ``{"__array__": name}``: what
-    ``with_arrays`` reads back. Anything but plain data is a TypeError naming ``what``."""
+    per object, however often it appears) and named there by ``{"__array__": name}``, each
+    ``bytes`` as a uint8 array named by ``{"__bytes__": name}``: what ``with_arrays`` reads
+    back. Anything but plain data is a TypeError naming ``what``."""
     seen: dict[int, str] = {}
 
     def encode(item: Any) -> Any:
@@ -51,6 +53,10 @@ def as_arrays(value: Any, arrays: dict[str, np.ndarray], what: str = "a value") 
             return {ARRAY: seen[id(item)]}
         if isinstance(item, np.generic):
             return item.item()
+        if isinstance(item, bytes):  # keys, ciphertexts, masked vectors: numbers in the npz
+            name = f"a{len(arrays)}"
+            arrays[name] = np.frombuffer(item, dtype=np.uint8)
+            return {BYTES: name}
         if isinstance(item, dict):
             return {str(k): encode(v) for k, v in item.items()}
         if isinstance(item, list | tuple):
@@ -63,13 +69,23 @@ def as_arrays(value: Any, arrays: dict[str, np.ndarray], what: str = "a value") 
 
 
 def with_arrays(value: Any, arrays: Mapping[str, Any], missing: Callable[[], Exception]) -> Any:
-    """A JSON skeleton with each ``{"__array__": name}`` replaced by ``arrays[name]`` (a name
-    they do not hold raises ``missing()``): the arrays come from the npz, never from the JSON,
-    so nothing in the skeleton is more than data. Deep nesting raises RecursionError."""
+    """A JSON skeleton with each ``{"__array__": name}`` replaced by ``arrays[name]``, each
+    ``{"__bytes__": name}`` by that one-dimensional uint8 array's bytes (a name they do not
+    hold, or not such an array, raises ``missing()``): the arrays come from the npz, never
+    from the JSON, so nothing in the skeleton is more than data. Deep nesting raises
+    RecursionError."""
     if isinstance(value, dict) and set(value) == {ARRAY}:
         if value[ARRAY] not in arrays:
             raise missing()
         return arrays[value[ARRAY]]
+    if isinstance(value, dict) and set(value) == {BYTES}:
+        if value[BYTES] not in arrays:
+            raise missing()
+        held = arrays[value[BYTES]]
+        held = held.numpy() if isinstance(held, torch.Tensor) else np.asarray(held)
+        if held.dtype != np.uint8 or held.ndim != 1:
+            raise missing()
+        return held.tobytes()
     if isinstance(value, dict):
         return {k: with_arrays(v, arrays, missing) for k, v in value.items()}
     if isinstance(value, list):

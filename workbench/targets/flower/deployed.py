@@ -41,10 +41,11 @@ from fgl_workbench.models import ModelSpec
 from fgl_workbench.seeding import seed_everything
 from fgl_workbench.targets.fedavg.graph import GraphFedAvg
 from fgl_workbench.targets.fedavg.node import NodeFedAvg
+from fgl_workbench.targets.flower import secaggplus
 from fgl_workbench.targets.flower.apps import Clients
 from fgl_workbench.targets.flower.apps import client_app as workbench_client_app
 from fgl_workbench.targets.flower.config import LOCAL, FlowerConfig
-from fgl_workbench.targets.flower.engine import Served, State, serve
+from fgl_workbench.targets.flower.engine import Served, State, serve, served_by
 from fgl_workbench.targets.flower.grid import RecordingGrid, node_party
 from fgl_workbench.targets.flower.record import (
     FAILED,
@@ -83,6 +84,8 @@ class DeployedRun(BaseModel):
     seed: int  # the clients' training streams (their DP noise is drawn from fresh entropy)
     record_dir: str
     validated: bool  # some client holds validation records: evaluate each round
+    names: list[str]  # the model's state-dict keys: the legacy (SecAgg+) layout's by position
+    weight_bound: float | None  # SecAgg+'s max_weight, from the clients' weights
 
     def spec(self) -> ModelSpec:
         return ModelSpec(self.target.model, self.in_dim, self.num_classes, self.level)
@@ -144,7 +147,10 @@ class DeployedClientApp(ClientApp):
         np.random.seed()
         loop = NodeFedAvg() if run.level == "node" else GraphFedAvg()
         clients = Clients(loop, {k: own}, run.spec(), run.target, run.seed)
-        app = workbench_client_app(clients, run.defense, run.target.dp_clipping)
+        if run.target.secure_aggregation == "secaggplus":
+            app = secaggplus.client_app(clients, run.defense, run.names)
+        else:
+            app = workbench_client_app(clients, run.defense, run.target.dp_clipping)
         return app(message, context)
 
 
@@ -186,15 +192,18 @@ def server_side(grid: Grid, run: DeployedRun, folder: Path) -> ServerRecord:
     cfg, n = run.target, run.federation.num_clients
     nodes = identify(grid, n, cfg.deployment.connect_timeout, cfg.deployment.round_timeout)
     transcript = Transcript(cfg.keep_payloads, always_keep=(METRICS,))
-    served = serve(
-        StrictGrid(grid, transcript),
-        cfg,
-        run.defense,
-        n,
-        run.validated,
-        initial,
-        cfg.deployment.round_timeout,
-    )
+    if cfg.secure_aggregation == "secaggplus":
+        served = secure_side(grid, run, transcript, initial)
+    else:
+        served = serve(
+            StrictGrid(grid, transcript),
+            cfg,
+            run.defense,
+            n,
+            run.validated,
+            initial,
+            cfg.deployment.round_timeout,
+        )
     return ServerRecord(
         list(transcript.messages),
         served.arrays,
@@ -203,6 +212,20 @@ def server_side(grid: Grid, run: DeployedRun, folder: Path) -> ServerRecord:
         served.figures,
         {node_party(node): client(k) for node, k in nodes.items()},
     )
+
+
+def secure_side(grid: Grid, run: DeployedRun, transcript: Transcript, initial: State) -> Served:
+    """The rounds under SecAgg+, as ``engine.secure_federation`` runs them inline: Flower's
+    legacy DefaultWorkflow with its SecAggPlusWorkflow on the SuperLink's grid, every stage
+    recorded, the unmasked aggregate too."""
+    cfg, n, names = run.target, run.federation.num_clients, run.names
+    if run.weight_bound is None:
+        raise RecordError("the run names no SecAgg+ weight bound")
+    inner = secaggplus.strategy(cfg, n, run.defense, initial, run.validated)
+    server = secaggplus.Observed(inner, transcript, names)
+    strict = StrictGrid(grid, transcript, node_party, names)
+    result = secaggplus.run(strict, server, cfg, run.weight_bound, names, lambda: None)
+    return served_by(result, run.defense, None)
 
 
 def identify(grid: Grid, n: int, connect_timeout: float, timeout: float) -> dict[int, int]:
@@ -270,9 +293,11 @@ def deploy(
     validated: bool,
     transcript: Transcript,
     initial: State,
+    weight_bound: float | None = None,
 ) -> Served:
     """The federation submitted with ``flwr run`` to the configured SuperLink (or to one
-    started here with a SuperNode per client), its record read back into ``transcript``."""
+    started here with a SuperNode per client), its record read back into ``transcript``
+    (``weight_bound``: SecAgg+'s max_weight, under it)."""
     if recipe is None:
         raise ConfigError(
             "backend: deployment rebuilds each client's data on its SuperNode from how the "
@@ -296,6 +321,8 @@ def deploy(
                 seed=seed,
                 record_dir=str(folder.resolve()),
                 validated=validated,
+                names=list(initial),
+                weight_bound=weight_bound,
             )
             write(folder, INITIAL, {"model": initial, "seed": server_seed})
             app = write_app(work / "app", run)

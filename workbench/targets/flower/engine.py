@@ -80,15 +80,18 @@ def run_federation(
     # reference federations hold no validation records: nothing to evaluate on
     validated = any(validation_count(c) > 0 for c in clients)
     initial = global_model.state_dict()
-    if cfg.secure_aggregation == "secaggplus":
-        served = secure_federation(
-            loop, clients, spec, cfg, dp, transcript, seed, initial, validated
-        )
-    elif cfg.backend == "deployment":
+    if cfg.backend == "deployment":
         from fgl_workbench.targets.flower.deployed import deploy
 
+        bound = None
+        if cfg.secure_aggregation == "secaggplus":
+            bound = secaggplus.max_weight(cfg, [loop.weight(c) for c in clients], dp)
         served = deploy(
-            recipe, clients, spec, cfg, dp, seed, server_seed, validated, transcript, initial
+            recipe, clients, spec, cfg, dp, seed, server_seed, validated, transcript, initial, bound
+        )
+    elif cfg.secure_aggregation == "secaggplus":
+        served = secure_federation(
+            loop, clients, spec, cfg, dp, transcript, seed, initial, validated
         )
     else:
         app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)

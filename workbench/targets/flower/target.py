@@ -159,12 +159,6 @@ def check_secaggplus(cfg: FlowerConfig, defenses: Sequence[Any], num_clients: in
             "sum, never an update to clip (Flower's server-side wrapper would clip the "
             "aggregate); use dp_clipping: client (fixedclipping_mod inside secaggplus_mod)"
         )
-    if cfg.backend == "deployment":
-        raise ConfigError(
-            f"backend: deployment does not run {field} yet (SecAgg+ is Flower's legacy "
-            "workflow, which the deployed ServerApp does not build); use backend: inline or "
-            "simulation"
-        )
     m = cfg.per_round(num_clients)
     if m < 2:
         raise ConfigError(

@@ -170,8 +170,6 @@ def test_what_flower_cannot_run_with_secaggplus_is_refused(federation):
         flower.planned_ledger(federation, {**CONFIG, **SECAGG}, dp)
     with pytest.raises(ConfigError, match="client_fraction"):
         flower.planned_ledger(federation, {**CONFIG, **SECAGG, "client_fraction": 0.34}, [])
-    with pytest.raises(ConfigError, match="backend: deployment does not run"):
-        flower.planned_ledger(federation, {**CONFIG, **SECAGG, "backend": "deployment"}, [])
     wrapping = {**CONFIG, **SECAGG, "secaggplus": {"quantization_range": 2**31}}
     with pytest.raises(ConfigError, match="secaggplus.quantization_range"):
         flower.planned_ledger(federation, wrapping, [])
