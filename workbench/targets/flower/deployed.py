@@ -342,11 +342,14 @@ def deploy(
 def record_limits(cfg: FlowerConfig, num_clients: int, initial: State) -> tuple[int, int]:
     """The most bytes an honest record can take, its arrays and its JSON: every round's model
     sent (once, for training and for evaluation) and every client's upload, in float64, twice
-    over, with the final model; at most 4 messages per client and round of 16 KiB of JSON
+    over, with the final model, and under SecAgg+ 4 KiB for each pair of clients a round (its
+    keys and encrypted shares); at most 4 messages per client and round of 16 KiB of JSON
     each. A record claiming more (a decompression bomb, JSON that parses into gigabytes) is
     refused unread."""
     model = sum(v.numel() for v in initial.values()) * 8
     arrays = 2 * (cfg.rounds + 1) * (num_clients + 2) * model + (1 << 20)
+    if cfg.secure_aggregation == "secaggplus":  # keys and shares, a few hundred bytes each
+        arrays += (cfg.rounds + 1) * (num_clients + 1) ** 2 * (1 << 12)
     text = (1 << 14) * (cfg.rounds + 1) * (4 * num_clients + 4) + (1 << 20)
     return arrays, text
 
