@@ -19,7 +19,11 @@ Each pair's score is its final A_ij.
   gradient matching over the adjacency of k's training graphs, the setting of GRAIN (Drencheva
   et al., ICLR 2025), which needs an update that is one full-batch step (FedSGD: the target's
   ``local_epochs: 1``, ``optimizer: sgd`` and a ``batch_size`` no smaller than k's graphs);
-  a longer local round is replayed as one step per epoch, a mismatch the details record."""
+  a longer local round is replayed as one step per epoch, a mismatch the details record.
+- ``method: grain`` replaces the descent by GRAIN's search (``grain.py``): at graph level,
+  against the GIN under FedSGD, candidate neighbourhoods are checked against the span of
+  each layer's weight gradient, assembled depth first into whole graphs and ranked by the
+  same update mismatch; a pair's score is 1 on the chosen graph's edges, else 0."""
 
 from __future__ import annotations
 
