@@ -139,17 +139,10 @@ class SpanCheck:
         """The largest ``distance`` of the rows of ``nodes[d - 1]`` at each layer d (0 when
         there are none), computed on the graph as it stands."""
         depth = max((d + 1 for d, idx in enumerate(nodes) if idx.size), default=0)
-        if not depth:
-            return 0.0
-        h = x @ self.layers.project[0].T + self.layers.project[1]
         out = 0.0
-        for d in range(1, depth + 1):
-            eps = self.layers.convs[d - 1][0]
-            z = (1 + eps) * h + adjacency @ h
+        for d, (z, _) in enumerate(self.layers.rows(x, adjacency, depth), start=1):
             if nodes[d - 1].size:
                 out = max(out, float(self.distance(d, z[nodes[d - 1]]).max()))
-            _, w0, b0, _, _ = self.layers.convs[d - 1]
-            h = self.layers.output(d, np.maximum(z @ w0.T + b0, 0.0))
         return out
 
 
