@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
@@ -59,6 +60,11 @@ class StructureChallenge:
     is_edge: np.ndarray
     rows: np.ndarray
     graph_of: np.ndarray | None = None
+    # graph level: each shuffled row's feature type (an index among the distinct feature
+    # rows), for exact recovery up to a relabelling that keeps features; and per graph
+    # whether the no-view guess from a molecule database is right (``lookup_guess``)
+    kinds: np.ndarray | None = None
+    lookup: np.ndarray | None = None
 
 
 def upper_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +116,7 @@ def structure_challenge(
     assert isinstance(c, GraphClient)
     if not c.train:
         raise NotApplicableError(f"structure inversion: client {k} holds no training graphs")
-    srcs, dsts, truth, owner, rows, offset = [], [], [], [], [], 0
+    srcs, dsts, truth, owner, rows, kinds, offset = [], [], [], [], [], [], 0
     for g, graph in enumerate(c.train):
         n = graph.num_nodes
         order = rng.permutation(n)
@@ -121,12 +127,17 @@ def structure_challenge(
         truth.append(linked(keys, order[i], order[j], n))
         owner.append(np.full(i.size, g))
         rows.append(order + offset)
+        kinds.append(graph.x[torch.as_tensor(order)].numpy(force=True))
         offset += n
+    _, kind = np.unique(np.concatenate(kinds), axis=0, return_inverse=True)
+    others = [h for d in federation.clients if d is not c for h in d.train + d.val + d.test]
     return StructureChallenge(
         NodePairs(np.concatenate(srcs), np.concatenate(dsts)),
         np.concatenate(truth),
         np.concatenate(rows),
         np.concatenate(owner),
+        kind.reshape(-1),
+        np.array([lookup_guess(graph, others) for graph in c.train]),
     )
 
 
@@ -158,18 +169,105 @@ def structure_knowledge(
 def structure_metrics(out: AttackOutput, task: StructureChallenge) -> tuple[dict[str, Any], ROC]:
     """The link family's metrics over k's pairs (all intra-client) and, at graph level, the
     share of graphs whose every pair the attack decides right (its threshold, else 0.5),
-    each beside what a guess with no view gets (``graph_chance``)."""
+    each beside what a guess with no view gets (``graph_chance``).
+
+    Also at graph level: ``exact_iso_rate``, the share of graphs recovered up to a
+    relabelling that keeps every node's features (GRAIN's exact match). An upload is the
+    same for every such relabelling, so two carbons the server is told about cannot be told
+    apart; ``exact_rate`` asks for the labelled graph, so it is at most this.
+    ``exact_wl_rate``: the share decided alike to the graph for the 1-WL test (at least
+    ``exact_iso_rate``): a GIN computes the same on such graphs, so its upload cannot tell
+    them apart. ``edge_f1`` reads the decided pairs as labelled."""
     kind = np.full(task.is_edge.size, "intra", dtype=object)
     metrics, curve = link_metrics(out.scores, task.is_edge, kind)
     if task.graph_of is not None:
         cut = DECISION if out.threshold is None else out.threshold
-        wrong = (out.scores > cut) != task.is_edge
+        decided = out.scores > cut
+        wrong = decided != task.is_edge
         graphs = int(task.graph_of.max()) + 1
         exact = int(graphs - np.unique(task.graph_of[wrong]).size)
         lo, hi = rate_bounds(exact, graphs)
         metrics |= {"exact_rate": exact / graphs, "exact_ci_low": lo, "exact_ci_high": hi}
+        hits = (decided & task.is_edge).sum()
+        metrics["edge_f1"] = float(2 * hits / max(decided.sum() + task.is_edge.sum(), 1))
+        if task.kinds is not None:
+            pairs = [graph_pair(task, g, decided) for g in range(graphs)]
+            iso = sum(nx.is_isomorphic(*p, node_match=same_kind) for p in pairs)
+            wl = sum(len({wl_hash(h) for h in p}) == 1 for p in pairs)
+            for name, hits in (("exact_iso", iso), ("exact_wl", wl)):
+                lo, hi = rate_bounds(hits, graphs)
+                metrics |= {f"{name}_rate": hits / graphs, f"{name}_ci_low": lo}
+                metrics[f"{name}_ci_high"] = hi
         metrics |= graph_chance(task) | {"graphs": float(graphs)}
     return metrics, curve
+
+
+def labelled_graph(kinds: np.ndarray, src: np.ndarray, dst: np.ndarray) -> nx.Graph:
+    """The graph on rows 0..len(kinds) − 1, each node carrying its feature type."""
+    graph = nx.Graph()
+    graph.add_nodes_from((i, {"kind": int(k)}) for i, k in enumerate(kinds))
+    graph.add_edges_from(zip(src.tolist(), dst.tolist(), strict=True))
+    return graph
+
+
+def same_kind(a: dict, b: dict) -> bool:
+    return a["kind"] == b["kind"]
+
+
+def wl_hash(graph: nx.Graph) -> str:
+    """The stable 1-WL colouring's hash (as many rounds as nodes): graphs with one hash are
+    alike to the 1-WL test, so to every GIN, whatever its depth."""
+    return nx.weisfeiler_lehman_graph_hash(
+        graph, node_attr="kind", iterations=graph.number_of_nodes()
+    )
+
+
+def graph_pair(task: StructureChallenge, g: int, decided: np.ndarray) -> tuple[nx.Graph, ...]:
+    """(graph g as it is, as decided), each node with its feature type."""
+    assert task.graph_of is not None and task.kinds is not None
+    at = task.graph_of == g
+    src, dst = task.candidates.src[at], task.candidates.dst[at]
+    first = int(src.min())
+    kinds = task.kinds[first : int(dst.max()) + 1]
+    src, dst = src - first, dst - first
+    truth = labelled_graph(kinds, src[task.is_edge[at]], dst[task.is_edge[at]])
+    return truth, labelled_graph(kinds, src[decided[at]], dst[decided[at]])
+
+
+def as_labelled(graph: Data) -> nx.Graph:
+    """A dataset graph with each node's feature row (as bytes) for its type."""
+    rows = graph.x.numpy(force=True)
+    out = nx.Graph()
+    out.add_nodes_from((i, {"kind": rows[i].tobytes()}) for i in range(graph.num_nodes))
+    edges = graph.edge_index.numpy(force=True)
+    out.add_edges_from((int(a), int(b)) for a, b in edges.T if a != b)
+    return out
+
+
+def lookup_guess(graph: Data, database: list[Data]) -> bool:
+    """The no-view guess with a molecule database: among the database's graphs with the same
+    multiset of node features, the most common graph (up to a relabelling that keeps
+    features; ties to the first seen). Whether it is ``graph`` (False when none matches)."""
+
+    def composition(g: Data) -> list[bytes]:
+        return sorted(r.tobytes() for r in g.x.numpy(force=True))
+
+    mine = composition(graph)
+    classes: list[list[nx.Graph]] = []
+    for other in database:
+        if composition(other) != mine:
+            continue
+        h = as_labelled(other)
+        for members in classes:
+            if nx.is_isomorphic(members[0], h, node_match=same_kind):
+                members.append(h)
+                break
+        else:
+            classes.append([h])
+    if not classes:
+        return False
+    guess = max(classes, key=len)[0]
+    return nx.is_isomorphic(guess, as_labelled(graph), node_match=same_kind)
 
 
 def graph_chance(task: StructureChallenge) -> dict[str, float]:
@@ -187,7 +285,7 @@ def graph_chance(task: StructureChallenge) -> dict[str, float]:
     graphs = sizes.size
     empty = graphs - np.unique(task.graph_of[task.is_edge]).size
     e_lo, e_hi = rate_bounds(int(empty), graphs)
-    return {
+    out = {
         "chance_auc": auc,
         "chance_auc_ci_low": lo,
         "chance_auc_ci_high": hi,
@@ -195,6 +293,12 @@ def graph_chance(task: StructureChallenge) -> dict[str, float]:
         "exact_chance_ci_low": e_lo,
         "exact_chance_ci_high": e_hi,
     }
+    if task.lookup is not None:
+        hits = int(task.lookup.sum())
+        l_lo, l_hi = rate_bounds(hits, graphs)
+        out |= {"exact_lookup": hits / graphs, "exact_lookup_ci_low": l_lo}
+        out["exact_lookup_ci_high"] = l_hi
+    return out
 
 
 def structure_inputs(config: Any, cell: CellInputs) -> FamilyInputs:

@@ -19,7 +19,11 @@ Each pair's score is its final A_ij.
   gradient matching over the adjacency of k's training graphs, the setting of GRAIN (Drencheva
   et al., ICLR 2025), which needs an update that is one full-batch step (FedSGD: the target's
   ``local_epochs: 1``, ``optimizer: sgd`` and a ``batch_size`` no smaller than k's graphs);
-  a longer local round is replayed as one step per epoch, a mismatch the details record."""
+  a longer local round is replayed as one step per epoch, a mismatch the details record.
+- ``method: grain`` replaces the descent by GRAIN's search (``grain.py``): at graph level,
+  against the GIN under FedSGD, candidate neighbourhoods are checked against the span of
+  each layer's weight gradient, assembled depth first into whole graphs and ranked by the
+  same update mismatch; a pair's score is 1 on the chosen graph's edges, else 0."""
 
 from __future__ import annotations
 
@@ -30,13 +34,24 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
+from scipy.linalg import block_diag
 from torch import nn
 from torch_geometric.data import Data
 
 from fgl_workbench.adversary.candidates import NodePairs
-from fgl_workbench.adversary.threat import ClientNodes, ServerView
+from fgl_workbench.adversary.threat import BackgroundKnowledge, ClientNodes, ServerView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.attacks.reconstruction.gradient_inversion import Replay, observed_round
+from fgl_workbench.attacks.reconstruction.grain import (
+    GinLayers,
+    SpanCheck,
+    assemble,
+    best_combination,
+    feature_types,
+    gradient_spans,
+    one_hop_blocks,
+    wl_key,
+)
 from fgl_workbench.attacks.reconstruction.structure import DECISION, upper_pairs
 from fgl_workbench.device import seeded_generator
 from fgl_workbench.errors import NotApplicableError
@@ -71,6 +86,38 @@ class StructureInversionConfig(BaseModel):
     )
     smoothness: float = Field(0.1, ge=0.0, description="weight of the feature smoothness term")
     sparsity: float = Field(0.0, ge=0.0, description="weight of the mean of A")
+    method: Literal["descent", "grain"] = Field(
+        "descent",
+        description="descent: projected steps on the relaxed A; grain: GRAIN's search (ICLR "
+        "2025; graph level, GIN, FedSGD, objective update): blocks checked against the "
+        "gradient's span, assembled depth first, ranked by the update's mismatch",
+    )
+    grain_tolerance: list[float] = Field(
+        [1e-3, 3e-2],
+        min_length=1,
+        description="grain: per GIN layer d (from 1), the largest relative distance of a "
+        "node's input rows from that layer's gradient span; its length is how many layers "
+        "are checked",
+    )
+    grain_rank_tol: float = Field(
+        1e-5, gt=0.0, lt=1.0, description="grain: singular values kept, relative to the largest"
+    )
+    grain_max_degree: int = Field(4, ge=1, le=8, description="grain: a block's most neighbours")
+    grain_states: int = Field(
+        20_000, ge=1, description="grain: search states per graph before it gives up"
+    )
+    grain_graphs: int = Field(
+        64,
+        ge=1,
+        description="grain, a client with several graphs: complete graphs per graph kept for "
+        "the final ranking (with one graph each is ranked as found)",
+    )
+    grain_accept: float = Field(
+        1e-8,
+        ge=0.0,
+        description="grain: an update mismatch (1 − cosine) at or under which a complete graph "
+        "ends the search (the true graph's is float rounding, about 1e-12)",
+    )
     decoder: Literal["relaxed", "embedding"] = Field(
         "relaxed",
         description="relaxed: a pair's score is its A_ij; embedding: GraphMI's auto-encoder "
@@ -192,6 +239,15 @@ class StructureInversion:
         smooth_cost = pair_distances(x, i, j)
         recipe = knowledge.recipe.config
         loss_of = self._objective(config, model, sent, upload, recipe, x, pool, train, soft)
+        src, dst = pairs.src, pairs.dst  # rows of the nodes as the knowledge lists them
+        at = candidate_positions(src, dst, i, j, n)
+        if config.method == "grain":
+            a, loss, counts = self._grain(config, view, knowledge, sent, upload, loss_of)
+            return AttackOutput(
+                a[i, j][at],
+                threshold=DECISION,
+                details={"final_loss": loss, "final_fit": loss, "counts": counts},
+            )
         rows, cols = torch.as_tensor(i), torch.as_tensor(j)
 
         def objective(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,8 +268,7 @@ class StructureInversion:
                 best = (loss, a, fit)
         assert best is not None
         loss, a, fit = best
-        src, dst = pairs.src, pairs.dst  # rows of the nodes as the knowledge lists them
-        scores = a.detach().numpy(force=True)[candidate_positions(src, dst, i, j, n)]
+        scores = a.detach().numpy(force=True)[at]
         if config.decoder == "embedding":
             if pool is not None:
                 raise NotApplicableError("structure-inversion: decoder 'embedding' is node level")
@@ -226,6 +281,100 @@ class StructureInversion:
             threshold=DECISION,
             details={"final_loss": loss, "final_fit": fit},
         )
+
+    @staticmethod
+    def _grain(
+        config: StructureInversionConfig,
+        view: ServerView,
+        knowledge: BackgroundKnowledge,
+        sent: dict,
+        upload: dict,
+        loss_of: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[np.ndarray, float, dict[str, float]]:
+        """GRAIN's search (``grain``) over each of k's graphs: (the dense adjacency of the
+        chosen graphs laid end to end, its mismatch, the search's counts)."""
+        graphs = knowledge.client_nodes
+        recipe = knowledge.recipe.config
+        if config.objective != "update" or not isinstance(graphs, tuple):
+            raise NotApplicableError(
+                "structure-inversion: method 'grain' is graph level and reads the update "
+                "(objective: update)"
+            )
+        if int(recipe.get("batch_size", 0)) < len(graphs):
+            raise NotApplicableError(
+                "structure-inversion: method 'grain' needs the client's graphs in one batch "
+                f"(the recipe's batch_size must be at least {len(graphs)})"
+            )
+        gin = view.spec.build()
+        gin.load_state_dict(sent, strict=False)
+        if len(config.grain_tolerance) > len(gin.convs):
+            raise NotApplicableError(
+                f"structure-inversion: grain_tolerance names {len(config.grain_tolerance)} "
+                f"layers; the GIN has {len(gin.convs)}"
+            )
+        layers = GinLayers(gin)
+        names = [w for d in range(len(config.grain_tolerance)) for w in layers.names(d + 1)]
+        spans = gradient_spans(sent, upload, recipe, names, config.grain_rank_tol)
+        check = SpanCheck(layers, spans, tuple(config.grain_tolerance))
+
+        def mismatch(chosen: list[np.ndarray]) -> float:
+            dense = torch.as_tensor(block_diag(*chosen), dtype=torch.float64)
+            return float(loss_of(dense).detach())
+
+        candidates, searches = [], []
+        for g in graphs:
+            x = g.x.double().numpy(force=True)
+            kinds, types = feature_types(x)
+            available = np.bincount(types, minlength=len(kinds))
+            blocks = one_hop_blocks(check, kinds, available, config.grain_max_degree)
+            kept: list[np.ndarray] = []
+            found = StructureInversion._keeper(
+                config, kept, mismatch if len(graphs) == 1 else None, types, len(gin.convs)
+            )
+            searches.append(assemble(x, types, blocks, check, config.grain_states, found))
+            # nothing consistent: this graph is guessed edgeless
+            candidates.append(kept or [np.zeros((g.num_nodes, g.num_nodes), dtype=bool)])
+        chosen, loss = best_combination(candidates, mismatch)
+        counts = {
+            "grain_states": float(sum(a.states for a in searches)),
+            "grain_complete": float(sum(a.complete for a in searches)),
+            "grain_graphs_assembled": float(sum(a.complete > 0 for a in searches)),
+            "grain_stopped": float(sum(a.stopped for a in searches)),
+            "grain_cut_short": float(sum(a.cut_short for a in searches)),
+        }
+        return block_diag(*chosen).astype(float), loss, counts
+
+    @staticmethod
+    def _keeper(
+        config: StructureInversionConfig,
+        kept: list[np.ndarray],
+        mismatch: Callable[[list[np.ndarray]], float] | None,
+        types: np.ndarray,
+        layers: int,
+    ) -> Callable[[np.ndarray], bool]:
+        """What the search does with a complete graph. With the client's one graph
+        (``mismatch`` given), the update's mismatch ranks it at once: the best so far is kept
+        and a mismatch under ``grain_accept`` ends the search. With several, the batch's
+        mismatch needs the others, so the first ``grain_graphs`` are kept for
+        ``best_combination``. A graph the GIN cannot tell from one already seen
+        (``wl_key``) is passed over."""
+        best, seen = [np.inf], set()
+
+        def found(adjacency: np.ndarray) -> bool:
+            key = wl_key(adjacency, types, layers)
+            if key in seen:
+                return False
+            seen.add(key)
+            if mismatch is None:
+                kept.append(adjacency)
+                return len(kept) >= config.grain_graphs
+            loss = mismatch([adjacency])
+            if loss < best[0]:
+                best[0] = loss
+                kept[:] = [adjacency]
+            return loss <= config.grain_accept
+
+        return found
 
     @staticmethod
     def _objective(
