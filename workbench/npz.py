@@ -71,26 +71,39 @@ def as_arrays(value: Any, arrays: dict[str, np.ndarray], what: str = "a value") 
 def with_arrays(value: Any, arrays: Mapping[str, Any], missing: Callable[[], Exception]) -> Any:
     """A JSON skeleton with each ``{"__array__": name}`` replaced by ``arrays[name]``, each
     ``{"__bytes__": name}`` by that one-dimensional uint8 array's bytes (a name they do not
-    hold, or not such an array, raises ``missing()``): the arrays come from the npz, never
-    from the JSON, so nothing in the skeleton is more than data. Deep nesting raises
-    RecursionError."""
-    if isinstance(value, dict) and set(value) == {ARRAY}:
-        if value[ARRAY] not in arrays:
+    hold, not a string, not such an array, or named for bytes twice or also as an array,
+    raises ``missing()``: each bytes value is a copy, and ``as_arrays`` gives each its own
+    array, so a name read twice is a record multiplying its size): the arrays come from the
+    npz, never from the JSON, so nothing in the skeleton is more than data. Deep nesting
+    raises RecursionError."""
+    named: dict[str, str] = {}
+
+    def held(marker: str, name: Any) -> Any:
+        if not isinstance(name, str) or name not in arrays:
             raise missing()
-        return arrays[value[ARRAY]]
-    if isinstance(value, dict) and set(value) == {BYTES}:
-        if value[BYTES] not in arrays:
+        if named.setdefault(name, marker) != marker or (marker == BYTES and name in taken):
             raise missing()
-        held = arrays[value[BYTES]]
-        held = held.numpy() if isinstance(held, torch.Tensor) else np.asarray(held)
-        if held.dtype != np.uint8 or held.ndim != 1:
-            raise missing()
-        return held.tobytes()
-    if isinstance(value, dict):
-        return {k: with_arrays(v, arrays, missing) for k, v in value.items()}
-    if isinstance(value, list):
-        return [with_arrays(v, arrays, missing) for v in value]
-    return value
+        taken.add(name)
+        return arrays[name]
+
+    taken: set[str] = set()
+
+    def decode(item: Any) -> Any:
+        if isinstance(item, dict) and set(item) == {ARRAY}:
+            return held(ARRAY, item[ARRAY])
+        if isinstance(item, dict) and set(item) == {BYTES}:
+            array = held(BYTES, item[BYTES])
+            array = array.numpy() if isinstance(array, torch.Tensor) else np.asarray(array)
+            if array.dtype != np.uint8 or array.ndim != 1:
+                raise missing()
+            return array.tobytes()
+        if isinstance(item, dict):
+            return {k: decode(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [decode(v) for v in item]
+        return item
+
+    return decode(value)
 
 
 def checked_arrays(

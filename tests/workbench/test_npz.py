@@ -86,3 +86,39 @@ def test_an_unknown_compression_method_is_one_npz_error():
         raw[i + offset : i + offset + 2] = struct.pack("<H", 99)
     with pytest.raises(NpzError, match="compression 99 is not deflate"):
         checked_arrays(bytes(raw), LIMIT, {"a"})
+
+
+class _Missing(Exception):
+    pass
+
+
+def _read(skeleton, arrays):
+    from fgl_workbench.npz import with_arrays
+
+    return with_arrays(skeleton, arrays, _Missing)
+
+
+def test_bytes_come_back_each_from_its_own_array():
+    from fgl_workbench.npz import as_arrays
+
+    arrays: dict = {}
+    skeleton = as_arrays({"keys": [b"\x00k1", b"\x00k1"], "w": np.ones(2)}, arrays)
+    assert _read(skeleton, arrays)["keys"] == [b"\x00k1", b"\x00k1"]
+    assert len(arrays) == 3  # the two equal bytes are two arrays: nothing is read twice
+
+
+@pytest.mark.parametrize(
+    "skeleton",
+    [
+        [{"__bytes__": "a"}, {"__bytes__": "a"}],  # one array made into copies: a size bomb
+        [{"__array__": "a"}, {"__bytes__": "a"}],
+        {"__bytes__": ["a"]},  # a name that is not a string (was: TypeError)
+        {"__array__": {"k": 1}},
+        {"__bytes__": "w"},  # not a one-dimensional uint8 array
+    ],
+)
+def test_a_hostile_skeleton_is_the_callers_error(skeleton):
+    """A review's records (2026-11-27): a bytes name read twice decoded a 100 KiB record to
+    131 MB; an unhashable name raised a bare TypeError."""
+    with pytest.raises(_Missing):
+        _read(skeleton, {"a": np.zeros(4, np.uint8), "w": np.zeros((2, 2))})

@@ -31,7 +31,7 @@ import numpy as np
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from fgl_workbench.data.federation import GraphClient, NodeClient
 from fgl_workbench.data.recipe import FederationRecipe, client_digest
@@ -47,6 +47,7 @@ from fgl_workbench.targets.flower.apps import client_app as workbench_client_app
 from fgl_workbench.targets.flower.config import LOCAL, FlowerConfig
 from fgl_workbench.targets.flower.engine import Served, State, serve, served_by
 from fgl_workbench.targets.flower.grid import RecordingGrid, node_party
+from fgl_workbench.targets.flower.privacy import local_dp_mod_epsilon
 from fgl_workbench.targets.flower.record import (
     FAILED,
     INITIAL,
@@ -85,7 +86,7 @@ class DeployedRun(BaseModel):
     record_dir: str
     validated: bool  # some client holds validation records: evaluate each round
     names: list[str]  # the model's state-dict keys: the legacy (SecAgg+) layout's by position
-    weight_bound: float | None  # SecAgg+'s max_weight, from the clients' weights
+    weight_bound: float | None = Field(gt=0)  # SecAgg+'s max_weight, from the clients' weights
 
     def spec(self) -> ModelSpec:
         return ModelSpec(self.target.model, self.in_dim, self.num_classes, self.level)
@@ -221,6 +222,8 @@ def secure_side(grid: Grid, run: DeployedRun, transcript: Transcript, initial: S
     cfg, n, names = run.target, run.federation.num_clients, run.names
     if run.weight_bound is None:
         raise RecordError("the run names no SecAgg+ weight bound")
+    if run.names != list(initial):
+        raise RecordError("the run's model names are not the initial model's")
     inner = secaggplus.strategy(cfg, n, run.defense, initial, run.validated)
     server = secaggplus.Observed(inner, transcript, names)
     strict = StrictGrid(grid, transcript, node_party, names)
@@ -298,6 +301,8 @@ def deploy(
     """The federation submitted with ``flwr run`` to the configured SuperLink (or to one
     started here with a SuperNode per client), its record read back into ``transcript``
     (``weight_bound``: SecAgg+'s max_weight, under it)."""
+    if cfg.secure_aggregation == "secaggplus" and (weight_bound is None or weight_bound <= 0):
+        raise ConfigError(f"secaggplus.max_weight: {weight_bound} is not a positive bound")
     if recipe is None:
         raise ConfigError(
             "backend: deployment rebuilds each client's data on its SuperNode from how the "
@@ -336,7 +341,13 @@ def deploy(
             shutil.rmtree(folder, ignore_errors=True)
     transcript.absorb(Transcript.of(record.messages), 0)
     transcript.rename(record.nodes)
-    return Served(record.arrays, record.train_metrics, record.evaluate_metrics, record.figures)
+    # the record is the ServerApp's word: only Flower's accountant's ε is taken from it (as
+    # the server computed it); what the workbench can compute itself, it does
+    accounted = dp is not None and dp.mode == "central" and cfg.secure_aggregation == "none"
+    figures = {k: v for k, v in record.figures.items() if k == "flower_epsilon" and accounted}
+    if dp is not None and dp.mode == "local":
+        figures["flower_epsilon_per_upload"] = local_dp_mod_epsilon(dp)
+    return Served(record.arrays, record.train_metrics, record.evaluate_metrics, figures)
 
 
 def record_limits(cfg: FlowerConfig, num_clients: int, initial: State) -> tuple[int, int]:
@@ -361,7 +372,7 @@ def submit(conn: Connection, app: Path, folder: Path, timeout: float) -> None:
     except DeploymentError as exc:
         if (folder / FAILED).is_file():
             try:
-                read_record(folder)
+                read_record(folder, 0, 0)  # its failure only: no record is read on
             except RecordError as reason:
                 raise DeploymentError(f"{reason}\n{exc}") from None
         raise

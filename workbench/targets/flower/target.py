@@ -90,12 +90,12 @@ class Flower:
         global_model.load_state_dict(run.arrays)
         test = loop.score(global_model, clients, "test")
         utility = {
+            **run.figures,  # first: a figure never stands in for what is measured here
             "accuracy": test["accuracy"],
             "macro_f1": test["macro_f1"],
             "macro_f1_all": test["macro_f1_all"],
             "auc": test["auc"],
             "best_round": float(cfg.rounds - 1),
-            **run.figures,
         }
         return TrainedTarget(
             name=self.name,

@@ -315,3 +315,23 @@ def test_secaggplus_runs_on_the_deployment_engine(tmp_path):
     kinds = {(m.round, m.sender, m.receiver, m.kind) for m in deployed.transcript.messages}
     assert kinds == {(m.round, m.sender, m.receiver, m.kind) for m in inline.transcript.messages}
     assert deployed.ledger == inline.ledger
+
+
+def test_a_records_figures_never_stand_in_for_what_the_workbench_measures(monkeypatch, tmp_path):
+    """A hostile ServerApp's record claimed accuracy 0.99 and a Flower ε for a run without DP
+    (a review): the measured utility is the workbench's own and Flower's ε is taken only where
+    Flower's accountant ran."""
+    import contextlib
+
+    from fgl_workbench.targets.flower import deployed
+
+    def submit(conn, app, folder, timeout):
+        start = record.read(folder, record.INITIAL)
+        figures = {"accuracy": 0.99, "auc": 0.99, "flower_epsilon": 1e-3}
+        record.write_record(folder, record.ServerRecord([], start["model"], {}, {}, figures, {}))
+
+    monkeypatch.setattr(deployed, "local_deployment", lambda *a: contextlib.nullcontext(None))
+    monkeypatch.setattr(deployed, "submit", submit)
+    cfg = {**CONFIG, "backend": "deployment", "deployment": {"record_dir": str(tmp_path)}}
+    out = TARGETS.get("flower").fit(RECIPE.build(), cfg, [], 0)
+    assert out.utility["accuracy"] != 0.99 and "flower_epsilon" not in out.utility
