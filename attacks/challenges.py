@@ -173,17 +173,31 @@ class LinkChallenge:
     """Node pairs to judge, of three kinds. ``intra``: pairs inside one client, half of them
     edges of that client's private subgraph, half non-adjacent pairs of the same client (the
     hard negatives). ``cut``: pairs across clients, half edges the partition cut (held by no
-    client), half non-adjacent. Each kind's non-edges are matched to its edges in degree
-    (``_matched_non_edges``): every node ends as many of them as of the edges, so how often
-    a node occurs in the list says nothing of which of its pairs are edges. ``uniform``:
-    non-adjacent pairs of client nodes drawn uniformly (mostly across clients, easy to tell
-    apart), as many as the intra edges: He et al.'s protocol (USENIX Security 2021) scores the
-    intra edges against these, and a node's count tells its degree there by construction.
-    ``known_*`` are the adversary's stated partial knowledge (a share of the intra-client edges
-    and as many same-client non-edges, matched alike), disjoint from the pairs it is asked
-    about."""
+    client), half non-adjacent pairs of the same two clients. ``uniform``: non-adjacent pairs
+    of client nodes drawn uniformly (mostly across clients, easy to tell apart), as many as
+    the intra edges: He et al.'s protocol (USENIX Security 2021) scores the intra edges
+    against these, and a node's count tells its degree there by construction.
+
+    Each non-edge is the image of an edge under φ, a pairing of each client's nodes into
+    degree twins (``twin_pairs``), and φ maps the list's edges onto its non-edges and back:
+    the graph the list draws looks the same from either, so no count, shared neighbour or
+    path of the list alone tells them apart. The intra edges are picked so that each node
+    ends as many of them as its twin (``_balanced_edges``): each node is then in as many
+    intra non-edges as intra edges, and the edges the adversary knows, which are never the
+    ones asked about, are as many at the ends of either. The attack reads the pairs under
+    pseudonyms (``names``): a dataset's own numbering carries structure.
+
+    ``candidates``: what the attack is asked, under pseudonyms. For the challenger only:
+    ``pairs`` (the same pairs as population ids: the deployments are queried by these),
+    ``names`` (each population node's pseudonym), ``is_edge`` and ``kind``. ``known_*``
+    (population ids; the knowledge built from them is handed over under the same
+    pseudonyms) are the adversary's stated partial knowledge: a share of the intra-client
+    edges and as many same-client non-edges, matched per node (``_matched_non_edges``),
+    disjoint from the pairs it is asked about."""
 
     candidates: NodePairs
+    pairs: NodePairs
+    names: np.ndarray
     is_edge: np.ndarray  # ground truth, for scoring only
     kind: np.ndarray  # "intra", "cut" or "uniform" per pair, for scoring only
     known_edges: np.ndarray  # [2, K]
@@ -198,9 +212,9 @@ def link_challenge(
     among: np.ndarray | None = None,
 ) -> LinkChallenge:
     """Positives: the population graph's edges between client nodes (``max_pairs`` at most
-    of each kind); negatives: as many non-adjacent pairs of the same kind, matched in degree,
-    and as many uniform ones as intra edges. With ``among``, both endpoints of every pair
-    (known ones included) are among those nodes."""
+    of each kind, those φ maps to non-edges); negatives: their images, and as many uniform
+    non-edges as intra edges. With ``among``, both endpoints of every pair (known ones
+    included) are among those nodes."""
     ds = federation.dataset
     if not isinstance(ds, NodeDataset):
         raise NotApplicableError("link inference needs a node-level dataset")
@@ -212,42 +226,129 @@ def link_challenge(
     adjacent = sorted_unique(src[keep] * n + dst[keep])  # keys u * n + v of the edges
     edges = np.stack([adjacent // n, adjacent % n])
     edges = edges[:, rng.permutation(edges.shape[1])]
+    intra = np.flatnonzero(owner[edges[0]] == owner[edges[1]])
+    known = intra[: int(known_fraction * intra.size)]
+    known_edges = edges[:, known]
+    edges = np.delete(edges, known, axis=1)  # those asked about are drawn from the rest
+    twin = twin_pairs(federation, owner, rng)
+    edges = edges[:, _imaged(edges, twin, adjacent)]
     cut = owner[edges[0]] != owner[edges[1]]
-    intra = edges[:, ~cut]
-    known = int(known_fraction * intra.shape[1])
-    known_edges, intra = intra[:, :known], intra[:, known:][:, :max_pairs]
-    cut_edges = edges[:, cut][:, :max_pairs]
-    taken: set[int] = set()
-    non_intra = _matched_non_edges(intra, owner, True, adjacent, taken, rng)
-    non_cut = _matched_non_edges(cut_edges, owner, False, adjacent, taken, rng)
+    inside = edges[:, ~cut]
+    positives = np.concatenate(
+        [inside[:, _balanced_edges(inside, twin, max_pairs, rng)], edges[:, cut][:, :max_pairs]],
+        axis=1,
+    )
+    negatives = twin[positives]
+    taken = set((negatives.min(0) * n + negatives.max(0)).tolist())
     known_non = _matched_non_edges(known_edges, owner, True, adjacent, taken, rng)
-    pairs = np.concatenate([intra, cut_edges, non_intra, non_cut], axis=1)
-    is_edge = np.concatenate(
-        [
-            np.ones(intra.shape[1] + cut_edges.shape[1], bool),
-            np.zeros(pairs.shape[1] - intra.shape[1] - cut_edges.shape[1], bool),
-        ]
-    )
-    is_cut = np.concatenate(
-        [
-            np.zeros(intra.shape[1], bool),
-            np.ones(cut_edges.shape[1], bool),
-            np.zeros(non_intra.shape[1], bool),
-            np.ones(non_cut.shape[1], bool),
-        ]
-    )
+    pairs = np.concatenate([positives, negatives], axis=1)
+    is_edge = np.arange(pairs.shape[1]) < positives.shape[1]
     order = rng.permutation(pairs.shape[1])
-    pairs, is_edge, is_cut = pairs[:, order], is_edge[order], is_cut[order]
-    _random_ends(pairs, rng)
+    pairs, is_edge = _random_ends(pairs[:, order], rng), is_edge[order]
+    names = rng.permutation(n)
+    is_cut = owner[pairs[0]] != owner[pairs[1]]
     kind = np.where(is_cut, "cut", "intra").astype(object)  # no width to truncate "uniform"
+    intra_edges = int((is_edge & ~is_cut).sum())
     # drawn last, so the other pairs (and every figure scored on them) stay as they were
-    uniform = _random_ends(_non_edges(owner, intra.shape[1], None, adjacent, taken, rng), rng)
+    uniform = _random_ends(_non_edges(owner, intra_edges, None, adjacent, taken, rng), rng)
     at = np.sort(rng.choice(pairs.shape[1] + uniform.shape[1], uniform.shape[1], replace=False))
     before = at - np.arange(at.size)  # np.insert counts positions in the array it inserts into
     pairs = np.insert(pairs, before, uniform, axis=1)
     is_edge = np.insert(is_edge, before, False)
     kind = np.insert(kind, before, "uniform")
-    return LinkChallenge(NodePairs(pairs[0], pairs[1]), is_edge, kind, known_edges, known_non)
+    return LinkChallenge(
+        NodePairs(names[pairs[0]], names[pairs[1]]),
+        NodePairs(pairs[0], pairs[1]),
+        names,
+        is_edge,
+        kind,
+        known_edges,
+        known_non,
+    )
+
+
+def twin_pairs(federation: Federation, owner: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each client node's twin (-1 for none): the nodes of each client sorted by their degree
+    in the client's subgraph (what a deployment's answer mixes), then in the population graph
+    (what a release's does), ties in random order, and paired off in that order."""
+    src, dst = federation.dataset.data.edge_index.numpy(force=True)
+    held = federation.partition.owner(owner.size)
+    local = (held[src] == held[dst]) & (held[src] >= 0)
+    n = owner.size
+    nodes = np.flatnonzero(owner >= 0)
+    order = np.lexsort(
+        (
+            rng.random(nodes.size),
+            np.bincount(src, minlength=n)[nodes],
+            np.bincount(src[local], minlength=n)[nodes],
+            owner[nodes],
+        )
+    )
+    nodes = nodes[order]
+    twin = np.full(n, -1, dtype=np.int64)
+    runs = np.flatnonzero(np.diff(owner[nodes], prepend=-1, append=-1))
+    for start, stop in zip(runs[:-1], runs[1:], strict=True):
+        first, second = nodes[start : stop - 1 : 2], nodes[start + 1 : stop : 2]
+        twin[first], twin[second] = second, first
+    return twin
+
+
+PASSES = 3  # walks started from each edge still unused: a third pass adds a few percent
+
+
+def _imaged(edges: np.ndarray, twin: np.ndarray, adjacent: np.ndarray) -> np.ndarray:
+    """Which ``edges`` φ maps to a non-edge (φ: ``twin``): both ends have twins, φu is not v
+    (the edge would map to itself) and (φu, φv) is not adjacent."""
+    a, b = twin[edges[0]], twin[edges[1]]
+    fit = (a >= 0) & (b >= 0) & (a != edges[1])
+    lo = np.minimum(a, b)
+    np.maximum(a, b, out=b)
+    lo *= twin.size
+    lo += b  # the key of (φu, φv), computed in place: edge lists are the big arrays here
+    return fit & ~sorted_contains(adjacent, lo)
+
+
+def _balanced_edges(
+    edges: np.ndarray, twin: np.ndarray, max_pairs: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Which of ``edges`` ([2, m], in random order, each mapped by φ to a non-edge) are
+    asked about: at most ``max_pairs``, each node an end of as many of them as its twin.
+    Found as closed walks: leave a node by an edge, arrive at its other end y, leave y's
+    twin φy by another edge, ... until a node is arrived at again (or the first one's
+    twin): the edges between its two arrivals give each node they touch and its twin one
+    edge each. Walks start from every unused edge in turn (``PASSES`` times over), picking
+    each next edge at random among those unused, and are dropped where they reach a node
+    whose twin has none left; the first loop past ``max_pairs`` ends the search."""
+    n, m = twin.size, edges.shape[1]
+    incident = np.argsort(edges.ravel(), kind="stable") % m  # each node's edges in a run
+    starts = np.concatenate([[0], np.cumsum(np.bincount(edges.ravel(), minlength=n))])
+    used = np.zeros(m, dtype=bool)
+    count = 0
+    for step in range(PASSES * m):
+        first = step % m
+        if used[first]:
+            continue
+        leave, arrive = edges[:, first] if rng.random() < 0.5 else edges[::-1, first]
+        path, arrived, on_path = [first], {int(twin[leave]): -1, int(arrive): 0}, {first}
+        while True:
+            out = incident[starts[twin[arrive]] : starts[twin[arrive] + 1]]
+            out = [e for e in out[~used[out]].tolist() if e not in on_path]
+            if not out:
+                break
+            e = out[int(rng.integers(len(out)))]
+            node = int(edges[0, e] + edges[1, e] - twin[arrive])
+            path.append(e)
+            on_path.add(e)
+            if node in arrived:
+                loop = path[arrived[node] + 1 :]
+                if count + len(loop) > max_pairs:
+                    return used
+                used[loop] = True
+                count += len(loop)
+                break
+            arrived[node] = len(path) - 1
+            arrive = node
+    return used
 
 
 def _random_ends(pairs: np.ndarray, rng: np.random.Generator) -> np.ndarray:

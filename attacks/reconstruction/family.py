@@ -12,9 +12,12 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from fgl_workbench.adversary.pseudonyms import pseudonymous
 from fgl_workbench.adversary.threat import (
     BackgroundKnowledge,
-    View,
+    InsiderView,
+    QuerierView,
+    ServedView,
     background_knowledge,
     client_data_knowledge,
     feature_knowledge,
@@ -23,7 +26,7 @@ from fgl_workbench.adversary.threat import (
     served_view,
     server_view,
 )
-from fgl_workbench.attacks.base import Attack, AttackOutput
+from fgl_workbench.attacks.base import Attack, AttackInput, AttackOutput
 from fgl_workbench.attacks.challenges import (
     LinkChallenge,
     client_data_challenge,
@@ -49,8 +52,20 @@ def link_knowledge(
 ) -> BackgroundKnowledge:
     """A link adversary's knowledge: the auxiliary pool, the population's node features, and
     of its edges only the known share of the challenge (``graph.edge_index``, both directions)
-    with as many known non-edges. The edges it is asked about are nowhere in it."""
+    with as many known non-edges. The edges it is asked about are nowhere in it. Population
+    ids: ``link_attack_input`` hands it over under the challenge's pseudonyms."""
     return partial_graph(background_knowledge(federation, trained), challenge)
+
+
+def link_attack_input(
+    view: ServedView | QuerierView | InsiderView,
+    knowledge: BackgroundKnowledge,
+    challenge: LinkChallenge,
+) -> AttackInput:
+    """What a link attack is handed: the view and knowledge (both built on population ids)
+    and the pairs, all under the challenge's pseudonyms."""
+    view, knowledge = pseudonymous(view, knowledge, challenge.names)
+    return AttackInput(view, knowledge, challenge.candidates)
 
 
 def partial_graph(base: BackgroundKnowledge, challenge: LinkChallenge) -> BackgroundKnowledge:
@@ -93,18 +108,19 @@ class Link:
             lambda: link_challenge(federation, cell.seeds("link-challenge"), among=among),
         )
         knowledge = link_knowledge(federation, trained, links)
-        view: View
+        view: ServedView | QuerierView | InsiderView
         if source == "exchanged":
             view = exchanged
         elif source == "release":
             view = querier_view(trained, federation, knowledge, (hops_of(config),))
         else:
             step = getattr(config, "step", None)
-            view = served_view(trained, federation, links.candidates.src, step)
+            view = served_view(trained, federation, links.pairs.src, step)
+        inp = link_attack_input(view, knowledge, links)
         return FamilyInputs(
-            view,
-            knowledge,
-            links.candidates,
+            inp.view,
+            inp.knowledge,
+            inp.candidates,
             lambda out: link_metrics(out.scores, links.is_edge, links.kind),
         )
 

@@ -21,7 +21,7 @@ from fgl_workbench.attacks.attribute.inference import known_values
 from fgl_workbench.attacks.challenges import attribute_challenge, link_challenge
 from fgl_workbench.attacks.family import hops_of
 from fgl_workbench.attacks.metrics import attribute_metrics, link_extras, value_fractions
-from fgl_workbench.attacks.reconstruction.family import partial_graph
+from fgl_workbench.attacks.reconstruction.family import link_attack_input, partial_graph
 from fgl_workbench.data.datasets import NodeDataset
 from fgl_workbench.data.federation import Federation, build_federation
 from fgl_workbench.data.partition import ClientPart, Partition
@@ -91,13 +91,14 @@ def link_input(
 ) -> tuple[AttackInput, Scorer]:
     """He et al.'s challenge (``link_challenge``): edges against same-graph non-edges, plus
     uniform non-edges for ``auc_uniform``; the adversary knows a fifth of the edges and as
-    many non-edges, none of them asked. Scored as ``link_metrics`` scores a suite's row (an
-    edge is the positive; the uniform pairs enter ``auc_uniform`` only), at ``delta``."""
+    many non-edges, none of them asked, and reads every node under a pseudonym. Scored as
+    ``link_metrics`` scores a suite's row (an edge is the positive; the uniform pairs enter
+    ``auc_uniform`` only), at ``delta``."""
     links = link_challenge(user.federation, derive_seed(seed, "link-challenge"))
     if not links.is_edge.any():
         raise NotApplicableError("link stealing: the graph has no edges left to ask about")
     knowledge = partial_graph(user.knowledge, links)
-    pairs = links.candidates
+    pairs = links.pairs  # your graph's own ids, for the report; the attack reads pseudonyms
     ours = links.kind != "uniform"
     ids = np.char.add(np.char.add(pairs.src.astype(str), "-"), pairs.dst.astype(str))
 
@@ -109,7 +110,7 @@ def link_input(
         extras = link_extras(scores, links.is_edge, links.kind)
         return replace(audit, metrics={**audit.metrics, **extras})
 
-    return AttackInput(querier(user, knowledge, hops_of(config)), knowledge, pairs), score
+    return link_attack_input(querier(user, knowledge, hops_of(config)), knowledge, links), score
 
 
 def attribute_input(

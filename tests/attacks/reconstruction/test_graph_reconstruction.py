@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from fgl_workbench.adversary.threat import ServedView, served_view
-from fgl_workbench.attacks import ATTACKS, AttackInput
+from fgl_workbench.attacks import ATTACKS
 from fgl_workbench.attacks.metrics import link_metrics
-from fgl_workbench.attacks.reconstruction.family import link_knowledge
+from fgl_workbench.attacks.reconstruction.family import link_attack_input, link_knowledge
 from fgl_workbench.attacks.reconstruction.graph_reconstruction import GraphReconstructionConfig
 
 
@@ -16,7 +16,7 @@ def _metrics(setting, view=None, **params):
     knowledge = link_knowledge(federation, trained, challenge)
     view = view or served_view(trained, federation)
     cfg = GraphReconstructionConfig(**params)
-    inp = AttackInput(view, knowledge, challenge.candidates)
+    inp = link_attack_input(view, knowledge, challenge)
     out = ATTACKS.get("graph-reconstruction").run(inp, cfg, 0)
     return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]
 

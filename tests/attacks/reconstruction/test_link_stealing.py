@@ -7,11 +7,12 @@ import torch
 from scipy.spatial import distance
 
 from fgl_workbench.adversary.candidates import NodePairs
-from fgl_workbench.adversary.threat import ServedView, served_view
+from fgl_workbench.adversary.threat import ServedView, insider_view, served_view
 from fgl_workbench.attacks import ATTACKS, AttackInput
 from fgl_workbench.attacks.challenges import link_challenge
 from fgl_workbench.attacks.families import FAMILIES
-from fgl_workbench.attacks.reconstruction.family import link_knowledge
+from fgl_workbench.attacks.family import exchanged_nodes
+from fgl_workbench.attacks.reconstruction.family import link_attack_input, link_knowledge
 from fgl_workbench.attacks.reconstruction.link_stealing import (
     DISTANCES,
     LinkStealingConfig,
@@ -35,10 +36,8 @@ def _run(setting, view=None, **params):
     federation, trained, challenge = setting
     attack = ATTACKS.get("link-stealing")
     view = view or served_view(trained, federation)
-    knowledge = link_knowledge(federation, trained, challenge)
-    out = attack.run(
-        AttackInput(view, knowledge, challenge.candidates), LinkStealingConfig(**params), 0
-    )
+    inp = link_attack_input(view, link_knowledge(federation, trained, challenge), challenge)
+    out = attack.run(inp, LinkStealingConfig(**params), 0)
     from fgl_workbench.attacks.metrics import link_metrics
 
     return link_metrics(out.scores, challenge.is_edge, challenge.kind)[0]
@@ -46,19 +45,21 @@ def _run(setting, view=None, **params):
 
 @pytest.mark.parametrize("params", [{}, {"distance": "cosine"}, {"mode": "supervised"}])
 def test_posteriors_of_a_homophilous_graph_give_links_away(setting, params):
-    """Against non-edges matched in degree: 0.62 [0.60, 0.64] over intra-client and cut
-    pairs, 0.58–0.60 inside clients. Against uniform same-client non-edges it read 0.74
-    inside clients: a served posterior tells a high-degree node too, and those were the
-    edges' ends."""
+    """Against the twin images of the edges: 0.59–0.60 [0.57, 0.63] over intra-client and
+    cut pairs, 0.56–0.59 inside clients (matched per node, with more pairs: 0.62 [0.60, 0.64]
+    and 0.58–0.60). Against uniform same-client non-edges it read 0.74 inside clients: a
+    served posterior tells a high-degree node too, and those were the edges' ends."""
     metrics = _run(setting, **params)
-    assert metrics["auc_intra"] > 0.56
-    assert metrics["auc_ci_low"] > 0.58
+    assert metrics["auc_intra"] > 0.55
+    assert metrics["auc_ci_low"] > 0.55
 
 
 def test_posteriors_add_to_the_feature_baseline_inside_clients(setting):
-    posterior = _run(setting, distance="cosine")["auc_intra"]
+    """Correlation distance on the posteriors against the suite's baseline, cosine on the
+    features: 0.585 against 0.528 (cosine on the posteriors: 0.561)."""
+    posterior = _run(setting)["auc_intra"]
     features = _run(setting, distance="cosine", signal="features")["auc_intra"]
-    assert posterior > features + 0.05
+    assert posterior > features + 0.04
 
 
 class NoiseAPI:
@@ -77,19 +78,22 @@ def test_noise_posteriors_give_chance(setting, mode):
 
 def test_the_adversary_never_sees_the_edges_it_is_asked_about(setting):
     federation, trained, challenge = setting
-    knowledge = link_knowledge(federation, trained, challenge)
-    ei = knowledge.graph.edge_index.numpy()
+    view = served_view(trained, federation)
+    inp = link_attack_input(view, link_knowledge(federation, trained, challenge), challenge)
+    ei = inp.knowledge.graph.edge_index.numpy()
     n = federation.dataset.num_items
-    known = set((np.minimum(*ei) * n + np.maximum(*ei)).tolist())
-    pairs = challenge.candidates
-    asked = set((np.minimum(pairs.src, pairs.dst) * n + np.maximum(pairs.src, pairs.dst)).tolist())
-    assert not known & asked
+
+    def keys(a, b):
+        return set((np.minimum(a, b) * n + np.maximum(a, b)).tolist())
+
+    pairs = inp.candidates
+    asked = keys(pairs.src, pairs.dst)
+    assert not keys(*ei) & asked
     assert ei.shape[1] == 2 * challenge.known_edges.shape[1]  # only the known share
-    non = challenge.known_non_edges
-    assert not set((non[0] * n + non[1]).tolist()) & asked
+    assert not keys(*inp.knowledge.known_non_edges) & asked
     # the candidates are bare pairs, the view a posterior API: no truth, no graph
     assert set(vars(pairs)) == {"src", "dst"}
-    assert set(vars(served_view(trained, federation))) == {"level", "num_classes", "api"}
+    assert set(vars(view)) == {"level", "num_classes", "api"}
     # each kind balanced except He et al.'s uniform negatives, as many as the intra edges
     kind, is_edge = challenge.kind, challenge.is_edge
     for part in ("intra", "cut"):
@@ -133,9 +137,11 @@ def _exchanged_auc(federation, trained, cell_inputs, **params):
     attack = ATTACKS.get("link-stealing")
     family = FAMILIES["link"].inputs(attack, cfg, cell_inputs(trained, federation))
     pairs = family.candidates
-    nodes = family.view.api.nodes
+    nodes = family.view.api.nodes  # the exchanged nodes, under pseudonyms
     assert np.isin(pairs.src, nodes).all() and np.isin(pairs.dst, nodes).all()
-    truth = link_challenge(federation, public_seed(0, "link-challenge"), among=nodes)
+    among = exchanged_nodes(insider_view(trained, federation, "exchanged"))
+    truth = link_challenge(federation, public_seed(0, "link-challenge"), among=among)
+    assert np.array_equal(np.sort(truth.names[among]), nodes)
     edges = {tuple(e) for e in family.knowledge.graph.edge_index.numpy().T}
     assert not any((u, v) in edges for u, v in zip(pairs.src, pairs.dst, strict=True))
     out = ATTACKS.get("link-stealing").run(
@@ -149,9 +155,10 @@ def test_exchanged_embeddings_give_links_away_and_averaging_beats_their_noise(
     exchanged_setting, cell_inputs
 ):
     federation, clean, noisy = exchanged_setting
-    assert _exchanged_auc(federation, clean, cell_inputs) > 0.6
-    # the MLP learns from the few known pairs among exchanged nodes: weaker (0.59-0.64 seen;
-    # chance 0.5 ± 0.02 on these 866 pairs)
+    # 0.593 (above 0.6 on the challenge before, whose non-edges were matched per node: 866
+    # pairs, where the twin images leave 336, chance 0.5 ± 0.03)
+    assert _exchanged_auc(federation, clean, cell_inputs) > 0.56
+    # the MLP learns from the few known pairs among exchanged nodes: 0.601 (0.59-0.64 before)
     assert _exchanged_auc(federation, clean, cell_inputs, mode="supervised") > 0.55
     assert (
         _exchanged_auc(federation, noisy, cell_inputs) < 0.56

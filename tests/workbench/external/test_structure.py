@@ -15,7 +15,7 @@ from fgl_workbench.attacks.attribute.inference import known_values
 from fgl_workbench.attacks.attributes import attribute_values
 from fgl_workbench.data.catalog import load_dataset
 from fgl_workbench.errors import ConfigError
-from fgl_workbench.external import audit_model
+from fgl_workbench.external import audit_model, structure
 from fgl_workbench.external.model import DEFAULT_ATTACKS, NODE_ATTACKS
 
 LINKS = {"name": "link-stealing"}
@@ -67,9 +67,10 @@ def test_link_stealing_reads_the_edges_a_gcn_aggregates_over(gcn_audit, cora, me
     assert gcn["auc_ci_low"] > 0.5 and mlp["auc_ci_low"] > 0.5
     assert gcn["auc_ci_low"] > max(features["auc_ci_high"], mlp["auc_ci_high"]), (gcn, mlp)
     assert {"auc_uniform", "auc_intra", "average_precision"} <= gcn.keys()
-    assert gcn["members"] == gcn["nonmembers"] == 2000  # the challenge's cap on each
+    assert 1900 < gcn["members"] == gcn["nonmembers"] <= 2000  # the challenge's cap on each
     summary = gcn_audit.summary()
-    assert "\n2000 edges, 2000 non-edges\n" in summary  # both link attacks asked alike
+    pairs = int(gcn["members"])
+    assert f"\n{pairs} edges, {pairs} non-edges\n" in summary  # both link attacks asked alike
     assert "140 members" not in summary  # no membership attack ran
     assert f"link-stealing: AUC {gcn['auc_uniform']:.3f} against uniform non-edges" in summary
 
@@ -138,6 +139,8 @@ def test_the_truth_never_reaches_the_attacks(monkeypatch, cora, members):
         received(monkeypatch, "link-stealing"),
         received(monkeypatch, "attribute-inference"),
     )
+    drawn, draw = [], structure.link_challenge
+    monkeypatch.setattr(structure, "link_challenge", lambda *a: drawn.append(draw(*a)) or drawn[0])
     teller = {"name": "link-teller"}  # probes a deployment: none here to probe
     hidden = {"name": "link-stealing", "params": {"signal": "embedding"}}  # not given out
     audit = audit_model(
@@ -150,11 +153,12 @@ def test_the_truth_never_reaches_the_attacks(monkeypatch, cora, members):
     }
 
     (inp,) = links
-    src, dst = data.edge_index.numpy()
+    names = drawn[0].names  # the attack reads every node under its pseudonym
+    src, dst = names[data.edge_index.numpy()]
     edges = set((src * n + dst).tolist())
     pairs = inp.candidates
     asked = set((pairs.src * n + pairs.dst).tolist()) & edges
-    assert len(asked) == 2000
+    assert 1900 < len(asked) <= 2000
     lists = [a for a in reachable(inp) if a.ndim == 2 and a.shape[0] == 2 and a.dtype.kind == "i"]
     assert lists and all(not set((a[0] * n + a[1]).tolist()) & asked for a in lists)
     known = inp.knowledge.graph.edge_index.numpy()

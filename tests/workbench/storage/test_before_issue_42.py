@@ -4,8 +4,10 @@ top-level ``workbench``/``defenses`` packages), and ``attacked_metrics.json`` ho
 commit's ``api.attack`` then stored for ``suite.json``'s attacks. Its snapshots name their
 types by the old modules (``workbench.models:ModelSpec``, ``defenses.metric_dp:...``). The
 graph-reconstruction rows were stored again on 2026-11-27, when the link challenge's
-non-edges were matched in degree on purpose (an endpoint's count in the list gave edges away);
-the membership rows are still 8f63608's."""
+non-edges were matched in degree on purpose (an endpoint's count in the list gave edges away),
+and again the same day when they became the edges' twin images, named by pseudonyms (the
+list's triangles and the dataset's numbering gave edges away); the membership rows are still
+8f63608's."""
 
 import json
 import shutil
