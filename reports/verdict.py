@@ -428,7 +428,8 @@ def _warnings(
         out.append(f"No guarantee against the {_and(unbounded)} (ε = ∞): see the ε table.")
     if finite and leaking:
         eps = min(finite)
-        ceiling = min(1.0, math.exp(eps) * 0.01 + delta)
+        # e^ε overflows a float past ε ≈ 709; any ε past ln(100) already allows a TPR of 1
+        ceiling = min(1.0, math.exp(min(eps, 50.0)) * 0.01 + delta)
         out.append(
             f"Attacks still beat chance under DP ({_and([r.attack for r in leaking])}): ε = "
             f"{eps:.3g} bounds the worst case (a TPR of at most {ceiling:.1%} at 1 % FPR), "

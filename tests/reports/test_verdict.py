@@ -222,3 +222,13 @@ def test_a_band_above_the_ceiling_warns_and_a_noisy_line_does_not():
     assert crossed.kind == "warn"
     assert "lies above the DP ceiling of ε = 1 with its whole 95 % band" in crossed.warnings[0]
     assert "the accounting or the defense's implementation is wrong" in crossed.warnings[0]
+
+
+def test_a_leaking_row_under_an_epsilon_past_a_float_reads_a_ceiling_of_one():
+    """ε of about 2,000 (CE-FedGNN's exchanged embeddings at σ0 = 0) made e^ε overflow and
+    the report's verdict crash; the ceiling on TPR at 1 % FPR is 100 % past ln 100."""
+    plain = _cell(0, 0.80)
+    dp = _cell(0, 0.80, _eps(2000.0), [{"name": "dp-sgd", "params": {}}])
+    attacks = [_attack(plain, 0.7, 0.66, 0.74), _attack(dp, 0.7, 0.66, 0.74)]
+    defended = verdicts([plain, dp], attacks, 1e-5)[1]
+    assert any("a TPR of at most 100.0% at 1 % FPR" in w for w in defended.warnings)
