@@ -20,6 +20,7 @@ from torch_geometric.utils import k_hop_subgraph
 
 from fgl_workbench.adversary.candidates import Candidates
 from fgl_workbench.adversary.threat import BackgroundKnowledge
+from fgl_workbench.attacks.membership.observe import rebuilt_model
 from fgl_workbench.models import ModelSpec
 
 State = dict[str, torch.Tensor]
@@ -59,9 +60,7 @@ def update_cosines(
     """cos(−∇ℓ(θ, x), θ − θ₀) per record, θ the model ``state`` (an upload, or the next
     global model) and θ₀ the ``start`` it was trained from; ℓ the cross-entropy at the
     record's label, the gradient over the parameters the update moved."""
-    model = spec.build()
-    model.load_state_dict(state)
-    model.eval()  # dropout off: the gradient of the model as released
+    model = rebuilt_model(spec, state, "mia-fedmia").eval()  # dropout off: as released
     names = [n for n, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
     direction = torch.cat([(state[n] - start[n]).reshape(-1).float() for n in names])
