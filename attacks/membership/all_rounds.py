@@ -25,6 +25,13 @@ aggregation, which it holds the key of). Each round's improvement of the margin,
 round (known non-members) and the rounds are combined as above: members improve more than
 non-members, round after round, whether or not the last model still shows it.
 
+``signal: gradient`` (FedMIA's gradient test) replaces the margin by a record's gradient
+against the update: per round, the cosine between the record's descent direction
+−∇ℓ(θ, x) at the model θ the update produced and the update θ − θ₀ (the server: each client's
+upload against the global model it started from; the client: each global model against the
+one before), standardised by the pool's cosines that round and combined as above. A client's
+update is a sum of its members' gradient steps, so a member's own direction points along it.
+
 Both need every round's payloads (the target's ``keep_payloads: all``), or the last
 ``window`` rounds'. The threshold is the (1 − fpr) quantile of the auxiliary pool's scores."""
 
@@ -48,6 +55,8 @@ from fgl_workbench.attacks.membership.observe import (
     sealed,
     true_label_logit_margin,
 )
+from fgl_workbench.attacks.membership.record_gradients import record_forwards, update_cosines
+from fgl_workbench.attacks.membership.reference import union
 from fgl_workbench.defenses.dp_fedavg import aggregate_mean, apply_update
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.models import ModelSpec
@@ -67,6 +76,14 @@ class AllRoundsConfig(BaseModel):
     )
     client: int = Field(0, ge=0, description="the curious client (adversary: client)")
     hops: int = Field(0, ge=0, le=5, description="node queries: 0 = node alone, k = k-hop subgraph")
+    signal: Literal["margin", "gradient"] = Field(
+        "margin",
+        description="margin: the true-label logit margin; gradient: per round, the cosine "
+        "between a record's descent direction at the updated model and the update (the "
+        "server: each upload against the model it started from, whatever reference says; "
+        "the client: each global model against the one before), standardised by the pool's "
+        "(FedMIA's gradient test; one backward per record and model: window bounds it)",
+    )
     window: int | None = Field(
         None,
         ge=1,
@@ -137,12 +154,18 @@ def server_scores(
         raise NotApplicableError(f"{NAME}: {reason}")
     if not uploads:
         raise NotApplicableError(f"{NAME}: the server received no model weights")
+    kept = windowed(uploads, cfg.window, "every client's upload")
+    if cfg.signal == "gradient":
+        return server_gradient_scores(view, knowledge, records, kept, cfg)
     by_round: dict[int, dict[str, np.ndarray]] = defaultdict(dict)
-    for m in windowed(uploads, cfg.window, "every client's upload"):
+    for m in kept:
         by_round[m.round][m.sender] = margins(view.spec, m.payload, knowledge, records, cfg.hops)
     z: dict[str, list[np.ndarray]] = defaultdict(list)
     if cfg.reference == "start":
-        starts = started_from(view, knowledge, records, by_round, cfg)
+        starts = {
+            r: margins(view.spec, state, knowledge, records, cfg.hops)
+            for r, state in sent_models(view, knowledge, set(by_round)).items()
+        }
         for r, stats in by_round.items():
             for name, value in stats.items():
                 z[name].append(moved(value - starts[r], knowledge.aux_ids.size))
@@ -158,30 +181,47 @@ def server_scores(
     return {name: combined(values, cfg.combine) for name, values in sorted(z.items())}
 
 
-def started_from(
+def server_gradient_scores(
     view: ServerView,
     knowledge: BackgroundKnowledge,
     records: list,
-    rounds: dict[int, dict[str, np.ndarray]],
+    uploads: list[Message],
     cfg: AllRoundsConfig,
-) -> dict[int, np.ndarray]:
-    """Round → the margins under the global model the server sent that round (the one every
-    upload of the round started from)."""
+) -> dict[str, np.ndarray]:
+    """Client name → its combined gradient-cosine statistic per record (candidates, then
+    pool): each upload's update against the global model it started from."""
+    starts = sent_models(view, knowledge, {m.round for m in uploads})
+    everyone = union(*records)
+    forwards = record_forwards(knowledge, everyone, cfg.hops)
+    pool = knowledge.aux_ids.size
+    z: dict[str, list[np.ndarray]] = defaultdict(list)
+    for m in uploads:
+        cos = update_cosines(view.spec, m.payload, starts[m.round], forwards, everyone.labels)
+        z[m.sender].append(moved(cos, pool))
+    return {name: combined(values, cfg.combine) for name, values in sorted(z.items())}
+
+
+def sent_models(
+    view: ServerView, knowledge: BackgroundKnowledge, rounds: set[int]
+) -> dict[int, State]:
+    """Round → the global model the server sent that round (the one every upload of the
+    round started from)."""
     if knowledge.aux_ids.size < 2:
-        raise NotApplicableError(f"{NAME}: reference: start calibrates on the auxiliary pool")
+        raise NotApplicableError(
+            f"{NAME}: reading uploads against their start calibrates on the auxiliary pool"
+        )
     sent = [m for m in view.sent if m.kind == MODEL_WEIGHTS and m.round in rounds]
     missing = sorted(set(rounds) - {m.round for m in sent})
     if missing:
         raise NotApplicableError(
-            f"{NAME}: reference: start needs the global model the server sent in rounds "
+            f"{NAME}: reading uploads against their start (reference: start, signal: "
+            f"gradient) needs the global model the server sent in rounds "
             f"{missing} (the uploads' start; under secure aggregation the server sends none)"
         )
-    first = {}
+    first: dict[int, State] = {}
     for m in windowed(sent, None, "the global model"):
         first.setdefault(m.round, m.payload)  # one snapshot, sent to every client of the round
-    return {
-        r: margins(view.spec, state, knowledge, records, cfg.hops) for r, state in first.items()
-    }
+    return first
 
 
 def moved(step: np.ndarray, pool: int) -> np.ndarray:
@@ -241,15 +281,25 @@ def client_models(view: ClientView, knowledge: BackgroundKnowledge, cfg: AllRoun
 def client_scores(
     view: ClientView, knowledge: BackgroundKnowledge, records: list, cfg: AllRoundsConfig
 ) -> np.ndarray:
-    """Each round's margin improvement, standardised by the pool's that round, combined."""
+    """Each round's margin improvement (or gradient cosine with the round's update),
+    standardised by the pool's that round, combined."""
     pool = knowledge.aux_ids.size
     if pool < 2:
         raise NotApplicableError(f"{NAME}: the client calibrates on the auxiliary pool")
     states = client_models(view, knowledge, cfg)
     if len(states) < 2:
         raise NotApplicableError(f"{NAME}: needs at least two global models (one round)")
-    m = np.stack([margins(view.spec, s, knowledge, records, cfg.hops) for s in states])
-    return combined([moved(step, pool) for step in np.diff(m, axis=0)], cfg.combine)
+    if cfg.signal == "gradient":
+        everyone = union(*records)
+        forwards = record_forwards(knowledge, everyone, cfg.hops)
+        steps = [
+            update_cosines(view.spec, after, before, forwards, everyone.labels)
+            for before, after in zip(states[:-1], states[1:], strict=True)
+        ]
+    else:
+        m = np.stack([margins(view.spec, s, knowledge, records, cfg.hops) for s in states])
+        steps = list(np.diff(m, axis=0))
+    return combined([moved(step, pool) for step in steps], cfg.combine)
 
 
 class AllRoundsAttack:

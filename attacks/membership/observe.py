@@ -144,6 +144,12 @@ def rebuilt_api(
 ) -> QueryAPI | OwnerRoutedQueryAPI | GraphOwnerRoutedQueryAPI:
     """A query API over the architecture the adversary knows, loaded with weights it observed
     (an upload, or a global model it was sent)."""
+    return model_api(rebuilt_model(spec, state, attack), knowledge)
+
+
+def rebuilt_model(spec: ModelSpec, state: dict[str, torch.Tensor], attack: str) -> nn.Module:
+    """The architecture the adversary knows loaded with weights it observed; not applicable
+    where the weights leave out modules each client keeps to itself."""
     model = spec.build()
     kept = sorted(
         {k.split(".", 1)[0] for k in model.state_dict()} - {k.split(".", 1)[0] for k in state}
@@ -154,7 +160,7 @@ def rebuilt_api(
             f"keeps to itself ({', '.join(kept)}), so the server holds no model that answers"
         )
     model.load_state_dict(state)
-    return model_api(model, knowledge)
+    return model
 
 
 def query(api: QueryAPI, records: Candidates, hops: int) -> torch.Tensor:
