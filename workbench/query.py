@@ -292,6 +292,20 @@ class AnswerTable:
     def embeddings(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         return table_rows(self._table(self._embeddings, hops), node_ids)
 
+    def renamed(self, names: np.ndarray) -> AnswerTable:
+        """The same answers with node i asked as ``names[i]``: rows permuted, the known
+        graph's edges renamed; nothing kept of the old numbering."""
+        ids = torch.as_tensor(np.argsort(names))
+        known = None
+        if self._known is not None:
+            edge_index, n = self._known
+            renamed = torch.sort(torch.as_tensor(names)[edge_index], dim=0).values
+            known = Data(edge_index=renamed, num_nodes=n)
+        return AnswerTable(
+            _rows_of(self._logits, ids), _rows_of(self._embeddings, ids), self._model, known,
+            self._refusal,
+        )  # fmt: skip
+
     def with_features(self, x: torch.Tensor) -> NodeQueryAPI:
         """The deployment's model queried with the querier's own features over the graph the
         querier knows."""
@@ -394,6 +408,16 @@ class TableQueryAPI:
     def logits(self, node_ids: np.ndarray, hops: int = 0) -> torch.Tensor:
         return table_rows(self._logits, node_ids)
 
+    def renamed(self, names: np.ndarray) -> TableQueryAPI:
+        """The same answers with node i asked as ``names[i]``."""
+        return TableQueryAPI(self._logits[torch.as_tensor(np.argsort(names))])
+
+
+def _rows_of(
+    tables: dict[int, torch.Tensor] | None, ids: torch.Tensor
+) -> dict[int, torch.Tensor] | None:
+    return None if tables is None else {h: t[ids] for h, t in tables.items()}
+
 
 def table_rows(table: torch.Tensor, node_ids: np.ndarray) -> torch.Tensor:
     """Rows of a per-node table, with the ids checked."""
@@ -482,6 +506,16 @@ class ServedAPI:
     def embeddings(self, node_ids: np.ndarray) -> torch.Tensor:
         """The model's penultimate layer, for deployments that answer with embeddings."""
         return table_rows(self._embeddings, node_ids)
+
+    def renamed(self, names: np.ndarray) -> ServedAPI:
+        """The same answers with node i asked as ``names[i]``: tables permuted, each probe
+        filed under its node's name with its moved nodes renamed (ascending, as answered)."""
+        ids = torch.as_tensor(np.argsort(names))
+        probes = {}
+        for node, (moved_ids, moved) in self._probes.items():
+            order = np.argsort(names[moved_ids])
+            probes[int(names[node])] = (names[moved_ids][order], moved[torch.as_tensor(order)])
+        return ServedAPI(self._logits[ids], self._embeddings[ids], probes, self._step)
 
     def influence(self, node: int, step: float) -> tuple[np.ndarray, torch.Tensor]:
         """LinkTeller's probe (Wu et al., S&P 2022): after every feature of ``node`` was raised

@@ -308,8 +308,9 @@ class AllRoundsAttack:
     threat = ThreatModel(
         sees="every client's upload of every round (server); the global models of every round "
         "(client, decrypting them under secure aggregation)",
-        knows="the architecture, the auxiliary pool (known non-members: the client's reference "
-        "and the threshold)",
+        knows="the architecture, the candidates' features and labels (FedMIA's background), the "
+        "population graph's edges where hops > 0, the auxiliary pool (known non-members: the "
+        "client's reference and the threshold)",
     )
     Config = AllRoundsConfig
 

@@ -25,7 +25,6 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from fgl_workbench.adversary.candidates import NodePairs
-from fgl_workbench.adversary.pseudonyms import unwrapped
 from fgl_workbench.adversary.threat import BackgroundKnowledge, InsiderView, QuerierView, ServedView
 from fgl_workbench.attacks.base import ATTACKS, AttackInput, AttackOutput, ThreatModel
 from fgl_workbench.errors import NotApplicableError
@@ -113,7 +112,7 @@ def node_signal(
     """One row per population node, filled for ``nodes``: what the pairs are judged on."""
     if signal == "features":
         return knowledge.graph.x.numpy(force=True).astype(float)
-    hops = (config.hops,) if isinstance(unwrapped(api), NodeQueryAPI | AnswerTable) else ()
+    hops = (config.hops,) if isinstance(api, NodeQueryAPI | AnswerTable) else ()
     if signal == "posterior":
         rows = torch.softmax(api.logits(nodes, *hops).float(), dim=1).numpy(force=True)
     elif hasattr(api, "embeddings"):

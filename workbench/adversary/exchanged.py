@@ -8,7 +8,7 @@ composition charges for)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -26,6 +26,10 @@ class ExchangedEmbeddings:
     h: torch.Tensor  # [m, d] the releases, in the order received
     normalised: bool  # metric-DP releases are L2-normalised before their noise: match unit rows
     combine: Combine = "last"
+
+    def renamed(self, names: np.ndarray) -> ExchangedEmbeddings:
+        """The same releases with node i named ``names[i]``."""
+        return replace(self, ids=np.asarray(names)[self.ids])
 
     @property
     def nodes(self) -> np.ndarray:

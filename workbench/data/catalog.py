@@ -218,10 +218,13 @@ def _register_tu(name: str) -> None:
             lambda: TUDataset(str(folder.parent), name, use_node_attr=params.use_node_attr),
         )
         graphs = [ds[i] for i in range(len(ds))]  # type: ignore[arg-type]
-        if graphs[0].x is None:
+        structural = graphs[0].x is None
+        if structural:
             graphs = _with_degree_features(graphs, params.max_degree)
         records = [graph_data(g.x, g.edge_index, int(g.y.view(-1)[0])) for g in graphs]
-        return GraphDataset(name=name, graphs=records, num_classes=ds.num_classes)  # type: ignore[attr-defined]
+        return GraphDataset(
+            name=name, graphs=records, num_classes=ds.num_classes, structural_features=structural
+        )  # type: ignore[attr-defined]
 
     spec = DatasetSpec(name, "graph", TUParams, build, f"TUDataset/{name}", files)
     DATASETS.register(name)(spec)
@@ -294,7 +297,8 @@ def _build_mixture(root: Path, params: BaseModel) -> Dataset:
             graphs.append(record)
         offset += ds.num_classes
     name = "+".join(params.members)
-    return GraphDataset(name, graphs, offset, tuple(params.members))
+    structural = any(ds.structural_features for ds in members)
+    return GraphDataset(name, graphs, offset, tuple(params.members), structural)
 
 
 DATASETS.register("graph-mixture")(

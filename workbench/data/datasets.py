@@ -66,6 +66,9 @@ class GraphDataset:
     graphs: list[Data]
     num_classes: int
     source_names: tuple[str, ...] = ()
+    # x is computed from the structure (one-hot degrees, for datasets that ship no features):
+    # whoever is told the features is told that much of the edges
+    structural_features: bool = False
     level: Level = field(default="graph", init=False)
 
     @property

@@ -211,3 +211,21 @@ def test_another_clients_gradient_recovers_none_of_the_graphs(tiny_graphs):
         v = replace(view, received=swapped)
         exact.append(_attack(federation, trained, v, client=k, steps=300, lr=0.05, **MATCH))
     assert all(m["exact_rate"] == 0.0 for m in exact), exact
+
+
+def test_features_computed_from_the_degrees_refuse_the_attack(small_graphs):
+    """IMDB-BINARY ships no node features, so the catalog gives one-hot degrees, and the
+    server told the features was told the degrees it is asked to recover (a degree-product
+    scorer read AUC 0.74 there: a review): refused, not scored against a chance line."""
+    flagged = replace(small_graphs, structural_features=True)
+    federation = build_federation(flagged, make_partition(flagged, "iid", 3, 0))
+    task = structure_challenge(federation, 0, 0)
+    with pytest.raises(NotApplicableError, match="one-hot degrees"):
+        structure_knowledge(federation, None, 0, task)
+
+
+def test_the_catalog_marks_features_it_computed_from_the_degrees(data_root):
+    from fgl_workbench.data.catalog import load_dataset
+
+    assert load_dataset("IMDB-BINARY", None, data_root).structural_features
+    assert not load_dataset("MUTAG", None, data_root).structural_features
