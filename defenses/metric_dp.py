@@ -74,6 +74,10 @@ class EmbeddingRelease:
             "the target releases only metric-DP node embeddings, no posteriors"
         )
 
+    def renamed(self, names: np.ndarray) -> EmbeddingRelease:
+        """The same table with node i's row asked as ``names[i]``."""
+        return EmbeddingRelease(self._table[torch.as_tensor(np.argsort(names))])
+
 
 @dataclass(frozen=True)
 class MetricReleases:
