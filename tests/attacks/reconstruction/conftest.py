@@ -15,3 +15,15 @@ def setting():
     fedavg = TARGETS.get("fedavg")
     trained = fedavg.fit(federation, fedavg.Config(rounds=30), [], 0)
     return federation, trained, link_challenge(federation, 0)
+
+
+@pytest.fixture(scope="session")
+def fit_fedsgd():
+    """FedAvg as FedSGD (one full-batch SGD step, one round, a 32-unit model without
+    dropout, the first and last payloads kept): what gradient-matching and GRAIN read."""
+    fedavg = TARGETS.get("fedavg")
+    config = fedavg.Config(
+        rounds=1, local_epochs=1, optimizer="sgd", lr=0.1, batch_size=1000,
+        keep_payloads="first_and_last", model={"hidden": 32, "dropout": 0.0},
+    )  # fmt: skip
+    return lambda federation: fedavg.fit(federation, config, [], 0)

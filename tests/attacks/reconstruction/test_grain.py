@@ -24,18 +24,8 @@ from fgl_workbench.data.federation import build_federation
 from fgl_workbench.data.partition import make_partition
 from fgl_workbench.data.synthetic import SyntheticGraphsParams, synthetic_graphs
 from fgl_workbench.errors import NotApplicableError
-from fgl_workbench.targets import TARGETS
 from fgl_workbench.transcript import MODEL_WEIGHTS, client
 
-FEDSGD = {
-    "rounds": 1,
-    "local_epochs": 1,
-    "optimizer": "sgd",
-    "lr": 0.1,
-    "batch_size": 1000,
-    "keep_payloads": "first_and_last",
-    "model": {"hidden": 32, "dropout": 0.0},
-}
 GRAIN = {
     "objective": "update",
     "round": "first",
@@ -47,7 +37,7 @@ GRAIN = {
 
 
 @pytest.fixture(scope="module")
-def one_graph_each():
+def one_graph_each(fit_fedsgd):
     """FedSGD over 40 clients holding one small graph each (5 to 8 nodes, Gaussian features,
     so every node is told apart by its features): each upload is one graph's gradient, its
     nodes fewer than the GIN's 32 units. Returns the federation, the trained target and the
@@ -55,8 +45,7 @@ def one_graph_each():
     ds = synthetic_graphs(SyntheticGraphsParams(num_graphs=40, min_nodes=5, max_nodes=8))
     part = make_partition(ds, "iid", 40, 0, split=(1.0, 0.0, 0.0))
     federation = build_federation(ds, part)
-    fedavg = TARGETS.get("fedavg")
-    trained = fedavg.fit(federation, fedavg.Config(**FEDSGD), [], 0)
+    trained = fit_fedsgd(federation)
     connected = [
         k
         for k, c in enumerate(federation.clients)
@@ -153,7 +142,7 @@ def test_exact_up_to_relabelling_counts_what_the_features_leave_open():
 
 
 @pytest.mark.slow
-def test_small_mutag_molecules_come_back_up_to_relabelling():
+def test_small_mutag_molecules_come_back_up_to_relabelling(fit_fedsgd):
     """Real MUTAG, one molecule per client (188 IID clients, every graph a training graph),
     FedSGD, GIN hidden 32: four molecules of 10 to 13 atoms come back exactly up to a
     relabelling of same-type atoms (the labelled graph cannot: two carbons give one upload),
@@ -162,8 +151,7 @@ def test_small_mutag_molecules_come_back_up_to_relabelling():
 
     ds = load_dataset("MUTAG")
     federation = build_federation(ds, make_partition(ds, "iid", 188, 0, split=(1.0, 0.0, 0.0)))
-    fedavg = TARGETS.get("fedavg")
-    trained = fedavg.fit(federation, fedavg.Config(**FEDSGD), [], 0)
+    trained = fit_fedsgd(federation)
     for k in (1, 2, 9, 10):
         m, out = _attack(federation, trained, k, grain_max_degree=4, grain_states=2000)
         assert m["exact_iso_rate"] == 1.0 and m["exact_rate"] == 0.0, (k, m)

@@ -154,26 +154,16 @@ def test_graph_level_pairs_cover_every_graph_and_exact_recovery_is_per_graph(sma
     assert m["exact_ci_low"] < m["exact_rate"] < m["exact_ci_high"]
 
 
-FEDSGD = {
-    "rounds": 1,
-    "local_epochs": 1,
-    "optimizer": "sgd",
-    "lr": 0.1,
-    "batch_size": 1000,
-    "keep_payloads": "first_and_last",
-    "model": {"hidden": 32, "dropout": 0.0},
-}
 MATCH = {"objective": "update", "round": "first", "smoothness": 0.0, "optimiser": "adam"}
 
 
 @pytest.fixture(scope="module")
-def tiny_graphs():
+def tiny_graphs(fit_fedsgd):
     """FedSGD (one full-batch SGD step per round) over 30 clients holding tiny graphs (4 to 7
     nodes, Gaussian features): each client's update is one or two graphs' gradient."""
     ds = synthetic_graphs(SyntheticGraphsParams(num_graphs=90, min_nodes=4, max_nodes=7))
     federation = build_federation(ds, make_partition(ds, "iid", 30, 0))
-    fedavg = TARGETS.get("fedavg")
-    return federation, fedavg.fit(federation, fedavg.Config(**FEDSGD), [], 0)
+    return federation, fit_fedsgd(federation)
 
 
 def test_a_tiny_graph_is_recovered_exactly_from_its_one_step_gradient(tiny_graphs):

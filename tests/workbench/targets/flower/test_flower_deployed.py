@@ -253,6 +253,22 @@ def test_a_run_that_failed_is_an_error_though_flwr_run_exits_0(tmp_path):
     assert "this node's traceback" in str(caught.value)
 
 
+def _inline_and_deployed(config, tmp_path, atol):
+    """The federation without DP inline and through a local SuperLink and SuperNodes, their
+    released models equal to ``atol``."""
+    federation, flower = RECIPE.build(), TARGETS.get("flower")
+    deployment = {"record_dir": str(tmp_path), "run_timeout": 900}
+    inline = flower.fit(federation, config, [], 0)
+    deployed = flower.fit(
+        federation, {**config, "backend": "deployment", "deployment": deployment}, [], 0
+    )
+    for key, value in inline.global_model.state_dict().items():
+        torch.testing.assert_close(
+            deployed.global_model.state_dict()[key], value, atol=atol, rtol=0
+        )
+    return inline, deployed
+
+
 @pytest.mark.slow
 def test_the_deployment_engine_gives_the_inline_runs_numbers(tmp_path):
     """A SuperLink and three SuperNodes on this machine (about two minutes a run on two
@@ -266,14 +282,7 @@ def test_the_deployment_engine_gives_the_inline_runs_numbers(tmp_path):
     config = {**CONFIG, "keep_payloads": "all"}
     deployment = {"record_dir": str(tmp_path), "run_timeout": 900}
     flower = TARGETS.get("flower")
-    inline = flower.fit(federation, config, [], 0)
-    deployed = flower.fit(
-        federation, {**config, "backend": "deployment", "deployment": deployment}, [], 0
-    )
-    for key, value in inline.global_model.state_dict().items():
-        torch.testing.assert_close(
-            deployed.global_model.state_dict()[key], value, atol=1e-5, rtol=0
-        )
+    inline, deployed = _inline_and_deployed(config, tmp_path, atol=1e-5)
     assert deployed.utility == inline.utility
     assert deployed.history == [pytest.approx(row, abs=1e-6) for row in inline.history]
     parties = {(m.round, m.sender, m.receiver, m.kind) for m in deployed.transcript.messages}
@@ -300,18 +309,8 @@ def test_secaggplus_runs_on_the_deployment_engine(tmp_path):
     """Flower's SecAgg+ through a SuperLink and three SuperNodes: every stage recorded as
     inline records it (masked vectors, shares, the unmasked aggregate), the model inline's to
     SecAgg+'s quantisation."""
-    federation = RECIPE.build()
     config = {**CONFIG, "keep_payloads": "all", "secure_aggregation": "secaggplus"}
-    deployment = {"record_dir": str(tmp_path), "run_timeout": 900}
-    flower = TARGETS.get("flower")
-    inline = flower.fit(federation, config, [], 0)
-    deployed = flower.fit(
-        federation, {**config, "backend": "deployment", "deployment": deployment}, [], 0
-    )
-    for key, value in inline.global_model.state_dict().items():
-        torch.testing.assert_close(
-            deployed.global_model.state_dict()[key], value, atol=1e-4, rtol=0
-        )
+    inline, deployed = _inline_and_deployed(config, tmp_path, atol=1e-4)
     kinds = {(m.round, m.sender, m.receiver, m.kind) for m in deployed.transcript.messages}
     assert kinds == {(m.round, m.sender, m.receiver, m.kind) for m in inline.transcript.messages}
     assert deployed.ledger == inline.ledger
