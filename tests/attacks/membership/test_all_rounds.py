@@ -249,6 +249,7 @@ def test_gradient_signal_finds_the_members_a_planted_update_descended(federation
     assert metrics["auc_ci_low"] > 0.75, metrics
 
 
+@pytest.mark.slow  # 23 s: per-record gradients; its planted pair stays in the default run
 def test_gradient_signal_holds_chance_when_the_update_descended_neither_side(federation, trained):
     """The same uploads, stepped down the loss of the clients' validation nodes: neither
     members nor non-members of the challenge ([0.39, 0.56])."""
