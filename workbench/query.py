@@ -299,8 +299,7 @@ class AnswerTable:
         known = None
         if self._known is not None:
             edge_index, n = self._known
-            renamed = torch.sort(torch.as_tensor(names)[edge_index], dim=0).values
-            known = Data(edge_index=renamed, num_nodes=n)
+            known = Data(edge_index=renamed_pairs(edge_index, names), num_nodes=n)
         return AnswerTable(
             _rows_of(self._logits, ids), _rows_of(self._embeddings, ids), self._model, known,
             self._refusal,
@@ -411,6 +410,13 @@ class TableQueryAPI:
     def renamed(self, names: np.ndarray) -> TableQueryAPI:
         """The same answers with node i asked as ``names[i]``."""
         return TableQueryAPI(self._logits[torch.as_tensor(np.argsort(names))])
+
+
+def renamed_pairs(pairs: torch.Tensor | np.ndarray, names: np.ndarray) -> torch.Tensor:
+    """Node pairs ([2, k]) with node i named ``names[i]``, each from its lower to its higher
+    name: pairs listed from the lower to the higher old id would give the old order away
+    (Spearman 0.77 on Cora's known edges, a review)."""
+    return torch.sort(torch.as_tensor(names)[torch.as_tensor(pairs)], dim=0).values
 
 
 def _rows_of(

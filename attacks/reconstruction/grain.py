@@ -32,10 +32,10 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 import torch
 
+from fgl_workbench.attacks.reconstruction.structure import labelled_graph, wl_hash
 from fgl_workbench.errors import NotApplicableError
 from fgl_workbench.models.graph import GIN
 
@@ -350,9 +350,8 @@ def wl_key(adjacency: np.ndarray, types: np.ndarray, iterations: int) -> str:
     ``iterations`` layers computes the same rows, so the same gradient, on two graphs with
     one key (it is no finer than the 1-WL test): the update cannot tell them apart, so each
     key is ranked once."""
-    graph = nx.from_numpy_array(adjacency.astype(int))
-    nx.set_node_attributes(graph, {i: str(t) for i, t in enumerate(types.tolist())}, "kind")
-    return nx.weisfeiler_lehman_graph_hash(graph, node_attr="kind", iterations=iterations)
+    src, dst = np.nonzero(np.triu(adjacency))
+    return wl_hash(labelled_graph(types, src, dst), iterations)
 
 
 def feature_types(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -220,12 +220,12 @@ def same_kind(a: dict, b: dict) -> bool:
     return a["kind"] == b["kind"]
 
 
-def wl_hash(graph: nx.Graph) -> str:
-    """The stable 1-WL colouring's hash (as many rounds as nodes): graphs with one hash are
-    alike to the 1-WL test, so to every GIN, whatever its depth."""
-    return nx.weisfeiler_lehman_graph_hash(
-        graph, node_attr="kind", iterations=graph.number_of_nodes()
-    )
+def wl_hash(graph: nx.Graph, iterations: int | None = None) -> str:
+    """The 1-WL colouring's hash over its nodes' feature types, after ``iterations`` rounds
+    (a GIN of that depth computes the same rows on graphs with one hash) or, by default, as
+    many as nodes: the stable colouring, alike to every GIN whatever its depth."""
+    rounds = graph.number_of_nodes() if iterations is None else iterations
+    return nx.weisfeiler_lehman_graph_hash(graph, node_attr="kind", iterations=rounds)
 
 
 def graph_pair(task: StructureChallenge, g: int, decided: np.ndarray) -> tuple[nx.Graph, ...]:

@@ -305,7 +305,8 @@ class FlowerRecorder:
         for strategy, first, end in [] if local else self.spans:
             span = (first, end)
             secagg = self.secagg.get(id(strategy))
-            if secagg is None and self.busiest(span, (MASKED_WEIGHTS,)):
+            masked = self.busiest(span, (MASKED_WEIGHTS,), per_round=True)
+            if secagg is None and masked:
                 why = "uploads masked by a SecAgg+ workflow the recorder could not read"
                 events.append(NoGuarantee(why, EVERYONE))
             events += strategy_events(
@@ -315,7 +316,7 @@ class FlowerRecorder:
                 self.train_weights(span),
                 secagg,
                 self.num_params(),
-                self.busiest(span, (MASKED_WEIGHTS,), per_round=True),
+                masked,
             )
         for action, held in mods.items() if local else ():  # each action's uploads its mods
             for mod in [m for m in held if isinstance(m, LOCAL_DP_MODS)]:
@@ -392,10 +393,10 @@ class FlowerRecorder:
                 "(SecAgg+ other than Flower's secaggplus_mod, or a node outside the recorder): "
                 "nothing shows the clients' DP mods acted on them"
             )
-        for i, update in uploads:
+        for i, update in uploads if clipped and not local else ():
             length = float(torch.cat([v.reshape(-1) for v in update.values()]).norm())
             for clip, a, b in clipped:
-                if not local and a <= i < b and length > clip * (1 + 1e-4):
+                if a <= i < b and length > clip * (1 + 1e-4):
                     problems.add(f"uploads longer than the clip {clip:g}: clipping did not hold")
         for action, held in local.items():
             own = [u for i, u in uploads if self.message_types[i] == action]
@@ -416,7 +417,7 @@ class FlowerRecorder:
             if m.sender == SERVER and m.payload is not None:
                 sent.setdefault((self._step(i, m.round), m.receiver), m.payload)
         kept = {
-            names.get(node_party(node), node_party(node)): list(vectors)
+            names.get(node_party(node), node_party(node)): iter(vectors)
             for node, vectors in kept_uploads(self.premask).items()
         }
         uploads: list[tuple[int, dict[str, torch.Tensor]]] = []
@@ -427,8 +428,7 @@ class FlowerRecorder:
             reference = sent.get((self._step(i, m.round), m.sender))
             payload = m.payload
             if m.kind == MASKED_WEIGHTS:  # this node's next kept vector, of this round
-                vectors = kept.get(m.sender, [])
-                round_, arrays = vectors.pop(0) if vectors else (None, [])
+                round_, arrays = next(kept.get(m.sender, iter(())), (None, []))
                 if round_ != m.round or reference is None or len(arrays) != len(reference):
                     unkept += 1
                     continue

@@ -80,18 +80,18 @@ def run_federation(
     # reference federations hold no validation records: nothing to evaluate on
     validated = any(validation_count(c) > 0 for c in clients)
     initial = global_model.state_dict()
+    bound = None  # SecAgg+'s weight bound, from the clients' weights
+    if cfg.secure_aggregation == "secaggplus":
+        bound = secaggplus.max_weight(cfg, [loop.weight(c) for c in clients], dp)
     if cfg.backend == "deployment":
         from fgl_workbench.targets.flower.deployed import deploy
 
-        bound = None
-        if cfg.secure_aggregation == "secaggplus":
-            bound = secaggplus.max_weight(cfg, [loop.weight(c) for c in clients], dp)
         served = deploy(
             recipe, clients, spec, cfg, dp, seed, server_seed, validated, transcript, initial, bound
         )
-    elif cfg.secure_aggregation == "secaggplus":
+    elif bound is not None:
         served = secure_federation(
-            loop, clients, spec, cfg, dp, transcript, seed, initial, validated
+            loop, clients, spec, cfg, dp, transcript, seed, initial, validated, bound
         )
     else:
         app = client_app(Clients(loop, clients, spec, cfg, seed), dp, cfg.dp_clipping)
@@ -163,15 +163,15 @@ def secure_federation(
     seed: int,
     initial: State,
     validated: bool,
+    bound: float,
 ) -> Served:
-    """The rounds under SecAgg+: Flower's legacy DefaultWorkflow with its SecAggPlusWorkflow,
-    inline or on the simulation engine, every message recorded (Flower's legacy DP wrappers
-    take no accountant)."""
+    """The rounds under SecAgg+ (weights bounded by ``bound``): Flower's legacy
+    DefaultWorkflow with its SecAggPlusWorkflow, inline or on the simulation engine, every
+    message recorded (Flower's legacy DP wrappers take no accountant)."""
     n, names = len(clients), list(initial)
     inner = secaggplus.strategy(cfg, n, dp, initial, validated)
     server = secaggplus.Observed(inner, transcript, names)
     app = secaggplus.client_app(Clients(loop, clients, spec, cfg, seed), dp, names)
-    bound = secaggplus.max_weight(cfg, [loop.weight(c) for c in clients], dp)
 
     def run(grid: RecordingGrid) -> Served:
         result = secaggplus.run(grid, server, cfg, bound, names, stamp_identity)
